@@ -1,0 +1,98 @@
+"""The α step of the bilevel search (NOTES §3), kept apart from the weight step as in DARTS.
+
+First order: α ← Adam step on ∇α L_val(w, α).
+Second order: with w' = w − η(∇w L_train(w) + wd·w),
+    ∇α ≈ ∇α L_val(w', α) − η · [∇α L_train(w + R·v) − ∇α L_train(w − R·v)] / 2R,
+    v = ∇w' L_val(w', α), R = 0.01 / ‖v‖.
+Every pass here runs through `torch.func.functional_call` with the weights given as tensors, so
+the model's own weights are never copied or modified, and with copies of the buffers, so the α
+step leaves the BatchNorm statistics alone. Only the gradients each formula needs are computed.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+from torch.func import functional_call
+
+from .model import lm_loss
+
+Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
+
+
+def is_arch(name: str) -> bool:
+    """Architecture parameters are named `alpha...` wherever they live in the model."""
+    return name.rsplit(".", 1)[-1].startswith("alpha")
+
+
+def split_parameters(model: nn.Module) -> tuple[dict[str, nn.Parameter], dict[str, nn.Parameter]]:
+    weights, arch = {}, {}
+    for name, p in model.named_parameters():
+        (arch if is_arch(name) else weights)[name] = p
+    return weights, arch
+
+
+class Architect:
+    def __init__(self, model: nn.Module, lr: float = 3e-3, weight_decay: float = 1e-3, order: int = 1,
+                 weight_wd: float = 5e-7, arch_names: list[str] | None = None):
+        self.model, self.order, self.weight_wd = model, order, weight_wd
+        self.weights, arch = split_parameters(model)
+        self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
+        self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
+
+    def _loss(self, weights: dict[str, torch.Tensor], batch: Batch, hidden) -> tuple[torch.Tensor, object]:
+        buffers = {n: b.clone() for n, b in self.model.named_buffers()}
+        params = {**weights, **self.arch}
+        logits, hidden, _, _ = functional_call(self.model, {**params, **buffers}, (batch[0], hidden))
+        return lm_loss(logits, batch[1]), hidden
+
+    def step(self, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
+        """One α update; returns the validation hidden state to carry to the next batch."""
+        arch = list(self.arch.values())
+        if self.order == 1:
+            loss, valid_hidden = self._loss(self.weights, valid, valid_hidden)
+            grads = torch.autograd.grad(loss, arch)
+        else:
+            grads, valid_hidden = self._unrolled_grads(train, train_hidden, valid, valid_hidden, eta)
+        for p, g in zip(arch, grads):
+            p.grad = g
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return valid_hidden
+
+    def _unrolled_grads(self, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
+        names = list(self.weights)
+        w = [self.weights[n].detach() for n in names]
+        loss, _ = self._loss(self.weights, train, train_hidden)
+        gw = torch.autograd.grad(loss, list(self.weights.values()))
+        unrolled = [(wi - eta * (gi + self.weight_wd * wi)).requires_grad_() for wi, gi in zip(w, gw)]
+        loss, valid_hidden = self._loss(dict(zip(names, unrolled)), valid, valid_hidden)
+        grads = torch.autograd.grad(loss, list(self.arch.values()) + unrolled)
+        d_arch, v = grads[: len(self.arch)], grads[len(self.arch):]
+        hvp = self.hessian_vector_product(dict(zip(names, w)), v, train, train_hidden)
+        return [da - eta * h for da, h in zip(d_arch, hvp)], valid_hidden
+
+    def hessian_vector_product(self, w: dict[str, torch.Tensor], v, train: Batch, hidden) -> list[torch.Tensor]:
+        """(∇α L_train(w + R·v) − ∇α L_train(w − R·v)) / 2R with R = 0.01/‖v‖ (finite differences)."""
+        r = 0.01 / torch.cat([x.reshape(-1) for x in v]).norm()
+        arch = list(self.arch.values())
+        device = next(iter(w.values())).device
+        sides = []
+        with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            state = _rng_state(device)
+            for sign in (1, -1):  # both sides draw the same dropout masks, so only w differs
+                _set_rng_state(device, state)
+                shifted = {n: wi + sign * r * vi for (n, wi), vi in zip(w.items(), v)}
+                loss, _ = self._loss(shifted, train, hidden)
+                sides.append(torch.autograd.grad(loss, arch))
+        return [(gp - gm) / (2 * r) for gp, gm in zip(*sides)]
+
+
+def _rng_state(device: torch.device) -> torch.Tensor:
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else torch.get_rng_state()
+
+
+def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_rng_state(state, device)
+    else:
+        torch.set_rng_state(state)

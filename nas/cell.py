@@ -1,0 +1,154 @@
+"""The frozen DARTS recurrent cell (NOTES §1), run over whole sequences.
+
+`FrozenRNN` is the one recurrent layer the language model and the tagger share. It holds the
+cell of a genotype for one or two directions (two for a BiRNN: the second direction reads each
+sequence reversed within its length), with separate weights per direction stacked on a leading
+axis so both directions run in the same batched matmuls.
+
+Per step, with variational masks m_x, m_h drawn once per sequence:
+    [c0 | h0] = (x_t ⊙ m_x)·W0x + (h_{t-1} ⊙ m_h)·W0h,   s0 = h_{t-1} + σ(c0)⊙(tanh(h0) − h_{t-1})
+    [c | h]   = (s_j ⊙ m_h)·W_i,                          s_i = Σ_inputs s_j + σ(c)⊙(f(h) − s_j)
+    h_t = mean(s_k for k in concat)
+The x·W0x half is computed for all steps before the loop. Nodes whose inputs are ready form a
+wave; each wave is one batched matmul per step.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .genotype import Genotype
+
+INIT_RANGE = 0.04
+ACTIVATIONS = {"identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
+
+
+def highway(prev: torch.Tensor, c: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """s = prev + σ(c)⊙(h − prev), with h already activated."""
+    return prev + torch.sigmoid(c) * (h - prev)
+
+
+def variational_mask(like: torch.Tensor, p: float, shape: tuple[int, ...]) -> torch.Tensor | None:
+    """A dropout mask drawn once per sequence and reused at every step (None when off)."""
+    if p <= 0:
+        return None
+    return like.new_empty(shape).bernoulli_(1 - p) / (1 - p)
+
+
+def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each sequence of a (T, B, ...) padded batch within its own length; padding stays put."""
+    steps = torch.arange(x.size(0), device=x.device).unsqueeze(1)
+    lengths = lengths.to(x.device).unsqueeze(0)
+    index = torch.where(steps < lengths, lengths - 1 - steps, steps)
+    return x.gather(0, index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x))
+
+
+def _plan_waves(geno: Genotype) -> list[list[tuple[int, int, str]]]:
+    """Group the cell's edges (node, predecessor, op) into waves of nodes computable together."""
+    depth = {0: 0}
+    for i, node in enumerate(geno.nodes, start=1):
+        depth[i] = 1 + max(depth[pred] for _, pred in node)
+    waves: list[list[tuple[int, int, str]]] = [[] for _ in range(max(depth.values()))]
+    for i, node in enumerate(geno.nodes, start=1):
+        for op, pred in node:
+            waves[depth[i] - 1].append((i, pred, op))
+    return [sorted(w, key=lambda e: (e[2], e[0])) for w in waves]  # same ops side by side
+
+
+class FrozenRNN(nn.Module):
+    """A genotype's cell as a sequence layer: (T, B, ninp) -> (T, B, directions·nhid)."""
+
+    def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
+                 dropout_x: float = 0.0, dropout_h: float = 0.0):
+        super().__init__()
+        if genotype.inter is not None or genotype.attention is not None:
+            raise ValueError("this genotype has inter-cell gates or attention, which FrozenRNN does not run yet")
+        self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
+        self.dropout_x, self.dropout_h = dropout_x, dropout_h
+        steps = genotype.steps
+        self.w0 = nn.Parameter(torch.empty(directions, ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
+        self.ws = nn.Parameter(torch.empty(directions, steps, nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
+        self._waves = _plan_waves(genotype)
+        self._runs = [_runs(wave) for wave in self._waves]
+        for k, wave in enumerate(self._waves):
+            self.register_buffer(f"_wave{k}", torch.tensor([i - 1 for i, _, _ in wave]), persistent=False)
+
+    @property
+    def output_size(self) -> int:
+        return self.directions * self.nhid
+
+    def init_hidden(self, batch: int) -> torch.Tensor:
+        return self.w0.new_zeros(self.directions, batch, self.nhid)
+
+    def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the cell over x (T, B, ninp); `lengths` (B,) marks valid prefixes of a padded batch.
+
+        Returns the outputs (T, B, directions·nhid), zero past each length, and the last valid
+        hidden state (directions, B, nhid).
+        """
+        T, B, _ = x.shape
+        D, H = self.directions, self.nhid
+        if D == 2:
+            if lengths is None:
+                lengths = torch.full((B,), T, dtype=torch.long)
+            x = torch.stack([x, reverse_padded(x, lengths)], 1)  # (T, D, B, ninp)
+        else:
+            x = x.unsqueeze(1)
+        h = self.init_hidden(B) if hidden is None else hidden
+        mx = mh = None
+        if self.training:
+            mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
+            mh = variational_mask(x, self.dropout_h, (D, B, H))
+        if mx is not None:
+            x = x * mx
+        w0x, w0h = self.w0[:, : self.ninp], self.w0[:, self.ninp:]
+        # Input projection of every step and direction: D GEMMs of (T·B, ninp)·(ninp, 2H), outside the loop.
+        xproj = torch.bmm(x.transpose(0, 1).reshape(D, T * B, self.ninp), w0x).view(D, T, B, 2 * H).transpose(0, 1)
+        wave_w = [self.ws[:, idx].transpose(0, 1).reshape(-1, H, 2 * H) for idx in self._wave_indices()]
+        valid = None
+        if lengths is not None and bool((lengths < T).any()):
+            valid = (torch.arange(T, device=x.device).unsqueeze(1) < lengths.to(x.device)).view(T, 1, B, 1)
+        outputs = []
+        for t in range(T):
+            new_h = self._step(xproj[t], h, w0h, wave_w, mh)
+            h = new_h if valid is None else torch.where(valid[t], new_h, h)
+            outputs.append(h)
+        out = torch.stack(outputs)  # (T, D, B, H)
+        if valid is not None:
+            out = out * valid
+        if D == 2:
+            out = torch.cat([out[:, 0], reverse_padded(out[:, 1], lengths)], -1)
+        else:
+            out = out[:, 0]
+        return out, h
+
+    def _wave_indices(self) -> list[torch.Tensor]:
+        return [getattr(self, f"_wave{k}") for k in range(len(self._waves))]
+
+    def _step(self, xp: torch.Tensor, h: torch.Tensor, w0h: torch.Tensor,
+              wave_w: list[torch.Tensor], mh: torch.Tensor | None) -> torch.Tensor:
+        D, B, H = h.shape
+        c0, h0 = (xp + torch.bmm(h if mh is None else h * mh, w0h)).split(H, -1)
+        states = {0: highway(h, c0, torch.tanh(h0))}
+        for wave, runs, w in zip(self._waves, self._runs, wave_w):
+            prev = torch.stack([states[pred] for _, pred, _ in wave])  # (E, D, B, H)
+            inp = prev if mh is None else prev * mh
+            c, hh = torch.bmm(inp.view(-1, B, H), w).view(len(wave), D, B, 2 * H).split(H, -1)
+            act = torch.cat([ACTIVATIONS[op](hh[start:stop]) for op, start, stop in runs])
+            new = highway(prev, c, act)
+            for e, (node, _, _) in enumerate(wave):
+                states[node] = new[e] if node not in states else states[node] + new[e]
+        return torch.stack([states[k] for k in self.genotype.concat]).mean(0)
+
+
+def _runs(wave: list[tuple[int, int, str]]) -> list[tuple[str, int, int]]:
+    """Contiguous runs of the same op in a wave (edges are sorted by op)."""
+    runs: list[tuple[str, int, int]] = []
+    for e, (_, _, op) in enumerate(wave):
+        if runs and runs[-1][0] == op:
+            runs[-1] = (op, runs[-1][1], e + 1)
+        else:
+            runs.append((op, e, e + 1))
+    return runs

@@ -1,0 +1,173 @@
+"""The searched cell as a versioned JSON file: what the search writes and everything else reads.
+
+A genotype lists, for nodes 1..N, the inputs of each node as `[op, predecessor]` pairs
+(predecessor 0 is the first state s0), the nodes averaged into the output (`concat`), the
+optional ESS inter-cell gates (`inter`), the optional NASABN attention type (`attention`) and
+the provenance of the cell.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .errors import InputError
+from .files import atomic_write_text, read_json
+
+FORMAT = "nas-rnn-genotype"
+VERSION = 1
+OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # search candidates, `none` first as in DARTS
+ATTENTION_TYPES = ("dot", "multihead")
+_ENAS_FUNCS = ("tanh", "relu", "sigmoid", "identity")  # ENAS fixed-arc function codes 0..3
+
+
+def resources_dir() -> Path:
+    """`resources/` of this checkout (the project is installed editable), or $NAS_RESOURCES."""
+    return Path(os.environ.get("NAS_RESOURCES", Path(__file__).resolve().parent.parent / "resources"))
+
+
+@dataclass(frozen=True)
+class Genotype:
+    nodes: tuple[tuple[tuple[str, int], ...], ...]
+    concat: tuple[int, ...]
+    inter: dict | None = None
+    attention: str | None = None
+    name: str | None = None
+    provenance: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def steps(self) -> int:
+        return len(self.nodes)
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[tuple[str, int]], concat: Sequence[int] | None = None, **kw: Any) -> "Genotype":
+        """Single-input cells as the papers print them: [(op, predecessor), ...]."""
+        nodes = tuple(((op, int(pred)),) for op, pred in pairs)
+        geno = cls(nodes=nodes, concat=tuple(concat or range(1, len(nodes) + 1)), **kw)
+        return validate(geno.to_dict(), "genotype")
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "name": self.name,
+            "nodes": [[[op, pred] for op, pred in node] for node in self.nodes],
+            "concat": list(self.concat),
+            "inter": self.inter,
+            "attention": self.attention,
+            "provenance": self.provenance,
+        }
+
+    def to_enas(self) -> str:
+        """ENAS fixed-arc notation: `pred func` per node (func 0=tanh 1=relu 2=sigmoid 3=identity)."""
+        out = []
+        for number, node in enumerate(self.nodes, start=1):
+            if len(node) != 1:
+                raise ValueError(f"node {number} has {len(node)} inputs; ENAS notation holds one")
+            op, pred = node[0]
+            out += [str(pred), str(_ENAS_FUNCS.index(op))]
+        return " ".join(out)
+
+    def dumps(self) -> str:
+        """JSON with one line per node, so a cell reads at a glance in a diff or a terminal."""
+        data = self.to_dict()
+        lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items() if k != "nodes"]
+        nodes = ",\n".join(f"    {json.dumps(node)}" for node in data["nodes"])
+        lines.insert(3, f'  "nodes": [\n{nodes}\n  ]')
+        return "{\n" + ",\n".join(lines) + "\n}\n"
+
+    def save(self, path: str | os.PathLike) -> None:
+        atomic_write_text(path, self.dumps())
+
+
+def _fail(where: str, fieldname: str, problem: str) -> None:
+    raise InputError(f"{where}: field '{fieldname}': {problem}")
+
+
+def validate(data: Any, where: str) -> Genotype:
+    """Check every field of a genotype dict; the first problem is an InputError naming the field."""
+    if not isinstance(data, dict):
+        _fail(where, "<root>", "a genotype is a JSON object")
+    if data.get("format", FORMAT) != FORMAT:
+        _fail(where, "format", f"expected '{FORMAT}', got {data.get('format')!r}")
+    if data.get("version") != VERSION:
+        _fail(where, "version", f"unknown version {data.get('version')!r} (this toolkit reads version {VERSION})")
+    known = {"format", "version", "name", "nodes", "concat", "inter", "attention", "provenance"}
+    for key in data:
+        if key not in known:
+            _fail(where, key, "unknown field")
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        _fail(where, "nodes", "must be a non-empty list of nodes")
+    parsed = []
+    for i, node in enumerate(nodes, start=1):
+        label = f"nodes[{i - 1}]"
+        if not isinstance(node, list) or not node:
+            _fail(where, label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
+        inputs = []
+        for k, item in enumerate(node):
+            if not (isinstance(item, list) and len(item) == 2):
+                _fail(where, f"{label}[{k}]", "an input is a pair [op, predecessor]")
+            op, pred = item
+            if op not in OPS or op == "none":
+                _fail(where, f"{label}[{k}]", f"unknown op {op!r} (ops: {', '.join(OPS[1:])})")
+            if isinstance(pred, bool) or not isinstance(pred, int) or not 0 <= pred < i:
+                _fail(where, f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be an integer in 0..{i - 1}")
+            inputs.append((op, pred))
+        parsed.append(tuple(inputs))
+    concat = data.get("concat")
+    if not isinstance(concat, list) or not concat:
+        _fail(where, "concat", "must be a non-empty list of node numbers")
+    for c in concat:
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= len(parsed):
+            _fail(where, "concat", f"node {c!r} out of range 1..{len(parsed)}")
+    if len(set(concat)) != len(concat):
+        _fail(where, "concat", "repeats a node")
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        _fail(where, "name", "must be a string or null")
+    attention = data.get("attention")
+    if attention is not None and attention not in ATTENTION_TYPES:
+        _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
+    inter = data.get("inter")
+    if inter is not None:
+        from .inter import validate_inter  # ESS gates own their own schema
+
+        validate_inter(inter, len(parsed), lambda f, p: _fail(where, f"inter.{f}", p))
+    provenance = data.get("provenance", {})
+    if not isinstance(provenance, dict):
+        _fail(where, "provenance", "must be a JSON object")
+    return Genotype(tuple(parsed), tuple(concat), inter, attention, name, provenance)
+
+
+def shipped_cells() -> list[str]:
+    return sorted(p.stem for p in (resources_dir() / "cells").glob("*.json"))
+
+
+def load(spec: str | os.PathLike) -> Genotype:
+    """Load a genotype from a path, or from a bare name found in resources/cells/."""
+    path = Path(spec)
+    if not path.is_file() and os.sep not in str(spec):
+        cells = resources_dir() / "cells"
+        for candidate in (cells / str(spec), cells / f"{spec}.json", cells / f"{str(spec).lower()}.json",
+                          cells / str(spec).lower()):
+            if candidate.is_file():
+                path = candidate
+                break
+        else:
+            stem = Path(str(spec)).stem
+            raise InputError(
+                f"cell '{spec}': no such file, and not a shipped cell (shipped: {', '.join(shipped_cells())}). "
+                f"To make it, run a search, e.g. `bin/search-lm --method ess --data DIR --out {stem}.json`, "
+                f"and pass that file")
+    data = read_json(path)
+    return validate(data, str(path))
+
+
+def loads(text: str, where: str = "genotype") -> Genotype:
+    try:
+        return validate(json.loads(text), where)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{where}: line {err.lineno}: invalid JSON ({err.msg})") from None

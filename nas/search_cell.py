@@ -1,0 +1,133 @@
+"""The DARTS search cell (NOTES §2): the frozen cell with every edge j < i mixed over all ops.
+
+α (`alpha`, one row per edge, one column per op in `genotype.OPS`) is owned here; the Architect
+updates it. Node i computes [c | h] for all its predecessors in one matmul (W_i is shared by the
+edges entering node i), applies every op to the stacked tensor and mixes them with one einsum:
+
+    s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
+
+`none` contributes nothing but stays in the softmax. `darts` normalises each edge's ops;
+`idarts` normalises all (j, op) pairs entering a node together (paper 001, Eq. 4).
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .cell import INIT_RANGE, highway, variational_mask
+from .genotype import OPS, Genotype
+
+NORMALISATIONS = ("darts", "idarts")
+
+
+def edge_offsets(steps: int) -> list[int]:
+    """Row of α where the edges into node i (1-based) start: node i has i incoming edges."""
+    return [i * (i - 1) // 2 for i in range(1, steps + 2)]
+
+
+def normalise(alpha: torch.Tensor, steps: int, method: str) -> torch.Tensor:
+    """Softmaxed mixing weights with α's shape: per edge (darts) or per node (idarts)."""
+    if method == "darts":
+        return F.softmax(alpha, dim=-1)
+    if method != "idarts":
+        raise ValueError(f"unknown normalisation {method!r}")
+    off = edge_offsets(steps)
+    return torch.cat([F.softmax(alpha[off[i]:off[i + 1]].reshape(-1), 0).view(-1, alpha.size(1))
+                      for i in range(steps)])
+
+
+def derive(weights: torch.Tensor, steps: int, method: str, top_n: int = 1) -> list[list[tuple[str, int]]]:
+    """Nodes of the derived cell from mixing weights (`none` never kept).
+
+    darts: per node, the predecessor whose best non-none op weighs most, with that op.
+    idarts: per node, the top-n (predecessor, op) pairs by weight.
+    """
+    off = edge_offsets(steps)
+    w = weights.detach().cpu()
+    nodes = []
+    for i in range(steps):
+        block = w[off[i]:off[i + 1], 1:]  # (predecessors, ops without none)
+        if method == "darts":
+            best, op = block.max(dim=1)
+            pred = int(best.argmax())
+            nodes.append([(OPS[1 + int(op[pred])], pred)])
+        else:
+            flat = block.reshape(-1)
+            picks = flat.topk(min(top_n, flat.numel())).indices.tolist()
+            nodes.append([(OPS[1 + k % block.size(1)], k // block.size(1)) for k in picks])
+    return nodes
+
+
+def mean_abs_deviation(weights: torch.Tensor, steps: int, method: str) -> float:
+    """Mean |w − uniform| of the softmaxed weights: how far the search has moved (ESS Fig. 6)."""
+    if method == "darts":
+        uniform = torch.full_like(weights, 1.0 / weights.size(1))
+    else:
+        off = edge_offsets(steps)
+        uniform = torch.cat([torch.full((off[i + 1] - off[i], weights.size(1)), 1.0 / ((off[i + 1] - off[i]) * weights.size(1)))
+                             for i in range(steps)]).to(weights)
+    return float((weights - uniform).abs().mean())
+
+
+class SearchRNN(nn.Module):
+    """The search cell over sequences; same first node and parameter shapes as `FrozenRNN`."""
+
+    def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts",
+                 dropout_x: float = 0.0, dropout_h: float = 0.0):
+        super().__init__()
+        if method not in NORMALISATIONS:
+            raise ValueError(f"unknown normalisation {method!r}")
+        self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
+        self.dropout_x, self.dropout_h = dropout_x, dropout_h
+        self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
+        self.ws = nn.ParameterList(
+            nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE)) for _ in range(steps))
+        self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
+        self.bn = nn.BatchNorm1d(nhid, affine=False)  # one BN for s0 and every node, as in DARTS
+
+    @property
+    def output_size(self) -> int:
+        return self.nhid
+
+    def init_hidden(self, batch: int) -> torch.Tensor:
+        return self.w0.new_zeros(1, batch, self.nhid)
+
+    def mixing_weights(self) -> torch.Tensor:
+        return normalise(self.alpha, self.steps, self.method)
+
+    def genotype(self, top_n: int = 1) -> Genotype:
+        nodes = derive(self.mixing_weights(), self.steps, self.method, top_n)
+        return Genotype(tuple(tuple(n) for n in nodes), tuple(range(1, self.steps + 1)))
+
+    def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        T, B, _ = x.shape
+        H = self.nhid
+        h = (self.init_hidden(B) if hidden is None else hidden)[0]
+        mx = mh = None
+        if self.training:
+            mx = variational_mask(x, self.dropout_x, (B, self.ninp))
+            mh = variational_mask(x, self.dropout_h, (B, H))
+        xproj = ((x if mx is None else x * mx).reshape(T * B, -1) @ self.w0[: self.ninp]).view(T, B, 2 * H)
+        w0h = self.w0[self.ninp:]
+        weights = self.mixing_weights()
+        off = edge_offsets(self.steps)
+        mixes = [weights[off[i]:off[i + 1]] for i in range(self.steps)]
+        # Σ_op w·[s + σ(c)(op(h) − s)] = (Σ_{op≠none} w)·(1 − σ(c))·s + σ(c)·Σ_op w·op(h)
+        keep = [m[:, 1:].sum(1).view(-1, 1, 1) for m in mixes]
+        outputs = []
+        for t in range(T):
+            c0, h0 = (xproj[t] + (h if mh is None else h * mh) @ w0h).split(H, -1)
+            states = self.bn(highway(h, c0, torch.tanh(h0))).unsqueeze(0)
+            for i in range(self.steps):
+                inp = states if mh is None else states * mh
+                c, hh = (inp.view(-1, H) @ self.ws[i]).view(i + 1, B, 2 * H).split(H, -1)
+                c = torch.sigmoid(c)
+                ops = torch.stack([hh, torch.tanh(hh), torch.relu(hh), torch.sigmoid(hh)])  # OPS[1:]
+                mixed = torch.einsum("jo,ojbh->jbh", mixes[i][:, 1:], ops)
+                s = (keep[i] * (1 - c) * states + c * mixed).sum(0)
+                states = torch.cat([states, self.bn(s).unsqueeze(0)])
+            h = states[1:].mean(0)
+            outputs.append(h)
+        return torch.stack(outputs), h.unsqueeze(0)
