@@ -27,6 +27,7 @@ def main(model, data, split, text_file, batch_size, bptt, device) -> None:
 
     Example:
 
+    \b
         bin/eval-lm runs/dartsv2 --data ../shared/data/ptb --split test
     """
     check_device(device)

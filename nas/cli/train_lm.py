@@ -63,6 +63,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     Defaults are the DARTS PTB settings (emsize = nhid = 850, batch 64, SGD lr 20 switching to
     ASGD). A quick CPU run on PTB:
 
+    \b
         bin/train-lm --cell darts_v2 --data ../shared/data/ptb --out runs/dartsv2 --emsize 200 --time-budget 10
     """
     if resume:
