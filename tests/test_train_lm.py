@@ -26,6 +26,7 @@ from nas.search import evaluate
 from nas.train import TrainConfig, Trainer, load_for_evaluation
 
 REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 SMALL = ["--emsize", "16", "--batch-size", "8", "--bptt", "10", "--eval-batch-size", "4", "--dropout", "0.1",
          "--dropouth", "0.1", "--dropoutx", "0.1", "--dropouti", "0.1", "--dropoute", "0"]
 
@@ -247,6 +248,7 @@ def test_resume_continues_from_the_saved_epoch_and_matches_an_uninterrupted_run(
     result = runner.invoke(train_lm, ["--resume", str(tmp_path / "split"), "--epochs", "3"])
     assert result.exit_code == 0, result.output
     assert "epoch 1:" not in result.stderr and "epoch 2:" in result.stderr
+    assert json.loads((tmp_path / "split" / "config.json").read_text())["epochs"] == 3
     full, split = (json.loads((tmp_path / d / "metrics.json").read_text()) for d in ("full", "split"))
     assert [r["epoch"] for r in log_of(tmp_path / "split")] == [1, 2, 3]
     assert [r["valid_ppl"] for r in log_of(tmp_path / "split")] == [r["valid_ppl"] for r in log_of(tmp_path / "full")]

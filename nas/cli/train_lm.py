@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
 import click
 
 from ..corpus import Corpus, find_splits
 from ..errors import InputError, cli_errors
+from ..files import atomic_write_json
 from ..genotype import load
 from ..lm import rnn_parameters
 from ..lstm import matching_nhid
@@ -75,6 +76,8 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         if time_budget is not None:
             config.time_budget = time_budget
         _check_config(config)
+        if epochs is not None or time_budget is not None:
+            atomic_write_json(run.path / "config.json", asdict(config))
     else:
         check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
