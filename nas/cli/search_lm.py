@@ -10,7 +10,7 @@ import click
 
 from ..corpus import Corpus, find_splits
 from ..errors import InputError, cli_errors
-from ..runs import Interrupted, RunDir, default_run_dir
+from ..runs import Interrupted, RunDir, check_device, default_run_dir
 from ..search import SearchConfig, Searcher
 
 D = SearchConfig()
@@ -64,7 +64,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         if epochs is not None:
             config.epochs = epochs
     else:
-        _check_device(options["device"])
+        check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
         config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                               order=int(order), epochs=epochs if epochs is not None else D.epochs,
@@ -96,13 +96,6 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
 def _config_dict(config: SearchConfig) -> dict:
     return {f.name: getattr(config, f.name) for f in fields(config)}
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
 
 
 def _check_config(c: SearchConfig) -> None:
