@@ -67,16 +67,24 @@ class Corpus:
     @classmethod
     def load(cls, paths: dict[str, Path]) -> "Corpus":
         train = read_tokens(paths["train"])
-        vocab = list(dict.fromkeys(train))
-        if UNK not in vocab:
-            vocab.append(UNK)
-        index = {w: i for i, w in enumerate(vocab)}
-        unk = index[UNK]
+        vocab = vocabulary(train)
+        return cls(vocab, token_ids(train, vocab), token_ids(read_tokens(paths["valid"]), vocab),
+                   token_ids(read_tokens(paths["test"]), vocab), paths)
 
-        def ids(tokens: list[str]) -> torch.Tensor:
-            return torch.tensor([index.get(w, unk) for w in tokens], dtype=torch.long)
 
-        return cls(vocab, ids(train), ids(read_tokens(paths["valid"])), ids(read_tokens(paths["test"])), paths)
+def vocabulary(train: list[str]) -> list[str]:
+    """Word types in order of first appearance in the training tokens, plus `<unk>`."""
+    vocab = list(dict.fromkeys(train))
+    if UNK not in vocab:
+        vocab.append(UNK)
+    return vocab
+
+
+def token_ids(tokens: list[str], vocab: list[str]) -> torch.Tensor:
+    """Ids of `tokens`; words outside `vocab` map to `<unk>`."""
+    index = {w: i for i, w in enumerate(vocab)}
+    unk = index[UNK]
+    return torch.tensor([index.get(w, unk) for w in tokens], dtype=torch.long)
 
 
 def batchify(ids: torch.Tensor, batch_size: int, bptt: int, path: Path | str) -> torch.Tensor:

@@ -23,6 +23,7 @@ from typing import Callable
 import click
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from . import __version__
 from .architect import Architect, split_parameters
@@ -32,7 +33,7 @@ from .corpus import Corpus, batchify
 from .errors import InputError
 from .genotype import Genotype, validate
 from .inter import InterGates
-from .model import RNNModel, detach_hidden, lm_loss, regularised_loss
+from .model import RNNModel, detach_hidden, regularised_loss
 from .runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
 from .search_cell import SearchRNN, mean_abs_deviation
 
@@ -125,21 +126,27 @@ def get_batch(source: torch.Tensor, i: int, seq_len: int) -> tuple[torch.Tensor,
 
 
 @torch.no_grad()
-def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None) -> float:
-    """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
+def token_losses(model: RNNModel, data: torch.Tensor, bptt: int,
+                 max_batches: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode."""
     was_training = model.training
     model.eval()
     hidden = model.init_hidden(data.size(1))
-    total, count = 0.0, 0
+    targets_seen, losses = [], []
     for k, i in enumerate(range(0, data.size(0) - 1, bptt)):
         if max_batches is not None and k >= max_batches:
             break
         words, targets = get_batch(data, i, bptt)
         logits, hidden, _, _ = model(words, hidden)
-        total += float(lm_loss(logits, targets)) * targets.numel()
-        count += targets.numel()
+        losses.append(F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), reduction="none"))
+        targets_seen.append(targets.reshape(-1))
     model.train(was_training)
-    return total / count
+    return torch.cat(targets_seen), torch.cat(losses)
+
+
+def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None) -> float:
+    """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
+    return float(token_losses(model, data, bptt, max_batches)[1].double().mean())
 
 
 def ppl(nll: float) -> float:
