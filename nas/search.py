@@ -219,7 +219,7 @@ class Searcher:
             self.hidden, self.hidden_valid, self.totals = state["hidden"], state["hidden_valid"], state["totals"]
             set_rng_state(state["rng"], self.py_rng)
         except (KeyError, RuntimeError, ValueError) as err:
-            raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this search ({str(err)[:200]})") from None
+            raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this search ({' '.join(str(err).split())[:200]})") from None
 
     def full_epoch(self) -> int:
         """Batches of one pass over the training split."""

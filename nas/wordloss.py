@@ -52,7 +52,8 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
     try:
         model.load_state_dict(state["model"])
     except (KeyError, RuntimeError) as err:
-        raise InputError(f"{run.checkpoint}: checkpoint does not match its config.json ({str(err)[:200]})") from None
+        raise InputError(f"{run.checkpoint}: checkpoint does not match its config.json "
+                         f"({' '.join(str(err).split())[:200]})") from None
     return LanguageModel(model.to(device).eval(), vocab, config.bptt, train, str(path))
 
 
