@@ -258,3 +258,36 @@ def test_inter_only_search_keeps_the_given_cell(lm_corpus, tmp_path):
 def test_inconsistent_ess_flags_give_one_line_and_exit_2(lm_corpus, tmp_path, args, message):
     result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *args, *TINY])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr
+
+
+def test_interrupted_joint_search_resumes_to_the_same_alphas_across_a_data_wraparound(tmp_path):
+    from conftest import write_lm_corpus
+    from nas.runs import Interrupted
+
+    paths = find_splits(write_lm_corpus(tmp_path / "corpus", train_lines=30))  # ~10 batches: round 2 wraps around
+
+    def searcher(name):
+        config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
+                              method="ess", rounds=2, intra_steps=4, inter_steps=4, emsize=8, nhid=8, nodes=2,
+                              batch_size=4, bptt=6, eval_batch_size=2, lr=2.0, eval_batches=2)
+        run = RunDir(tmp_path / name)
+        return run, Searcher(config, run, Corpus.load(paths))
+
+    run, straight = searcher("straight")
+    run.start({})
+    straight.run()
+    assert straight.steps_done == 16 > straight.full_epoch()
+    run, first = searcher("interrupted")
+    run.start({})
+
+    def stop_in_second_inter_phase(s):
+        if s.epoch == 1 and s.batch == 5:
+            s.stop.request()
+
+    with pytest.raises(Interrupted):
+        first.run(on_batch=stop_in_second_inter_phase)
+    _, resumed = searcher("interrupted")
+    resumed.load_state(run.load_checkpoint())
+    resumed.run()
+    for name, value in _alphas(straight.model).items():
+        assert torch.equal(_alphas(resumed.model)[name], value), name
