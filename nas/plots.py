@@ -15,6 +15,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: small, searchable, editable
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Circle, FancyArrowPatch  # noqa: E402
@@ -213,17 +214,32 @@ def search_genotype(run: RunDir, log: list[dict]) -> Genotype:
     return validate(data, str(run.path / "log.jsonl"))
 
 
-def plot_search(run_dir: str | Path, out_dir: str | Path | None = None) -> list[Path]:
-    """Every picture of a search run directory; returns the files written."""
+def _read_run(run_dir: str | Path) -> tuple[RunDir, dict, list[dict]]:
     run = RunDir(run_dir)
     config = run.config()
     log = run.read_log()
     if not log:
         raise InputError(f"{run.path}: no epochs logged yet (log.jsonl is empty)")
+    return run, config, log
+
+
+def _steps(log: list[dict]) -> list[int]:
+    """x axis: training steps (batches) where logged, else epochs."""
+    return [r["step"] for r in log] if all("step" in r for r in log) else [r["epoch"] for r in log]
+
+
+def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
+                compare: list[str | Path] = ()) -> list[Path]:
+    """Every picture of a search run directory; returns the files written.
+
+    Runs in `compare` add their curves to the MAD and perplexity pictures (e.g. joint against
+    intra-only search, as in ESS Fig. 6).
+    """
+    run, config, log = _read_run(run_dir)
+    others = [_read_run(other) for other in compare]
     out = Path(out_dir) if out_dir is not None else run.path / "plots"
-    has_steps = all("step" in r for r in log)
-    steps = [r["step"] if has_steps else r["epoch"] for r in log]
-    xlabel = "training steps (batches)" if has_steps else "epoch"
+    steps = _steps(log)
+    xlabel = "training steps (batches)" if all("step" in r for r in log) else "epoch"
     method = "darts" if config.get("method") == "ess" else config.get("method", "darts")
     written = plot_cell(search_genotype(run, log), out / "cell")
     if all("alpha" in r for r in log):
@@ -249,17 +265,22 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None) -> list[
         ax.set(xlabel=xlabel, ylabel="mixing weight", title="attention type (NASABN)")
         ax.legend(fontsize=8)
         written += save_figure(fig, out / "attention")
+    runs = [(run, log)] + [(other, other_log) for other, _, other_log in others]
+    named = [(f"{r.path.name}: " if others else "", r, rlog) for r, rlog in runs]
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    for key, label in (("mad", "intra-cell"), ("mad_inter", "inter-cell")):
-        points = [(s, r[key]) for s, r in zip(steps, log) if r.get(key) is not None]
-        if points:
-            ax.plot(*zip(*points), marker="o", ms=3, label=label)
+    for name, _, rlog in named:
+        for key, label in (("mad", "intra-cell"), ("mad_inter", "inter-cell")):
+            points = [(s, r[key]) for s, r in zip(_steps(rlog), rlog) if r.get(key) is not None]
+            if points:
+                ax.plot(*zip(*points), marker="o", ms=3, label=name + label)
     ax.set(xlabel=xlabel, ylabel="MAD from uniform", title="edge weights vs uniform (ESS Fig. 6)")
     ax.legend(fontsize=8)
     written += save_figure(fig, out / "mad")
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    ax.plot(steps, [r["valid_ppl"] for r in log], marker="o", ms=3, label="validation")
-    ax.plot(steps, [r["train_ppl"] for r in log], ls="--", label="training (dropout on)")
+    for name, _, rlog in named:
+        line, = ax.plot(_steps(rlog), [r["valid_ppl"] for r in rlog], marker="o", ms=3, label=name + "validation")
+        ax.plot(_steps(rlog), [r["train_ppl"] for r in rlog], ls="--", color=line.get_color(),
+                label=name + "training (dropout on)")
     ax.set_yscale("log")
     ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
     ax.legend(fontsize=8)

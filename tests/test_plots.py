@@ -31,7 +31,8 @@ def runs(tmp_path_factory):
 
 
 def test_plot_search_writes_every_picture_as_png_and_svg(runs, tmp_path):
-    result = CliRunner().invoke(plot_search, [str(runs / "joint"), "--out", str(tmp_path / "plots")])
+    result = CliRunner().invoke(plot_search, [str(runs / "joint"), "--compare", str(runs / "intra"),
+                                              "--out", str(tmp_path / "plots")])
     assert result.exit_code == 0, result.output
     stems = ["cell", "alpha_intra", "alpha_inter", "attention", "mad", "valid_ppl"]
     assert result.stdout.split() == [str(tmp_path / "plots" / f"{s}.{e}") for s in stems for e in ("png", "svg")]
@@ -39,6 +40,11 @@ def test_plot_search_writes_every_picture_as_png_and_svg(runs, tmp_path):
         assert (tmp_path / "plots" / f"{stem}.png").read_bytes()[:8] == PNG
         assert (tmp_path / "plots" / f"{stem}.png").stat().st_size > 5000
         assert "<svg" in (tmp_path / "plots" / f"{stem}.svg").read_text()
+    mad = (tmp_path / "plots" / "mad.svg").read_text()
+    assert "joint: intra-cell" in mad and "joint: inter-cell" in mad and "intra: intra-cell" in mad
+    assert "intra: inter-cell" not in mad  # the intra-only run has no inter-cell weights
+    cell = (tmp_path / "plots" / "cell.svg").read_text()
+    assert "f′: gate on" in cell and "attention after the layer" in cell
 
 
 def test_plot_search_of_an_intra_only_run_has_no_inter_pictures(runs):
