@@ -67,11 +67,17 @@ class Corpus:
     @classmethod
     def load(cls, paths: dict[str, Path]) -> "Corpus":
         train = read_tokens(paths["train"])
-        vocab = list(dict.fromkeys(train))
-        if UNK not in vocab:
-            vocab.append(UNK)
+        vocab = vocabulary(train)
         return cls(vocab, encode(train, vocab), encode(read_tokens(paths["valid"]), vocab),
                    encode(read_tokens(paths["test"]), vocab), paths)
+
+
+def vocabulary(train: list[str]) -> list[str]:
+    """Word types in order of first appearance in the training tokens, plus `<unk>`."""
+    vocab = list(dict.fromkeys(train))
+    if UNK not in vocab:
+        vocab.append(UNK)
+    return vocab
 
 
 def encode(tokens: list[str], vocab: list[str]) -> torch.Tensor:
