@@ -14,6 +14,7 @@ import torch
 import torch.nn as nn
 from torch.func import functional_call
 
+from .distributed import current
 from .model import lm_loss
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
@@ -38,6 +39,7 @@ class Architect:
         self.weights, arch = split_parameters(model)
         self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
+        self.average = current().average  # data parallel: every gradient below is the mean over ranks
 
     def _loss(self, weights: dict[str, torch.Tensor], batch: Batch, hidden) -> tuple[torch.Tensor, object]:
         buffers = {n: b.clone() for n, b in self.model.named_buffers()}
@@ -50,7 +52,7 @@ class Architect:
         arch = list(self.arch.values())
         if self.order == 1:
             loss, valid_hidden = self._loss(self.weights, valid, valid_hidden)
-            grads = torch.autograd.grad(loss, arch)
+            grads = self.average(torch.autograd.grad(loss, arch))
         else:
             grads, valid_hidden = self._unrolled_grads(train, train_hidden, valid, valid_hidden, eta)
         for p, g in zip(arch, grads):
@@ -63,12 +65,12 @@ class Architect:
         names = list(self.weights)
         w = [self.weights[n].detach() for n in names]
         loss, _ = self._loss(self.weights, train, train_hidden)
-        gw = torch.autograd.grad(loss, list(self.weights.values()))
+        gw = self.average(torch.autograd.grad(loss, list(self.weights.values())))
         unrolled = [(wi - eta * (gi + self.weight_wd * wi)).requires_grad_() for wi, gi in zip(w, gw)]
         loss, valid_hidden = self._loss(dict(zip(names, unrolled)), valid, valid_hidden)
-        grads = torch.autograd.grad(loss, list(self.arch.values()) + unrolled)
+        grads = self.average(torch.autograd.grad(loss, list(self.arch.values()) + unrolled))
         d_arch, v = grads[: len(self.arch)], grads[len(self.arch):]
-        hvp = self.hessian_vector_product(dict(zip(names, w)), v, train, train_hidden)
+        hvp = self.average(self.hessian_vector_product(dict(zip(names, w)), v, train, train_hidden))
         return [da - eta * h for da, h in zip(d_arch, hvp)], valid_hidden
 
     def hessian_vector_product(self, w: dict[str, torch.Tensor], v, train: Batch, hidden) -> list[torch.Tensor]:

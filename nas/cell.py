@@ -24,6 +24,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .attention import build_attention
+from .distributed import batch_mask
 from .genotype import Genotype
 
 INIT_RANGE = 0.04
@@ -36,10 +37,10 @@ def highway(prev: torch.Tensor, c: torch.Tensor, h: torch.Tensor) -> torch.Tenso
 
 
 def variational_mask(like: torch.Tensor, p: float, shape: tuple[int, ...]) -> torch.Tensor | None:
-    """A dropout mask drawn once per sequence and reused at every step (None when off)."""
+    """A dropout mask drawn once per sequence and reused at every step (None when off); batch at dim −2."""
     if p <= 0:
         return None
-    return like.new_empty(shape).bernoulli_(1 - p) / (1 - p)
+    return batch_mask(like, p, shape)
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

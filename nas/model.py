@@ -10,6 +10,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .distributed import batch_mask
+
 
 def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float) -> torch.Tensor:
     """Drop whole rows of the embedding matrix (the same words vanish everywhere in the batch)."""
@@ -24,7 +26,7 @@ def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """One mask per sequence, shared across time steps: x is (T, B, C)."""
     if not training or p <= 0:
         return x
-    return x * (x.new_empty(1, x.size(1), x.size(2)).bernoulli_(1 - p) / (1 - p))
+    return x * batch_mask(x, p, (1, x.size(1), x.size(2)))
 
 
 class RNNModel(nn.Module):

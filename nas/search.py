@@ -30,6 +30,7 @@ from .architect import Architect, split_parameters
 from .attention import SearchAttention, search_attention
 from .cell import FrozenRNN
 from .corpus import Corpus, batchify
+from .distributed import current, sync_batch_norm
 from .errors import InputError
 from .genotype import Genotype, validate
 from .inter import InterGates
@@ -157,13 +158,15 @@ class Searcher:
     def __init__(self, config: SearchConfig, run_dir: RunDir, corpus: Corpus):
         self.config, self.run_dir, self.corpus = config, run_dir, corpus
         c = config
-        self.device = torch.device(c.device)
+        self.ranks = current()  # data parallel under torchrun: this rank's batch columns (nas.distributed)
+        self.device = self.ranks.device(c.device)
         torch.manual_seed(c.seed)
         self.py_rng = random.Random(c.seed)
-        self.train_data = batchify(corpus.train, c.batch_size, c.bptt, corpus.paths["train"]).to(self.device)
-        self.search_data = batchify(corpus.valid, c.batch_size, c.bptt, corpus.paths["valid"]).to(self.device)
-        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, corpus.paths["valid"]).to(self.device)
-        self.model = build_search_model(c, len(corpus.vocab)).to(self.device)
+        train, valid = corpus.paths["train"], corpus.paths["valid"]
+        self.train_data = self.ranks.columns(batchify(corpus.train, c.batch_size, c.bptt, train)).to(self.device)
+        self.search_data = self.ranks.columns(batchify(corpus.valid, c.batch_size, c.bptt, valid)).to(self.device)
+        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, valid).to(self.device)
+        self.model = sync_batch_norm(build_search_model(c, len(corpus.vocab))).to(self.device)
         self.weights, _ = split_parameters(self.model)
         self.optimizer = torch.optim.SGD(self.weights.values(), lr=c.lr, weight_decay=c.wdecay)
         self.architects = self._make_architects()
@@ -205,7 +208,8 @@ class Searcher:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "architects": {k: a.optimizer.state_dict() for k, a in self.architects.items()},
                 "epoch": self.epoch, "pos": self.pos, "batch": self.batch, "steps": self.steps_done,
-                "hidden": self.hidden, "hidden_valid": self.hidden_valid,
+                "hidden": self.ranks.gather_columns(self.hidden),
+                "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
                 "totals": dict(self.totals), "rng": rng_state(self.py_rng)}
 
     def load_state(self, state: dict) -> None:
@@ -216,7 +220,8 @@ class Searcher:
                 architect.optimizer.load_state_dict(state["architects"][phase])
             self.epoch, self.pos, self.batch = state["epoch"], state["pos"], state["batch"]
             self.steps_done = state["steps"]
-            self.hidden, self.hidden_valid, self.totals = state["hidden"], state["hidden_valid"], state["totals"]
+            self.hidden, self.hidden_valid = self.ranks.columns(state["hidden"]), self.ranks.columns(state["hidden_valid"])
+            self.totals = state["totals"]
             set_rng_state(state["rng"], self.py_rng)
         except (KeyError, RuntimeError, ValueError) as err:
             raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this search ({' '.join(str(err).split())[:200]})") from None
@@ -241,7 +246,7 @@ class Searcher:
         return self.final_genotype()
 
     def _train_epoch(self, on_batch) -> None:
-        c, B = self.config, self.config.batch_size
+        c, B = self.config, self.train_data.size(1)
         if self.pos == 0 and self.batch == 0:
             self.hidden, self.hidden_valid = self.model.init_hidden(B), self.model.init_hidden(B)
         self.model.train()
@@ -264,12 +269,12 @@ class Searcher:
                 self.pos += seq_len
                 self.batch += 1
                 self.steps_done += 1
-                self.totals["tokens"] += targets.numel()
+                self.totals["tokens"] += targets.numel() * self.ranks.world
                 self.totals["seconds"] += time.perf_counter() - start
                 bar.update(1, f"{self.totals['tokens'] / max(self.totals['seconds'], 1e-9):,.0f} tok/s")
                 if on_batch is not None:
                     on_batch(self)
-                if self.stop.requested:
+                if self.ranks.any(self.stop.requested):
                     self.run_dir.save_checkpoint(self.state())
                     raise Interrupted(f"stopped in epoch {self.epoch + 1} after batch {self.batch}; "
                                       f"continue with --resume {self.run_dir.path}")
@@ -284,20 +289,22 @@ class Searcher:
             group["lr"] = lr
         logits, self.hidden, raw, dropped = self.model(words, self.hidden)
         loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
-        loss_value = loss.detach()
+        loss_value, nll_value = self.ranks.average((loss.detach(), nll.detach()))
         if not torch.isfinite(loss_value):
             raise InputError(f"loss became {loss_value.item()} in epoch {self.epoch + 1}, batch {self.batch + 1}; "
                              f"the last good checkpoint in {self.run_dir.path} is kept (try a lower --lr)")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward(inputs=list(self.weights.values()))
+        self.ranks.average_gradients(self.weights.values())
         torch.nn.utils.clip_grad_norm_(self.weights.values(), c.clip)
         self.optimizer.step()
-        self.totals["nll"] += nll.item() * targets.numel()
+        self.totals["nll"] += nll_value.item() * targets.numel() * self.ranks.world
 
     def _end_epoch(self) -> None:
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
             raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; "
                              f"the last good checkpoint in {self.run_dir.path} is kept")
+        self.ranks.check_in_sync(self.model, f"at the end of epoch {self.epoch + 1}")
         valid_nll = evaluate(self.model, self.valid_data, self.config.bptt, self.config.eval_batches)
         self.epoch += 1
         record = self.epoch_record(valid_nll)

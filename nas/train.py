@@ -32,6 +32,7 @@ import click
 import torch
 
 from .corpus import Corpus, batchify
+from .distributed import current
 from .errors import InputError
 from .lm import LMSpec, build_lm, count_parameters, load_model_file, model_file
 from .model import RNNModel, detach_hidden, regularised_loss
@@ -144,11 +145,12 @@ class Trainer:
     def __init__(self, config: TrainConfig, run_dir: RunDir, corpus: Corpus):
         self.config, self.run_dir, self.corpus = config, run_dir, corpus
         c = config
-        self.device = torch.device(c.device)
+        self.ranks = current()  # data parallel under torchrun: this rank's batch columns (nas.distributed)
+        self.device = self.ranks.device(c.device)
         torch.manual_seed(c.seed)
         self.py_rng = random.Random(c.seed)
         paths = corpus.paths
-        self.train_data = batchify(corpus.train, c.batch_size, c.bptt, paths["train"]).to(self.device)
+        self.train_data = self.ranks.columns(batchify(corpus.train, c.batch_size, c.bptt, paths["train"])).to(self.device)
         self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, paths["valid"]).to(self.device)
         self.test_data = batchify(corpus.test, c.test_batch_size, 1, paths["test"]).to(self.device)
         self.spec = c.spec(len(corpus.vocab))
@@ -176,7 +178,8 @@ class Trainer:
 
     def state(self) -> dict:
         train = {"optimizer_kind": optimizer_kind(self.optimizer), "optimizer": self.optimizer.state_dict(),
-                 "pos": self.pos, "batch": self.batch, "hidden": self.hidden, "totals": dict(self.totals),
+                 "pos": self.pos, "batch": self.batch, "hidden": self.ranks.gather_columns(self.hidden),
+                 "totals": dict(self.totals),
                  "val_history": list(self.val_history), "best_valid": self.best_valid,
                  "best_epoch": self.best_epoch, "rollbacks": self.rollbacks, "elapsed": self.elapsed,
                  "rng": rng_state(self.py_rng)}
@@ -189,7 +192,7 @@ class Trainer:
             self.optimizer = make_optimizer(train["optimizer_kind"], self.model, self.config.lr, self.config.wdecay)
             self.optimizer.load_state_dict(train["optimizer"])
             self.epoch, self.pos, self.batch = data["epoch"], train["pos"], train["batch"]
-            self.hidden, self.totals = train["hidden"], dict(train["totals"])
+            self.hidden, self.totals = self.ranks.columns(train["hidden"]), dict(train["totals"])
             self.val_history = list(train["val_history"])
             self.best_valid, self.best_epoch = train["best_valid"], train["best_epoch"]
             self.rollbacks, self.elapsed = train["rollbacks"], train["elapsed"]
@@ -211,7 +214,7 @@ class Trainer:
 
     def out_of_time(self, running: float = 0.0) -> bool:
         budget = self.config.time_budget
-        return budget is not None and self.elapsed + running >= budget * 60
+        return budget is not None and self.ranks.any(self.elapsed + running >= budget * 60)
 
     def run(self, on_batch: Callable[["Trainer"], None] | None = None) -> dict:
         """Train until `epochs` or the time budget; returns metrics.json (test of the best model)."""
@@ -237,7 +240,7 @@ class Trainer:
     def _train_epoch(self, on_batch) -> None:
         c = self.config
         if self.pos == 0 and self.batch == 0:
-            self.hidden = self.model.init_hidden(c.batch_size)
+            self.hidden = self.model.init_hidden(self.train_data.size(1))
         self.model.train()
         cap = c.max_batches_per_epoch
         with click.progressbar(length=self.batches_per_epoch(), label=f"epoch {self.epoch + 1}", file=sys.stderr,
@@ -250,12 +253,12 @@ class Trainer:
                 self._step(words, targets, seq_len)
                 self.pos += seq_len
                 self.batch += 1
-                self.totals["tokens"] += targets.numel()
+                self.totals["tokens"] += targets.numel() * self.ranks.world
                 self.totals["seconds"] += time.perf_counter() - start
                 bar.update(1, f"{self.totals['tokens'] / max(self.totals['seconds'], 1e-9):,.0f} tok/s")
                 if on_batch is not None:
                     on_batch(self)
-                if self.stop.requested:
+                if self.ranks.any(self.stop.requested):
                     self.run_dir.save_checkpoint(self.state())
                     raise Interrupted(f"stopped in epoch {self.epoch + 1} after batch {self.batch}; "
                                       f"continue with --resume {self.run_dir.path}")
@@ -269,19 +272,22 @@ class Trainer:
         logits, hidden, raw, dropped = self.model(words, detach_hidden(self.hidden))
         loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
         where = f"in epoch {self.epoch + 1}, batch {self.batch + 1}"
-        if not torch.isfinite(loss):
-            raise NonFinite(f"loss became {loss.item()} {where}")
+        loss_value, nll_value = self.ranks.average((loss.detach(), nll.detach()))
+        if not torch.isfinite(loss_value):
+            raise NonFinite(f"loss became {loss_value.item()} {where}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.ranks.average_gradients(self.model.parameters())
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.clip)
         if not torch.isfinite(norm):
             raise NonFinite(f"gradient norm became {norm.item()} {where}")
         self.optimizer.step()
         self.hidden = detach_hidden(hidden)
-        self.totals["nll"] += nll.item() * targets.numel()
+        self.totals["nll"] += nll_value.item() * targets.numel() * self.ranks.world
 
     def _end_epoch(self) -> None:
         c = self.config
+        self.ranks.check_in_sync(self.model, f"at the end of epoch {self.epoch + 1}")
         start = time.perf_counter()
         kind = optimizer_kind(self.optimizer)
         with averaged_weights(self.model, self.optimizer):
@@ -329,8 +335,10 @@ class Trainer:
                    f"rollback {n} of at most {c.max_rollbacks}", err=True)
 
     def finish(self) -> dict:
-        """Test the best model and write metrics.json."""
+        """Test the best model and write metrics.json (rank 0; the other ranks return {})."""
         c = self.config
+        if not self.ranks.main:
+            return {}
         best = self.run_dir.path / "best.pt"
         model, _ = load_model_file(best, self.device)
         test_nll = evaluate(model, self.test_data, c.bptt)

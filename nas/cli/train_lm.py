@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from .. import distributed
 from ..corpus import Corpus, find_splits
 from ..errors import InputError, cli_errors
 from ..files import atomic_write_json
@@ -76,8 +77,6 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         if time_budget is not None:
             config.time_budget = time_budget
         _check_config(config)
-        if epochs is not None or time_budget is not None:
-            atomic_write_json(run.path / "config.json", asdict(config))
     else:
         check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
@@ -89,6 +88,10 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
             raise InputError(f"--nhid: must be at least 1, got {nhid}")
         _resolve_cell(config, nhid, match_cell)
         run = RunDir(run_dir or default_run_dir("train"))
+    ranks = distributed.init(config.device)  # under torchrun: join the process group; only rank 0 writes
+    run = ranks.run_dir(run)
+    if resume and (epochs is not None or time_budget is not None) and ranks.main:
+        atomic_write_json(run.path / "config.json", asdict(config))
     corpus = Corpus.load({"train": Path(config.train), "valid": Path(config.valid), "test": Path(config.test)})
     trainer = Trainer(config, run, corpus)
     if resume:
@@ -105,7 +108,8 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}", err=True)
         sys.exit(130)
-    click.echo(json.dumps({k: metrics[k] for k in ("cell", "params", "best_valid_ppl", "test_ppl", "epochs", "seconds")}))
+    if ranks.main:
+        click.echo(json.dumps({k: metrics[k] for k in ("cell", "params", "best_valid_ppl", "test_ppl", "epochs", "seconds")}))
 
 
 def _resolve_cell(config: TrainConfig, nhid: int | None, match_cell: str) -> None:
