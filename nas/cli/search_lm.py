@@ -1,6 +1,7 @@
 """`bin/search-lm`: search a recurrent cell on a language-modelling corpus."""
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 from dataclasses import fields
@@ -9,12 +10,14 @@ from pathlib import Path
 import click
 
 from ..attention import SEARCH_CHOICES
+from .. import distributed
 from ..corpus import Corpus, find_splits
 from ..errors import InputError, cli_errors
 from ..genotype import load
 from ..inter import SIZE_MATCHES, SQUASHES
 from ..runs import Interrupted, RunDir, check_device, default_run_dir
 from ..search import SEARCH_SPACES, SearchConfig, Searcher
+from ..seeds import SeedRuns, parse_seeds
 
 D = SearchConfig()
 
@@ -29,6 +32,10 @@ D = SearchConfig()
 @click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
 @click.option("--epochs", type=int, default=None, help=f"Search epochs [default: {D.epochs}].")
 @click.option("--seed", type=int, default=D.seed)
+@click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
+@click.option("--workers", type=int, default=1, help="--seeds: processes at a time (with --device cuda and several GPUs, worker k uses GPU k).")
+@click.option("--select-budget", type=float, default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
+@click.option("--select-args", default="", help="--seeds: extra bin/train-lm arguments for the retraining, e.g. \"--emsize 200 --batch-size 32\" [default: train-lm's DARTS protocol].")
 @click.option("--nodes", type=int, default=D.nodes, help="Intermediate nodes of the cell.")
 @click.option("--top-n", type=int, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
 @click.option("--emsize", type=int, default=D.emsize)
@@ -66,8 +73,8 @@ D = SearchConfig()
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @cli_errors
-def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec,
-         **options) -> None:
+def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
+         workers, select_budget, select_args, **options) -> None:
     """Search a recurrent cell by differentiable architecture search and write its genotype.
 
     Example, a small first-order search on PTB:
@@ -78,6 +85,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
         bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
+    if seeds and resume:
+        raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
     if resume:
         run = RunDir(resume)
         stored = run.config()
@@ -103,6 +112,10 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
                               command=" ".join(shlex.quote(a) for a in ["bin/search-lm", *sys.argv[1:]]), **resolved)
         _check_config(config)
         run = RunDir(run_dir or default_run_dir("search"))
+        if seeds:
+            return _search_seeds(config, run, seeds, workers, select_budget, select_args, out)
+    ranks = distributed.init(config.device)  # under torchrun: join the process group; only rank 0 writes
+    run = ranks.run_dir(run)
     corpus = Corpus.load({"train": Path(config.train), "valid": Path(config.valid), "test": Path(config.test)})
     searcher = Searcher(config, run, corpus)
     if resume:
@@ -116,6 +129,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}", err=True)
         sys.exit(130)
+    if not ranks.main:
+        return
     genotype.save(run.path / "genotype.json")
     target = Path(out) if out else run.path / "genotype.json"
     if out:
@@ -124,6 +139,37 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
                       "epochs": config.total_epochs})
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
+
+
+# Flags of the multi-seed run itself, not passed on to each seed's bin/search-lm.
+SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume")
+
+
+def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float,
+                  select_args: str, out: str | None) -> None:
+    """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("seed") != click.core.ParameterSource.DEFAULT:
+        raise InputError("--seed: give either --seed or --seeds")
+    if distributed.current().parallel or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise InputError("--seeds: run it without torchrun (each seed is its own process)")
+    if workers < 1:
+        raise InputError(f"--workers: must be at least 1, got {workers}")
+    if not select_budget > 0:
+        raise InputError(f"--select-budget: must be a positive number of minutes, got {select_budget}")
+    search_args = []
+    for param in ctx.command.params:
+        if param.name in SEEDS_OWN or ctx.get_parameter_source(param.name) == click.core.ParameterSource.DEFAULT:
+            continue
+        search_args += [param.opts[0], str(ctx.params[param.name])]
+    splits = {"train": config.train, "valid": config.valid, "test": config.test}
+    board = SeedRuns(run.path, parse_seeds(seeds), workers, search_args, splits, config.device, select_budget,
+                     shlex.split(select_args), config.command).run(Path(out) if out else None)
+    click.echo(f"leaderboard: {run.path / 'leaderboard.json'}; winner seed {board['winner']}, genotype written to "
+               f"{out or run.path / 'genotype.json'}", err=True)
+    for entry in board["entries"]:
+        retrained = f"{entry['retrain_valid_ppl']:.2f}" if entry["status"] == "ok" else entry["status"]
+        click.echo(f"seed {entry['seed']}: {retrained}")
 
 
 def _config_dict(config: SearchConfig) -> dict:

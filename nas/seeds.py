@@ -1,0 +1,171 @@
+"""Multi-seed search and selection, as DARTS and I-DARTS pick their cells (NOTES §3: searches are seed-sensitive).
+
+`bin/search-lm --seeds 1,2,3,4 --workers K` runs one `bin/search-lm` process per seed, at most K at
+a time, each in RUN_DIR/seed-S/search. As soon as a seed's search ends, the same worker retrains
+its derived cell from scratch with `bin/train-lm` for `--select-budget` minutes (RUN_DIR/seed-S/
+retrain; train-lm's DARTS protocol, shrunk with `--select-args` where wanted). Each process's
+output goes to seed-S/search.log and seed-S/retrain.log. A seed whose search or retraining fails
+is recorded as failed with its exit code and last error line; the others go on.
+RUN_DIR/leaderboard.json ranks the seeds by retrained validation perplexity (the search's
+validation perplexity is recorded too, but says little: cells are judged after retraining), and
+the winner's genotype is written to RUN_DIR/genotype.json and `--out`.
+
+With `--device cuda` and several GPUs, worker slot k runs on cuda:(k mod GPUs).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+import click
+import torch
+
+import nas
+
+from .errors import InputError
+from .files import atomic_write_json, read_json
+from .genotype import load
+
+REPO_ROOT = Path(nas.__file__).resolve().parent.parent  # where `nas` is imported from, for the child processes
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise InputError(f"--seeds {text}: expected comma-separated integers such as 1,2,3,4") from None
+    if not seeds:
+        raise InputError("--seeds: no seed given")
+    if len(set(seeds)) != len(seeds):
+        raise InputError(f"--seeds {text}: a seed is repeated")
+    return seeds
+
+
+def slot_device(device: str, slot: int) -> str:
+    """Spread worker slots over the GPUs when the device is plain `cuda`."""
+    if device == "cuda" and torch.cuda.device_count() > 1:
+        return f"cuda:{slot % torch.cuda.device_count()}"
+    return device
+
+
+class SeedRuns:
+    """One multi-seed search in `run_dir`; `search_args` are the bin/search-lm arguments every seed shares."""
+
+    def __init__(self, run_dir: Path, seeds: list[int], workers: int, search_args: list[str], splits: dict[str, str],
+                 device: str, select_budget: float, select_args: list[str], command: str):
+        self.run_dir, self.seeds, self.workers = Path(run_dir), seeds, workers
+        self.search_args, self.splits, self.device = search_args, splits, device
+        self.select_budget, self.select_args, self.command = select_budget, select_args, command
+        self.entries: dict[int, dict] = {}
+        self.lock = threading.Lock()
+
+    def run(self, out: Path | None) -> dict:
+        """Run every seed, write leaderboard.json and the winner's genotype; returns the leaderboard."""
+        config = self.run_dir / "config.json"
+        if config.exists() or (self.run_dir / "leaderboard.json").exists():
+            raise InputError(f"{self.run_dir}: already holds a run; choose another --run-dir")
+        atomic_write_json(config, {"seeds": self.seeds, "workers": self.workers, "search_args": self.search_args,
+                                   "device": self.device, "select_budget": self.select_budget,
+                                   "select_args": self.select_args, "command": self.command})
+        click.echo(f"run directory: {self.run_dir} ({len(self.seeds)} seeds, {self.workers} at a time)", err=True)
+        slots: queue.Queue[int] = queue.Queue()
+        for k in range(self.workers):
+            slots.put(k)
+        pool = ThreadPoolExecutor(max_workers=self.workers)
+        try:
+            for job in as_completed([pool.submit(self._seed, seed, slots) for seed in self.seeds]):
+                job.result()
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown()
+        board = self._write_leaderboard()
+        if board["winner"] is None:
+            raise InputError(f"every seed failed; see {self.run_dir / 'leaderboard.json'} and the seed-*/*.log files")
+        best = next(e for e in board["entries"] if e["seed"] == board["winner"])
+        genotype = load(Path(best["run_dir"]) / "search" / "genotype.json")
+        genotype.provenance["selection"] = {"seeds": self.seeds, "retrain_valid_ppl": best["retrain_valid_ppl"],
+                                            "select_budget": self.select_budget,
+                                            "leaderboard": str(self.run_dir / "leaderboard.json")}
+        for target in {self.run_dir / "genotype.json", *([Path(out)] if out else [])}:
+            genotype.save(target)
+        return board
+
+    def _seed(self, seed: int, slots: queue.Queue) -> None:
+        entry = {"seed": seed, "status": "failed", "search_valid_ppl": None, "retrain_valid_ppl": None,
+                 "genotype": None, "run_dir": str(self.run_dir / f"seed-{seed}")}
+        slot = slots.get()
+        try:
+            self._search_and_retrain(entry, slot_device(self.device, slot))
+        except (InputError, OSError, KeyError) as err:  # unreadable results fail this seed only
+            entry.update(status="failed", failed_stage="results", exit_code=None, error=str(err)[:500])
+        finally:
+            slots.put(slot)
+        with self.lock:
+            self.entries[seed] = entry
+            self._write_leaderboard()
+        if entry["status"] == "ok":
+            click.echo(f"seed {seed}: search valid ppl {entry['search_valid_ppl']:.1f}, retrained valid ppl "
+                       f"{entry['retrain_valid_ppl']:.2f}", err=True)
+        else:
+            click.echo(f"seed {seed}: failed in {entry['failed_stage']} (exit {entry['exit_code']}): {entry['error']}",
+                       err=True)
+
+    def _search_and_retrain(self, entry: dict, device: str) -> None:
+        """Fill `entry`: status ok with both perplexities, or the failed stage, its exit code and last error line."""
+        seed, home = entry["seed"], Path(entry["run_dir"])
+        home.mkdir(parents=True, exist_ok=True)
+        click.echo(f"seed {seed}: searching on {device}", err=True)
+        search = home / "search"
+        code = _run(["nas.cli.search_lm", *self.search_args, "--seed", str(seed), "--device", device,
+                     "--run-dir", str(search)], home / "search.log")
+        if code != 0:
+            entry.update(failed_stage="search", exit_code=code, error=_last_error(home / "search.log"))
+            return
+        metrics = read_json(search / "metrics.json")
+        entry.update(search_valid_ppl=metrics["search_valid_ppl"], genotype=metrics["genotype"])
+        click.echo(f"seed {seed}: retraining its cell for {self.select_budget:g} min", err=True)
+        retrain = home / "retrain"
+        code = _run(["nas.cli.train_lm", "--cell", str(search / "genotype.json"), "--train", self.splits["train"],
+                     "--valid", self.splits["valid"], "--test", self.splits["test"], "--device", device,
+                     "--time-budget", str(self.select_budget), "--test-batch-size", "10", *self.select_args,
+                     "--out", str(retrain)], home / "retrain.log")
+        if code != 0:
+            entry.update(failed_stage="retrain", exit_code=code, error=_last_error(home / "retrain.log"))
+            return
+        entry.update(status="ok", retrain_valid_ppl=read_json(retrain / "metrics.json")["best_valid_ppl"])
+
+    def _write_leaderboard(self) -> dict:
+        board = leaderboard(list(self.entries.values()), self.seeds, self.select_budget)
+        atomic_write_json(self.run_dir / "leaderboard.json", board)
+        return board
+
+
+def leaderboard(entries: list[dict], seeds: list[int], select_budget: float) -> dict:
+    """Finished seeds, best retrained validation perplexity first, failed ones last; the winner's seed."""
+    ok = sorted((e for e in entries if e["status"] == "ok"), key=lambda e: e["retrain_valid_ppl"])
+    failed = sorted((e for e in entries if e["status"] != "ok"), key=lambda e: e["seed"])
+    done = {e["seed"] for e in entries}
+    return {"winner": ok[0]["seed"] if ok else None, "ranked_by": "retrain_valid_ppl", "select_budget": select_budget,
+            "pending": [s for s in seeds if s not in done], "entries": ok + failed}
+
+
+def _run(module_and_args: list[str], log: Path) -> int:
+    """Run `python -m MODULE ARGS` with this toolkit importable; stdout and stderr to `log`; the exit code."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    with open(log, "w", encoding="utf-8") as handle:
+        return subprocess.run([sys.executable, "-m", *module_and_args], stdout=handle, stderr=subprocess.STDOUT,
+                              env=env).returncode
+
+
+def _last_error(log: Path) -> str:
+    """The last `error: ...` line of a log, else its last non-empty line (a traceback's exception)."""
+    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("error: ")]
+    return (errors or lines or ["(no output)"])[-1][:500]
