@@ -9,10 +9,10 @@ float rounding:
   Hessian-vector product's included) are averaged over ranks before they are used, so every
   rank applies the same update; with equal shards the mean of the ranks' token-mean losses is
   the global token mean;
-- BatchNorm in training (the search cell's) normalises with the moments of the global batch:
-  the per-channel sum and sum of squares are summed over ranks, differentiably, so the gradients
-  through the statistics are those of the full batch too (`SyncedBatchNorm`, our choice over
-  per-shard statistics, which would change the search);
+- BatchNorm in training (the search cell's) normalises with the mean and variance of the global
+  batch, combined from every rank's in one differentiable all-reduce, so the gradients through
+  the statistics are those of the full batch too (`SyncedBatchNorm`, our choice over per-shard
+  statistics, which would change the search);
 - a dropout mask is drawn for the whole batch from the RNG state every rank shares, and each
   rank keeps its columns (`batch_mask`), so ranks draw exactly the single-process masks and
   their RNG states stay equal;
@@ -260,7 +260,7 @@ class _SumOverRanks(torch.autograd.Function):
 
 
 class SyncedBatchNorm(nn.BatchNorm1d):
-    """BatchNorm1d whose training statistics are those of the global batch (sum and sum of squares over ranks).
+    """BatchNorm1d whose training statistics are those of the global batch (every rank's mean and variance combined).
 
     torch's SyncBatchNorm runs on GPUs only; this one runs wherever `torch.distributed` does. On
     one process, and in eval mode, it is BatchNorm1d.
@@ -271,10 +271,16 @@ class SyncedBatchNorm(nn.BatchNorm1d):
         if not (self.training and ranks.parallel):
             return super().forward(x)
         dims = [d for d in range(x.dim()) if d != 1]
-        n = x.numel() // x.size(1) * ranks.world
-        moments = _SumOverRanks.apply(torch.cat([x.sum(dims), (x * x).sum(dims)]))
-        mean, square = (moments / n).chunk(2)
-        var = square - mean * mean
+        local = x.numel() // x.size(1)
+        n = local * ranks.world
+        # Each rank's mean and sum of squared deviations, combined as in Chan et al.'s parallel variance:
+        # stable where E[x²] − E[x]² would cancel (a channel with a small variance and a large mean).
+        local_mean = x.mean(dims, keepdim=True)
+        rows = [x.new_zeros(2, x.size(1)) for _ in range(ranks.world)]
+        rows[ranks.rank] = torch.stack([local_mean.view(-1), (x - local_mean).pow(2).sum(dims)])
+        means, m2 = _SumOverRanks.apply(torch.stack(rows)).unbind(1)  # (world, C) each: every rank's row
+        mean = means.mean(0)
+        var = (m2.sum(0) + local * (means - mean).pow(2).sum(0)) / n
         if self.track_running_stats:
             with torch.no_grad():
                 self.num_batches_tracked.add_(1)
