@@ -82,14 +82,6 @@ class TaggingCorpus:
         return {name: split.counts() if split is not None else None
                 for name, split in (("train", self.train), ("dev", self.dev), ("test", self.test))}
 
-    def to_flair(self):
-        """A flair `Corpus` of these splits (flair's trainer merges dev into train for --train-with-dev)."""
-        from flair.data import Corpus
-
-        dev = to_sentences(self.dev, self.tag_type) if self.dev is not None else None
-        return Corpus(to_sentences(self.train, self.tag_type), dev, to_sentences(self.test, self.tag_type),
-                      name=str(self.train.path.parent), sample_missing_splits=False)
-
 
 def parse_columns(spec: str) -> dict[int, str]:
     """`0:text,3:ner` -> {0: "text", 3: "ner"}; one column must be `text`."""
