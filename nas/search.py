@@ -184,8 +184,9 @@ class Searcher:
             group["lr"] = lr
         logits, self.hidden, raw, dropped = self.model(words, self.hidden)
         loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
-        if not torch.isfinite(loss):
-            raise InputError(f"loss became {float(loss)} in epoch {self.epoch + 1}, batch {self.batch + 1}; "
+        loss_value = loss.detach()
+        if not torch.isfinite(loss_value):
+            raise InputError(f"loss became {loss_value.item()} in epoch {self.epoch + 1}, batch {self.batch + 1}; "
                              f"the last good checkpoint in {self.run_dir.path} is kept (try a lower --lr)")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward(inputs=list(self.weights.values()))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from nas.errors import InputError
 
-from .charlm import load_char_lm
+from .charlm import load_charlm
 from .word_vectors import word_embeddings
 
 KINDS = ("glove", "flair", "pooled-flair", "transformer")
@@ -60,7 +60,7 @@ def _char_lm(kind: str, spec: str, pooling: str):
         raise InputError(f"{kind}:{spec}: not a local file, and flair would download this model, which this toolkit "
                          f"never does. Give local forward and backward .pt files ({kind}:fwd.pt:bwd.pt), e.g. "
                          f"character LMs trained with bin/train-charlm")
-    embedding = FlairEmbeddings(load_char_lm(path, f"--embeddings {kind}:"), name=str(path))
+    embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path))
     return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
 
 

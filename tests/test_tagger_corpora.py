@@ -1,15 +1,12 @@
 """Reading tagging corpora: counts through `--dry-run`, and one clear error per bad input."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tagger_data as td  # noqa: E402
-
-from tagger.cli.train_tagger import main  # noqa: E402
+import tagger_data as td
+from tagger.cli.train_tagger import main
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,11 @@
 """No network, ever: loading every kind of embedding, training, saving, reloading and predicting run with sockets disabled."""
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-import tagger_data as td  # noqa: E402
+import tagger_data as td
 
 torch.set_num_threads(1)
 

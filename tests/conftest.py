@@ -1,0 +1,28 @@
+"""Shared fixtures: small generated corpora, never the shared data."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+
+def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60,
+                    vocab: int = 40) -> Path:
+    """A tiny PTB-style corpus with some structure (repeated bigrams) so perplexity can fall."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(vocab)]
+    root.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", train_lines), ("valid", other_lines), ("test", other_lines)):
+        lines = []
+        for _ in range(n):
+            start = rng.randrange(vocab)
+            lines.append(" ".join(words[(start + 3 * k) % vocab] if rng.random() < 0.8 else rng.choice(words)
+                                  for k in range(rng.randint(5, 12))))
+        (root / f"ptb.{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def lm_corpus(tmp_path: Path) -> Path:
+    return write_lm_corpus(tmp_path / "corpus")

@@ -1,0 +1,159 @@
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from nas import genotype
+from nas.architect import Architect
+from nas.cli.search_lm import main as search_lm
+from nas.corpus import Corpus, find_splits
+from nas.errors import InputError
+from nas.model import RNNModel, lm_loss
+from nas.runs import Interrupted, RunDir
+from nas.search import SearchConfig, Searcher
+from nas.search_cell import SearchRNN
+
+REPO = Path(__file__).resolve().parent.parent
+TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
+        "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]
+
+
+def run_cli(args):
+    return CliRunner().invoke(search_lm, args, catch_exceptions=False)
+
+
+def test_finite_difference_hvp_matches_autograd():
+    torch.manual_seed(0)
+    rnn = SearchRNN(6, 6, steps=2, method="darts")
+    model = RNNModel(20, 6, rnn, dropout=0.0, dropouti=0.0).double()
+    words, targets = torch.randint(20, (5, 3)), torch.randint(20, (5, 3))
+    architect = Architect(model)
+    weights = {n: p.detach() for n, p in architect.weights.items()}
+    v = [torch.randn_like(p) for p in weights.values()]
+    approx = architect.hessian_vector_product(weights, v, (words, targets), None)
+
+    logits = model(words, None)[0]
+    grads = torch.autograd.grad(lm_loss(logits, targets), list(architect.weights.values()), create_graph=True)
+    exact = torch.autograd.grad(sum((g * vi).sum() for g, vi in zip(grads, v)), [rnn.alpha])
+    # central differences with DARTS's step R = 0.01/‖v‖ leave an O(R²) truncation error of about 1%
+    assert (approx[0] - exact[0]).norm() / exact[0].norm() < 0.02
+    assert exact[0].abs().max() > 1e-3  # the check is not vacuous
+
+
+@pytest.mark.parametrize("method", ["darts", "idarts"])
+@pytest.mark.parametrize("order", ["1", "2"])
+def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, order):
+    out = tmp_path / "cell.json"
+    result = run_cli(["--data", str(lm_corpus), "--method", method, "--order", order, "--epochs", "2",
+                      "--run-dir", str(tmp_path / "run"), "--out", str(out), "--top-n", "2", *TINY])
+    assert result.exit_code == 0, result.output
+    geno = genotype.load(out)
+    assert geno.steps == 3
+    assert all(len(node) == (2 if method == "idarts" else 1) for node in geno.nodes)
+    prov = geno.provenance
+    assert prov["method"] == method and prov["epochs"] == 2 and prov["seed"] == 3
+    assert prov["search_valid_ppl"] > 1 and "bin/search-lm" in prov["command"]
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]
+    assert {"train_ppl", "valid_ppl", "alpha", "mad", "genotype", "tokens_per_s"} <= set(log[0])
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["order"] == int(order)
+
+
+def _searcher(lm_corpus, run_dir, epochs=2):
+    paths = find_splits(lm_corpus)
+    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
+                          epochs=epochs, emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2,
+                          max_batches_per_epoch=6, lr=2.0, order=2)
+    run = RunDir(run_dir)
+    return config, run, Searcher(config, run, Corpus.load(paths))
+
+
+def test_resume_after_interruption_gives_the_same_alpha(lm_corpus, tmp_path):
+    config, run, straight = _searcher(lm_corpus, tmp_path / "straight")
+    run.start({})
+    straight.run()
+
+    config, run, first = _searcher(lm_corpus, tmp_path / "interrupted")
+    run.start({})
+
+    def stop_mid_second_epoch(s):
+        if s.epoch == 1 and s.batch == 3:
+            s.stop.request()
+
+    with pytest.raises(Interrupted):
+        first.run(on_batch=stop_mid_second_epoch)
+    _, _, resumed = _searcher(lm_corpus, tmp_path / "interrupted")
+    resumed.load_state(run.load_checkpoint())
+    assert (resumed.epoch, resumed.batch) == (1, 3)
+    resumed.run()
+    assert torch.equal(resumed.rnn.alpha, straight.rnn.alpha)
+    assert torch.equal(resumed.rnn.w0, straight.rnn.w0)
+
+
+def test_cli_resume_extends_a_finished_run(lm_corpus, tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(run_dir), *TINY]).exit_code == 0
+    result = run_cli(["--resume", str(run_dir), "--epochs", "2", "--out", str(tmp_path / "cell.json")])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(l)["epoch"] for l in (run_dir / "log.jsonl").read_text().splitlines()] == [1, 2]
+    assert genotype.load(tmp_path / "cell.json").provenance["epochs"] == 2
+
+
+def test_nan_loss_stops_keeps_the_last_good_checkpoint_and_writes_no_genotype(lm_corpus, tmp_path):
+    config, run, searcher = _searcher(lm_corpus, tmp_path / "run", epochs=3)
+    run.start({})
+
+    def poison(s):
+        if s.epoch == 1 and s.batch == 2:
+            with torch.no_grad():
+                s.model.encoder.weight.fill_(float("nan"))
+
+    with pytest.raises(InputError, match="loss became nan in epoch 2"):
+        searcher.run(on_batch=poison)
+    state = run.load_checkpoint()
+    assert state["epoch"] == 1 and all(torch.isfinite(t).all() for t in state["model"].values())
+    assert not (tmp_path / "run" / "genotype.json").exists()
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("case,expected", [
+    ("missing_dir", "no such directory"),
+    ("missing_split", "no test split"),
+    ("empty", "empty corpus"),
+    ("short", "shorter than one batch × bptt"),
+    ("not_utf8", "line 2: bytes that are not UTF-8"),
+])
+def test_bad_corpora_give_one_line_and_exit_2(tmp_path, lm_corpus, case, expected):
+    data = tmp_path / "bad"
+    if case != "missing_dir":
+        for split in ("train", "valid", "test"):
+            write(data / f"{split}.txt", (lm_corpus / f"ptb.{split}.txt").read_bytes())
+    if case == "missing_split":
+        (data / "test.txt").unlink()
+    elif case == "empty":
+        write(data / "valid.txt", b"\n  \n")
+    elif case == "short":
+        write(data / "valid.txt", b"a b c\n")
+    elif case == "not_utf8":
+        write(data / "train.txt", b"a b c\nd \xff e\n")
+    result = run_cli(["--data", str(data), "--run-dir", str(tmp_path / "run"), *TINY])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and expected in result.stderr
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_the_command_prints_no_traceback(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "bin" / "search-lm"), "--data", str(tmp_path / "nope")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {tmp_path / 'nope'}: no such directory\n"
