@@ -4,7 +4,7 @@ Every line is checked before anything is built, so bad input is one `InputError`
 file, the line and the problem: a wrong column count, mixed separators, a tag outside the
 scheme, bytes that are not UTF-8, an empty split. Tags are normalised to IOB2 on reading.
 
-The sentences are then built as flair `Sentence`s with span labels, in a flair `Corpus`. flair's
+`to_sentences` then builds flair `Sentence`s with one span label per entity. flair's
 `ColumnDataset` is not used to read the files a second time: it keeps `-DOCSTART-` lines as
 (boundary-marked) sentences, whereas here they are document boundaries and never sentences, and it
 skips a tag column it cannot decode without a word (`except Exception: pass`). Documents are kept

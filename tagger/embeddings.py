@@ -15,7 +15,7 @@ from pathlib import Path
 from nas.errors import InputError
 
 from .charlm import load_charlm
-from .word_vectors import word_embeddings
+from .wordvec import word_embeddings
 
 KINDS = ("glove", "flair", "pooled-flair", "transformer")
 POOLINGS = ("min", "max", "mean", "fade")

@@ -6,7 +6,7 @@ import pytest
 
 from nas.errors import InputError
 from tagger.embeddings import build_embeddings, parse_spec
-from tagger.word_vectors import packaged_vectors, read_vector_file
+from tagger.wordvec import packaged_vectors, read_vector_file
 
 FIXTURE_LM = Path(__file__).resolve().parents[2] / "shared" / "data" / "flair-lm-fixture" / "best-lm.pt"
 

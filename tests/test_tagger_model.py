@@ -123,3 +123,40 @@ def test_runs_summary_mean_and_sample_std():
     summary = evaluation.summarise(reports)
     assert summary["f1"]["mean"] == pytest.approx(0.6) and summary["f1"]["std"] == pytest.approx(0.1414213562)
     assert summary["per_type_f1"]["PER"]["mean"] == pytest.approx(0.6)
+
+
+def test_cli_trains_two_seeds_and_prints_mean_and_std(setup):
+    from click.testing import CliRunner
+
+    from tagger.cli.train_tagger import main
+
+    root = setup[0]
+    out = root / "two-seeds"
+    result = CliRunner().invoke(main, ["--cell", "darts_v2", "--corpus", "conll03", "--data", str(root / "data"),
+                                       "--embeddings", f"glove:{root / 'vectors.txt'}", "--hidden-size", "4",
+                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--out", str(out)])
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "metrics.json").read_text())
+    f1s = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["test"]["f1"] for s in (5, 6)]
+    assert [r["seed"] for r in summary["runs"]] == [5, 6] and summary["test"]["f1"]["runs"] == f1s
+    assert summary["test"]["f1"]["mean"] == pytest.approx(sum(f1s) / 2)
+    assert summary["test"]["f1"]["std"] == pytest.approx(abs(f1s[0] - f1s[1]) / 2 ** 0.5)
+    assert result.stdout.startswith("type") and "micro avg" in result.stdout and "±" in result.stdout
+    assert "epoch 1" not in result.stdout  # flair's log goes to stderr
+
+
+def test_packed_cell_matches_each_sentence_run_alone():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    from tagger.model import PackedCellRNN
+
+    torch.manual_seed(0)
+    rnn = PackedCellRNN(load("darts_v2"), input_size=5, hidden_size=6).eval()
+    lengths = torch.tensor([4, 2, 3])
+    x = torch.randn(3, 4, 5)  # batch first, as flair packs it
+    out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    padded, _ = pad_packed_sequence(out, batch_first=True)
+    for i, n in enumerate(lengths.tolist()):
+        alone, _ = rnn.cell(x[i, :n].unsqueeze(1))  # (T, 1, input): no padding at all
+        torch.testing.assert_close(padded[i, :n], alone[:, 0])
+        assert padded.shape[-1] == 12 and torch.all(padded[i, n:] == 0)
