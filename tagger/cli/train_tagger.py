@@ -23,7 +23,7 @@ D = TrainConfig()
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--cell", default=D.cell, help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.")
-@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format (NOTES §9); column: any column file, see --columns.")
+@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format; column: any column file, see --columns.")
 @click.option("--data", type=click.Path(), required=True, help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).")
 @click.option("--columns", help="column corpus: INDEX:NAME items, e.g. 0:text,3:ner [default: 0:text,1:ner].")
 @click.option("--tag-column", help="Which named column holds the tags to learn [default: ner; chunk for conll2000; the only tag column for column].")
@@ -56,9 +56,9 @@ D = TrainConfig()
 def main(out, dry_run, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
 
-    Example, DARTS_V2 on CoNLL-2000 chunking with the packaged GloVe vectors:
+    Example, DARTS_V2 on CoNLL-2000 chunking with the packaged GloVe vectors (a short run):
 
-        bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --max-epochs 5 --out runs/chunk-darts
+        bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --out runs/chunk-darts
     """
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing is ever downloaded
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
