@@ -110,7 +110,7 @@ def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagge
     card = state.pop("model_card", None)
     try:
         model = CellTagger._init_model_with_state_dict(state)
-    except (KeyError, TypeError, RuntimeError) as err:
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise InputError(f"{path}: the tagger model does not rebuild ({str(err)[:200]})") from None
     model.model_card = card
     model.eval()

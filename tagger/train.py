@@ -120,8 +120,10 @@ def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: 
     out.mkdir(parents=True, exist_ok=True)
     train = to_sentences(corpus.train, corpus.tag_type)
     dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
+    scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
     model = build_model(config, corpus, embeddings, genotype)
-    untrained = evaluation.evaluate(model, dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"] if dev else None
+    untrained = (evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
+                 if scored_dev is not None else None)
     timer = _timer_plugin(corpus.notes)
     splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
                     name=corpus.train.path.parent.name, sample_missing_splits=False)
@@ -143,8 +145,8 @@ def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: 
         "dev_f1_untrained": untrained,
         "test": report,
     }
-    if dev is not None:
-        metrics["dev"] = evaluation.evaluate(model, dev, corpus.dev.tags, config.eval_batch_size)[0]
+    if scored_dev is not None:
+        metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
     atomic_write_json(out / "metrics.json", metrics)
     with open(out / "training.log", "a", encoding="utf-8") as handle:
         handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")

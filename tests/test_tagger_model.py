@@ -160,3 +160,33 @@ def test_packed_cell_matches_each_sentence_run_alone():
         alone, _ = rnn.cell(x[i, :n].unsqueeze(1))  # (T, 1, input): no padding at all
         torch.testing.assert_close(padded[i, :n], alone[:, 0])
         assert padded.shape[-1] == 12 and torch.all(padded[i, n:] == 0)
+
+
+def test_a_seed_fixes_a_run(setup):
+    root, corpus, embeddings = setup
+    config = TrainConfig(hidden_size=4, batch_size=8, max_epochs=1, seed=7)
+    runs = [train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / f"same-seed-{k}") for k in (1, 2)]
+    assert runs[0]["test"] == runs[1]["test"]
+    assert (root / "same-seed-1" / "test.conll").read_text() == (root / "same-seed-2" / "test.conll").read_text()
+
+
+def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
+    from click.testing import CliRunner
+
+    from tagger.cli.train_tagger import main
+
+    out, _ = darts_run
+    before = (out / "metrics.json").read_text()
+    root = setup[0]
+    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
+                                       f"glove:{root / 'vectors.txt'}", "--out", str(out)])
+    assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --out\n"
+    assert (out / "metrics.json").read_text() == before
+
+
+def test_train_with_dev_tests_the_final_model(setup):
+    root, corpus, embeddings = setup
+    config = TrainConfig(hidden_size=4, batch_size=8, max_epochs=1, train_with_dev=True)
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "with-dev")
+    assert metrics["model"] == "final-model.pt" and not (root / "with-dev" / "best-model.pt").exists()
+    assert metrics["dev_f1_untrained"] is None and "dev" not in metrics
