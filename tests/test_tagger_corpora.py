@@ -1,5 +1,6 @@
 """Reading tagging corpora: counts through `--dry-run`, and one clear error per bad input."""
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +120,13 @@ def test_download_names_are_refused_at_once(tmp_path, vectors):
                        ("transformer:bert-base-cased", "local model directory")]:
         result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(tmp_path), "--embeddings", spec, "--dry-run"])
         assert result.exit_code == 2 and "never" in result.stderr and hint in result.stderr, result.stderr
+
+
+def test_the_launcher_prints_one_line_and_exits_2(tmp_path):
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, str(repo / "bin" / "train-tagger"), "--corpus", "conll03", "--data",
+                           str(tmp_path / "missing")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr == f"error: {tmp_path / 'missing'}: no such directory (--data)\n"
+    assert proc.stdout == ""
