@@ -11,13 +11,19 @@ Per step, with variational masks m_x, m_h drawn once per sequence:
     h_t = mean(s_k for k in concat)
 The x·W0x half is computed for all steps before the loop. Nodes whose inputs are ready form a
 wave; each wave is one batched matmul per step.
+
+A genotype may add the ESS inter-cell gates (`nas.inter`: the cell then reads ĥ_{t-1} and x̂_t)
+and a NASABN attention layer over the output sequence (`nas.attention`), both run here too.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from .attention import build_attention
 from .genotype import Genotype
 
 INIT_RANGE = 0.04
@@ -44,6 +50,50 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     return x.gather(0, index.view(*index.shape, *([1] * (x.dim() - 2))).expand_as(x))
 
 
+Step = Callable[[int, "torch.Tensor | None", torch.Tensor], torch.Tensor]
+
+
+def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | None = None,
+                   x: torch.Tensor | None = None, history: tuple[torch.Tensor, torch.Tensor] | None = None,
+                   valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
+    """The time loop every recurrent layer shares: h_t = step(t, x_gate, h_in) for t < steps.
+
+    Without gates, x_gate is None and h_in = h_{t-1}. With ESS gates (`nas.inter`), over x
+    (T, ..., ninp) and the carried `history` (x_hist, h_hist), each (m, ..., ·) most recent first
+    and zero at a sequence start:
+        h_in = h_{t-1} ⊙ f′(x_{t-m..t-1})   (inputs only: computed for every t before the loop)
+        x_gate = g′(h_{t-m..t-1})           (the step scales x_t by it)
+    so the output at t never depends on inputs after t. `valid` (T, ..., 1) keeps h and the
+    history unchanged past each sequence's length. Returns (outputs (T, ...), last h, new history).
+    """
+    outputs = []
+    if gates is None:
+        for t in range(steps):
+            new_h = step(t, None, h)
+            h = new_h if valid is None else torch.where(valid[t], new_h, h)
+            outputs.append(h)
+        return torch.stack(outputs), h, None
+    x_hist, h_hist = history
+    m = x_hist.size(0)
+    xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
+    f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)]))  # [i-1][t] = x_{t-i}
+    for t in range(steps):
+        new_h = step(t, gates.g(h_hist.unsqueeze(1))[0], h * f_gate[t])
+        pushed = torch.cat([new_h.unsqueeze(0), h_hist[:-1]])
+        if valid is None:
+            h, h_hist = new_h, pushed
+        else:
+            h, h_hist = torch.where(valid[t], new_h, h), torch.where(valid[t], pushed, h_hist)
+        outputs.append(h)
+    if valid is None:
+        x_hist = xs.flip(0)[:m]
+    else:  # the last m inputs before each sequence's length
+        ends = valid.sum(0, dtype=torch.long)  # (..., 1)
+        index = m + ends.unsqueeze(0) - torch.arange(1, m + 1, device=x.device).view(-1, *[1] * ends.dim())
+        x_hist = xs.gather(0, index.expand(m, *x.shape[1:]))
+    return torch.stack(outputs), h, (x_hist, h_hist)
+
+
 def _plan_waves(geno: Genotype) -> list[list[tuple[int, int, str]]]:
     """Group the cell's edges (node, predecessor, op) into waves of nodes computable together."""
     depth = {0: 0}
@@ -57,18 +107,30 @@ def _plan_waves(geno: Genotype) -> list[list[tuple[int, int, str]]]:
 
 
 class FrozenRNN(nn.Module):
-    """A genotype's cell as a sequence layer: (T, B, ninp) -> (T, B, directions·nhid)."""
+    """A genotype's cell as a sequence layer: (T, B, ninp) -> (T, B, directions·nhid).
+
+    With inter-cell gates the hidden state is the tuple (h, x_hist, h_hist), where the histories
+    (m, directions, B, ·) hold the last m layer inputs and states, so a language model carries
+    them across batches; otherwise it is h (directions, B, nhid). `inter` and `attention` replace
+    the genotype's own (the inter-only search wraps a fixed cell in searchable gates).
+    """
 
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
-                 dropout_x: float = 0.0, dropout_h: float = 0.0):
+                 dropout_x: float = 0.0, dropout_h: float = 0.0, attention_heads: int = 4,
+                 inter: nn.Module | None = None, attention: nn.Module | None = None):
         super().__init__()
-        if genotype.inter is not None or genotype.attention is not None:
-            raise ValueError("this genotype has inter-cell gates or attention, which FrozenRNN does not run yet")
         self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         steps = genotype.steps
         self.w0 = nn.Parameter(torch.empty(directions, ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
         self.ws = nn.Parameter(torch.empty(directions, steps, nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
+        if inter is None and genotype.inter is not None:
+            from .inter import InterGates  # the gates build on this module's ops
+
+            inter = InterGates.frozen(genotype.inter, ninp, nhid, directions)
+        if attention is None and genotype.attention is not None:
+            attention = build_attention(genotype.attention, directions * nhid, attention_heads)
+        self.inter, self.attention = inter, attention
         self._waves = _plan_waves(genotype)
         self._runs = [_runs(wave) for wave in self._waves]
         for k, wave in enumerate(self._waves):
@@ -78,15 +140,19 @@ class FrozenRNN(nn.Module):
     def output_size(self) -> int:
         return self.directions * self.nhid
 
-    def init_hidden(self, batch: int) -> torch.Tensor:
-        return self.w0.new_zeros(self.directions, batch, self.nhid)
+    def init_hidden(self, batch: int) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        h = self.w0.new_zeros(self.directions, batch, self.nhid)
+        if self.inter is None:
+            return h
+        m, D = self.inter.history, self.directions
+        return h, self.w0.new_zeros(m, D, batch, self.ninp), self.w0.new_zeros(m, D, batch, self.nhid)
 
-    def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
-                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         """Run the cell over x (T, B, ninp); `lengths` (B,) marks valid prefixes of a padded batch.
 
-        Returns the outputs (T, B, directions·nhid), zero past each length, and the last valid
-        hidden state (directions, B, nhid).
+        Returns the outputs (T, B, directions·nhid), zero past each length, and the hidden state
+        after the last valid step (see the class docstring). The backward direction reads each
+        sequence reversed, so for it the gates' "past" is the later positions.
         """
         T, B, _ = x.shape
         D, H = self.directions, self.nhid
@@ -96,33 +162,40 @@ class FrozenRNN(nn.Module):
             x = torch.stack([x, reverse_padded(x, lengths)], 1)  # (T, D, B, ninp)
         else:
             x = x.unsqueeze(1)
-        h = self.init_hidden(B) if hidden is None else hidden
+        hidden = self.init_hidden(B) if hidden is None else hidden
+        h, history = (hidden, None) if self.inter is None else (hidden[0], tuple(hidden[1:]))
         mx = mh = None
         if self.training:
             mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (D, B, H))
-        if mx is not None:
-            x = x * mx
+        xin = x if mx is None else x * mx
         w0x, w0h = self.w0[:, : self.ninp], self.w0[:, self.ninp:]
-        # Input projection of every step and direction: D GEMMs of (T·B, ninp)·(ninp, 2H), outside the loop.
-        xproj = torch.bmm(x.transpose(0, 1).reshape(D, T * B, self.ninp), w0x).view(D, T, B, 2 * H).transpose(0, 1)
+        xproj = None
+        if self.inter is None:
+            # Input projection of every step and direction: D GEMMs of (T·B, ninp)·(ninp, 2H), outside the loop.
+            xproj = torch.bmm(xin.transpose(0, 1).reshape(D, T * B, self.ninp), w0x).view(D, T, B, 2 * H).transpose(0, 1)
         wave_w = [self.ws[:, idx].transpose(0, 1).reshape(-1, H, 2 * H) for idx in self._wave_indices()]
         valid = None
         if lengths is not None and bool((lengths < T).any()):
             valid = (torch.arange(T, device=x.device).unsqueeze(1) < lengths.to(x.device)).view(T, 1, B, 1)
-        outputs = []
-        for t in range(T):
-            new_h = self._step(xproj[t], h, w0h, wave_w, mh)
-            h = new_h if valid is None else torch.where(valid[t], new_h, h)
-            outputs.append(h)
-        out = torch.stack(outputs)  # (T, D, B, H)
+
+        def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
+            xp = xproj[t] if x_gate is None else torch.bmm(xin[t] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
+            return self._step(xp, h_in, w0h, wave_w, mh)
+
+        out, h, history = run_recurrence(step, h, T, self.inter, x, history, valid)  # (T, D, B, H)
         if valid is not None:
             out = out * valid
         if D == 2:
             out = torch.cat([out[:, 0], reverse_padded(out[:, 1], lengths)], -1)
         else:
             out = out[:, 0]
-        return out, h
+        if self.attention is not None:
+            # causal for one direction (the LM); a BiRNN has seen the whole sentence anyway
+            out = self.attention(out, causal=D == 1, lengths=None if valid is None else lengths)
+            if valid is not None:
+                out = out * valid[:, 0]
+        return out, (h if history is None else (h, *history))
 
     def _wave_indices(self) -> list[torch.Tensor]:
         return [getattr(self, f"_wave{k}") for k in range(len(self._waves))]

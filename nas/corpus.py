@@ -14,15 +14,15 @@ EOS, UNK = "<eos>", "<unk>"
 
 
 def find_splits(data: str | Path | None, train: str | None = None, valid: str | None = None,
-                test: str | None = None) -> dict[str, Path]:
-    """Locate train/valid/test in DIR (`ptb.train.txt`, `wiki.valid.tokens`, `test.txt`, ...)."""
+                test: str | None = None, needed: tuple[str, ...] = SPLITS) -> dict[str, Path]:
+    """Locate the `needed` splits in DIR (`ptb.train.txt`, `wiki.valid.tokens`, `test.txt`, ...)."""
     given = {"train": train, "valid": valid, "test": test}
     found: dict[str, Path] = {}
     if data is not None:
         root = Path(data)
         if not root.is_dir():
             raise InputError(f"{root}: no such directory")
-        for split in SPLITS:
+        for split in needed:
             if given[split]:
                 continue
             matches = sorted(p for p in root.iterdir() if p.is_file() and split in p.name.split(".") or
@@ -36,7 +36,7 @@ def find_splits(data: str | Path | None, train: str | None = None, valid: str | 
             if not Path(name).is_file():
                 raise InputError(f"{name}: no such file (--{split})")
             found[split] = Path(name)
-    missing = [s for s in SPLITS if s not in found]
+    missing = [s for s in needed if s not in found]
     if missing:
         raise InputError(f"no {missing[0]} split: give --data DIR or --{missing[0]} FILE")
     return found
@@ -67,16 +67,24 @@ class Corpus:
     @classmethod
     def load(cls, paths: dict[str, Path]) -> "Corpus":
         train = read_tokens(paths["train"])
-        vocab = list(dict.fromkeys(train))
-        if UNK not in vocab:
-            vocab.append(UNK)
-        index = {w: i for i, w in enumerate(vocab)}
-        unk = index[UNK]
+        vocab = vocabulary(train)
+        return cls(vocab, encode(train, vocab), encode(read_tokens(paths["valid"]), vocab),
+                   encode(read_tokens(paths["test"]), vocab), paths)
 
-        def ids(tokens: list[str]) -> torch.Tensor:
-            return torch.tensor([index.get(w, unk) for w in tokens], dtype=torch.long)
 
-        return cls(vocab, ids(train), ids(read_tokens(paths["valid"])), ids(read_tokens(paths["test"])), paths)
+def vocabulary(train: list[str]) -> list[str]:
+    """Word types in order of first appearance in the training tokens, plus `<unk>`."""
+    vocab = list(dict.fromkeys(train))
+    if UNK not in vocab:
+        vocab.append(UNK)
+    return vocab
+
+
+def encode(tokens: list[str], vocab: list[str]) -> torch.Tensor:
+    """Token ids in `vocab` (which holds `<unk>`); words outside it become `<unk>`."""
+    index = {w: i for i, w in enumerate(vocab)}
+    unk = index[UNK]
+    return torch.tensor([index.get(w, unk) for w in tokens], dtype=torch.long)
 
 
 def batchify(ids: torch.Tensor, batch_size: int, bptt: int, path: Path | str) -> torch.Tensor:

@@ -135,7 +135,7 @@ def validate(data: Any, where: str) -> Genotype:
     if inter is not None:
         from .inter import validate_inter  # ESS gates own their own schema
 
-        validate_inter(inter, len(parsed), lambda f, p: _fail(where, f"inter.{f}", p))
+        validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
     provenance = data.get("provenance", {})
     if not isinstance(provenance, dict):
         _fail(where, "provenance", "must be a JSON object")

@@ -11,22 +11,33 @@ edges entering node i), applies every op to the stacked tensor and mixes them wi
 """
 from __future__ import annotations
 
+import itertools
+from typing import Sequence
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .cell import INIT_RANGE, highway, variational_mask
+from .cell import INIT_RANGE, highway, run_recurrence, variational_mask
 from .genotype import OPS, Genotype
 
 NORMALISATIONS = ("darts", "idarts")
 
 
-def edge_offsets(steps: int) -> list[int]:
-    """Row of α where the edges into node i (1-based) start: node i has i incoming edges."""
-    return [i * (i - 1) // 2 for i in range(1, steps + 2)]
+Layout = int | Sequence[int]
 
 
-def normalise(alpha: torch.Tensor, steps: int, method: str) -> torch.Tensor:
+def edge_offsets(layout: Layout) -> list[int]:
+    """Row of α where the edges into each node start, plus the total row count at the end.
+
+    `layout` is the node count of a DARTS cell (node i has i candidate inputs, rows ordered by
+    predecessor), or the candidate-input count of each node (the ESS gates in `nas.inter`).
+    """
+    fan_in = range(1, layout + 1) if isinstance(layout, int) else layout
+    return [0, *itertools.accumulate(fan_in)]
+
+
+def normalise(alpha: torch.Tensor, steps: Layout, method: str) -> torch.Tensor:
     """Softmaxed mixing weights with α's shape: per edge (darts) or per node (idarts)."""
     if method == "darts":
         return F.softmax(alpha, dim=-1)
@@ -34,19 +45,20 @@ def normalise(alpha: torch.Tensor, steps: int, method: str) -> torch.Tensor:
         raise ValueError(f"unknown normalisation {method!r}")
     off = edge_offsets(steps)
     return torch.cat([F.softmax(alpha[off[i]:off[i + 1]].reshape(-1), 0).view(-1, alpha.size(1))
-                      for i in range(steps)])
+                      for i in range(len(off) - 1)])
 
 
-def derive(weights: torch.Tensor, steps: int, method: str, top_n: int = 1) -> list[list[tuple[str, int]]]:
+def derive(weights: torch.Tensor, steps: Layout, method: str, top_n: int = 1) -> list[list[tuple[str, int]]]:
     """Nodes of the derived cell from mixing weights (`none` never kept).
 
     darts: per node, the predecessor whose best non-none op weighs most, with that op.
     idarts: per node, the top-n (predecessor, op) pairs by weight.
+    Predecessors are row positions within the node's block (the predecessor number in a DARTS cell).
     """
     off = edge_offsets(steps)
     w = weights.detach().cpu()
     nodes = []
-    for i in range(steps):
+    for i in range(len(off) - 1):
         block = w[off[i]:off[i + 1], 1:]  # (predecessors, ops without none)
         if method == "darts":
             best, op = block.max(dim=1)
@@ -59,22 +71,27 @@ def derive(weights: torch.Tensor, steps: int, method: str, top_n: int = 1) -> li
     return nodes
 
 
-def mean_abs_deviation(weights: torch.Tensor, steps: int, method: str) -> float:
+def mean_abs_deviation(weights: torch.Tensor, steps: Layout, method: str) -> float:
     """Mean |w − uniform| of the softmaxed weights: how far the search has moved (ESS Fig. 6)."""
     if method == "darts":
         uniform = torch.full_like(weights, 1.0 / weights.size(1))
     else:
         off = edge_offsets(steps)
         uniform = torch.cat([torch.full((off[i + 1] - off[i], weights.size(1)), 1.0 / ((off[i + 1] - off[i]) * weights.size(1)))
-                             for i in range(steps)]).to(weights)
+                             for i in range(len(off) - 1)]).to(weights)
     return float((weights - uniform).abs().mean())
 
 
 class SearchRNN(nn.Module):
-    """The search cell over sequences; same first node and parameter shapes as `FrozenRNN`."""
+    """The search cell over sequences; same first node and parameter shapes as `FrozenRNN`.
+
+    ESS `inter` gates (`nas.inter.InterGates.search`) and a NASABN `attention` layer
+    (`nas.attention`) are optional; with gates the hidden state is (h, x_hist, h_hist).
+    """
 
     def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts",
-                 dropout_x: float = 0.0, dropout_h: float = 0.0):
+                 dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
+                 attention: nn.Module | None = None):
         super().__init__()
         if method not in NORMALISATIONS:
             raise ValueError(f"unknown normalisation {method!r}")
@@ -85,40 +102,48 @@ class SearchRNN(nn.Module):
             nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE)) for _ in range(steps))
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
         self.bn = nn.BatchNorm1d(nhid, affine=False)  # one BN for s0 and every node, as in DARTS
+        self.inter, self.attention = inter, attention
 
     @property
     def output_size(self) -> int:
         return self.nhid
 
-    def init_hidden(self, batch: int) -> torch.Tensor:
-        return self.w0.new_zeros(1, batch, self.nhid)
+    def init_hidden(self, batch: int):
+        h = self.w0.new_zeros(1, batch, self.nhid)
+        if self.inter is None:
+            return h
+        m = self.inter.history
+        return h, self.w0.new_zeros(m, batch, self.ninp), self.w0.new_zeros(m, batch, self.nhid)
 
     def mixing_weights(self) -> torch.Tensor:
         return normalise(self.alpha, self.steps, self.method)
 
     def genotype(self, top_n: int = 1) -> Genotype:
+        """The derived intra cell (the search adds the derived gates and attention type)."""
         nodes = derive(self.mixing_weights(), self.steps, self.method, top_n)
         return Genotype(tuple(tuple(n) for n in nodes), tuple(range(1, self.steps + 1)))
 
-    def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
-                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
         H = self.nhid
-        h = (self.init_hidden(B) if hidden is None else hidden)[0]
+        hidden = self.init_hidden(B) if hidden is None else hidden
+        h, history = (hidden[0], None) if self.inter is None else (hidden[0][0], tuple(hidden[1:]))
         mx = mh = None
         if self.training:
             mx = variational_mask(x, self.dropout_x, (B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (B, H))
-        xproj = ((x if mx is None else x * mx).reshape(T * B, -1) @ self.w0[: self.ninp]).view(T, B, 2 * H)
-        w0h = self.w0[self.ninp:]
+        xin = x if mx is None else x * mx
+        w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp:]
+        xproj = None if self.inter is not None else (xin.reshape(T * B, -1) @ w0x).view(T, B, 2 * H)
         weights = self.mixing_weights()
         off = edge_offsets(self.steps)
         mixes = [weights[off[i]:off[i + 1]] for i in range(self.steps)]
         # Σ_op w·[s + σ(c)(op(h) − s)] = (Σ_{op≠none} w)·(1 − σ(c))·s + σ(c)·Σ_op w·op(h)
         keep = [m[:, 1:].sum(1).view(-1, 1, 1) for m in mixes]
-        outputs = []
-        for t in range(T):
-            c0, h0 = (xproj[t] + (h if mh is None else h * mh) @ w0h).split(H, -1)
+
+        def step(t: int, x_gate: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
+            xp = xproj[t] if x_gate is None else (xin[t] * x_gate) @ w0x
+            c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
             states = self.bn(highway(h, c0, torch.tanh(h0))).unsqueeze(0)
             for i in range(self.steps):
                 inp = states if mh is None else states * mh
@@ -128,6 +153,9 @@ class SearchRNN(nn.Module):
                 mixed = torch.einsum("jo,ojbh->jbh", mixes[i][:, 1:], ops)
                 s = (keep[i] * (1 - c) * states + c * mixed).sum(0)
                 states = torch.cat([states, self.bn(s).unsqueeze(0)])
-            h = states[1:].mean(0)
-            outputs.append(h)
-        return torch.stack(outputs), h.unsqueeze(0)
+            return states[1:].mean(0)
+
+        out, h, history = run_recurrence(step, h, T, self.inter, x, history)
+        if self.attention is not None:
+            out = self.attention(out, causal=True)
+        return out, (h.unsqueeze(0) if history is None else (h.unsqueeze(0), *history))

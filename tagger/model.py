@@ -2,8 +2,8 @@
 
 flair's `SequenceTagger(rnn=module)` trains but cannot reload (NOTES §8). So `CellTagger`
 overrides the `RNN(...)` factory flair calls while building the model: with a genotype it returns
-a bidirectional `nas.cell.FrozenRNN` (forward and backward weights of its own, inter-cell gates
-and attention as `FrozenRNN` runs them), without one flair's own LSTM (`--cell lstm`, the stock
+a bidirectional `nas.cell.FrozenRNN` (forward and backward weights of its own, with the ESS
+inter-cell gates and the NASABN attention of the genotype when present), without one flair's own LSTM (`--cell lstm`, the stock
 BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 `_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
 flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the

@@ -1,10 +1,16 @@
 """Shared fixtures: small generated corpora, never the shared data."""
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
 import pytest
+import torch
+
+# Tiny test tensors are much faster on one thread, and subprocesses inherit this through OMP_NUM_THREADS.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(1)
 
 
 def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60,

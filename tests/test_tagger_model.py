@@ -190,3 +190,19 @@ def test_train_with_dev_tests_the_final_model(setup):
     metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "with-dev")
     assert metrics["model"] == "final-model.pt" and not (root / "with-dev" / "best-model.pt").exists()
     assert metrics["dev_f1_untrained"] is None and "dev" not in metrics
+
+
+@pytest.mark.parametrize("cell", ["nasabn_n1", "docs/experiments/ess_ptb_joint_seed3.json"])
+def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cell):
+    from pathlib import Path
+
+    _, corpus, embeddings = setup
+    genotype = load(cell if "/" not in cell else Path(__file__).resolve().parent.parent / cell)
+    assert genotype.attention is not None or genotype.inter is not None
+    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, genotype.to_dict())
+    assert (model.rnn.cell.attention is not None) == (genotype.attention is not None)
+    assert (model.rnn.cell.inter is not None) == (genotype.inter is not None)
+    sentences = to_sentences(corpus.dev, "ner")
+    before = evaluation.predict_tags(model, sentences)
+    model.save(tmp_path / "m.pt")
+    assert evaluation.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before

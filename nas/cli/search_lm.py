@@ -8,10 +8,13 @@ from pathlib import Path
 
 import click
 
+from ..attention import SEARCH_CHOICES
 from ..corpus import Corpus, find_splits
 from ..errors import InputError, cli_errors
-from ..runs import Interrupted, RunDir, default_run_dir
-from ..search import SearchConfig, Searcher
+from ..genotype import load
+from ..inter import SIZE_MATCHES, SQUASHES
+from ..runs import Interrupted, RunDir, check_device, default_run_dir
+from ..search import SEARCH_SPACES, SearchConfig, Searcher
 
 D = SearchConfig()
 
@@ -21,7 +24,7 @@ D = SearchConfig()
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (the α step and model selection).")
 @click.option("--test", "test_file", type=click.Path(), help="Test file.")
-@click.option("--method", type=click.Choice(["darts", "idarts"]), default=D.method, help="darts: softmax per edge; idarts: one softmax over all edges into a node.")
+@click.option("--method", type=click.Choice(["darts", "idarts", "ess"]), default=D.method, help="darts: softmax per edge; idarts: one softmax over all edges into a node; ess: joint intra- and inter-cell search in rounds (ESS).")
 @click.option("--out", type=click.Path(dir_okay=False), help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
 @click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
 @click.option("--epochs", type=int, default=None, help=f"Search epochs [default: {D.epochs}].")
@@ -44,18 +47,36 @@ D = SearchConfig()
 @click.option("--tar", type=float, default=D.tar, help="Temporal activation regularisation β.")
 @click.option("--arch-lr", type=float, default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=float, default=D.arch_wdecay)
+@click.option("--search-space", type=click.Choice(SEARCH_SPACES), default=None, help=f"ess: what is searched: the cell (plain DARTS), the inter-cell gates around a fixed --cell, or both [default: {D.search_space}].")
+@click.option("--cell", "cell_spec", help="ess --search-space inter: the fixed intra cell (genotype file or shipped name).")
+@click.option("--rounds", type=int, default=None, help=f"ess: rounds of intra then inter steps [default: {D.rounds}].")
+@click.option("--intra-steps", type=int, default=None, help="ess: batches per round that step the intra-cell α [default: half an epoch].")
+@click.option("--inter-steps", type=int, default=None, help="ess: batches per round that step the inter-cell α [default: half an epoch].")
+@click.option("--arch-lr-intra", type=float, default=None, help=f"ess: Adam learning rate of the intra-cell α [default: {D.arch_lr_intra}].")
+@click.option("--arch-lr-inter", type=float, default=None, help=f"ess: Adam learning rate of the inter-cell α [default: {D.arch_lr_inter}].")
+@click.option("--history", type=int, default=None, help=f"ess: m, the past inputs/states each gate reads [default: {D.history}].")
+@click.option("--inter-nodes", type=int, default=None, help=f"ess: nodes of each gate DAG, at least --history [default: {D.inter_nodes}].")
+@click.option("--gate-squash", type=click.Choice(list(SQUASHES)), default=None, help=f"ess: squash of the gate: sigmoid in (0,1), 2sigmoid in (0,2) starting at 1, none (Eq. 6 as printed) [default: {D.gate_squash}].")
+@click.option("--gate-size-match", type=click.Choice(SIZE_MATCHES), default=None, help=f"ess: how emsize and nhid meet in a gate: project (the history edges' matrices map sizes) or pad (zero-pad/truncate the history vectors) [default: {D.gate_size_match}].")
+@click.option("--attention", type=click.Choice(SEARCH_CHOICES), default=None, help="NASABN attention after the layer: search (softmax mix of dot and multihead, derived by argmax), a fixed type, or none [default: none; with --cell, the cell's].")
+@click.option("--attention-heads", type=int, default=D.attention_heads, help="Heads of multi-head attention.")
 @click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @cli_errors
-def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, **options) -> None:
+def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec,
+         **options) -> None:
     """Search a recurrent cell by differentiable architecture search and write its genotype.
 
     Example, a small first-order search on PTB:
 
         bin/search-lm --data ../shared/data/ptb --method darts --epochs 1 --batch-size 64 --max-batches-per-epoch 50 --out cell.json
+
+    ESS joint search of the cell and the inter-cell gates, with NASABN attention search:
+
+        bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
     if resume:
         run = RunDir(resume)
@@ -63,12 +84,23 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         config = SearchConfig(**{f.name: stored[f.name] for f in fields(SearchConfig) if f.name in stored})
         if epochs is not None:
             config.epochs = epochs
+        if rounds is not None:
+            config.rounds = rounds
     else:
-        _check_device(options["device"])
+        check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
+        _check_ess_flags(options["method"], {"rounds": rounds, "cell": cell_spec, **options})
+        if options["method"] == "ess" and epochs is not None:
+            raise InputError("--epochs: --method ess counts --rounds instead")
+        cell = load(cell_spec) if cell_spec else None
+        if options["attention"] is None:
+            options["attention"] = (cell.attention if cell is not None else None) or "none"
+        resolved = {k: v for k, v in options.items() if v is not None}
         config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                               order=int(order), epochs=epochs if epochs is not None else D.epochs,
-                              command=" ".join(shlex.quote(a) for a in ["bin/search-lm", *sys.argv[1:]]), **options)
+                              rounds=rounds if rounds is not None else D.rounds,
+                              cell=None if cell is None else cell.to_dict(),
+                              command=" ".join(shlex.quote(a) for a in ["bin/search-lm", *sys.argv[1:]]), **resolved)
         _check_config(config)
         run = RunDir(run_dir or default_run_dir("search"))
     corpus = Corpus.load({"train": Path(config.train), "valid": Path(config.valid), "test": Path(config.test)})
@@ -89,7 +121,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     if out:
         genotype.save(target)
     run.save_metrics({"search_valid_ppl": genotype.provenance["search_valid_ppl"], "genotype": genotype.to_dict(),
-                      "epochs": config.epochs})
+                      "epochs": config.total_epochs})
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 
@@ -98,17 +130,32 @@ def _config_dict(config: SearchConfig) -> dict:
     return {f.name: getattr(config, f.name) for f in fields(config)}
 
 
-def _check_device(device: str) -> None:
-    import torch
+ESS_ONLY = ("search_space", "cell", "rounds", "intra_steps", "inter_steps", "arch_lr_intra", "arch_lr_inter",
+            "history", "inter_nodes", "gate_squash", "gate_size_match")
 
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
+
+def _check_ess_flags(method: str, given: dict) -> None:
+    if method != "ess":
+        for name in ESS_ONLY:
+            if given[name] is not None:
+                raise InputError(f"--{name.replace('_', '-')}: only with --method ess")
+    elif given["max_batches_per_epoch"] is not None:
+        raise InputError("--max-batches-per-epoch: with --method ess a round is --intra-steps + --inter-steps batches")
 
 
 def _check_config(c: SearchConfig) -> None:
-    for name in ("epochs", "nodes", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt", "top_n"):
+    for name in ("epochs", "rounds", "nodes", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt", "top_n",
+                 "history", "inter_nodes", "attention_heads"):
         if getattr(c, name) < 1:
             raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(c, name)}")
+    for name in ("intra_steps", "inter_steps"):
+        if getattr(c, name) is not None and getattr(c, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(c, name)}")
+    if c.history > c.inter_nodes:
+        raise InputError(f"--history {c.history}: needs at least as many --inter-nodes (got {c.inter_nodes}); "
+                         "gate node i reads history vector i")
+    if c.method == "ess" and (c.search_space == "inter") != (c.cell is not None):
+        raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
     for name in ("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"):
         if not 0 <= getattr(c, name) < 1:
             raise InputError(f"--{name}: must be in [0, 1), got {getattr(c, name)}")

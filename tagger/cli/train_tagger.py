@@ -96,22 +96,18 @@ def main(out, dry_run, **options) -> None:
 
 
 def _genotype(cell: str) -> dict | None:
-    """The genotype dict of --cell (None for lstm); a cell FrozenRNN cannot run is refused here."""
+    """The genotype dict of --cell (None for lstm: flair's BiLSTM)."""
     if cell.lower() == "lstm":
         return None
     from nas.genotype import load
 
-    genotype = load(cell)
-    if genotype.inter is not None or genotype.attention is not None:
-        raise InputError(f"--cell {cell}: this cell has ESS inter-cell gates or NASABN attention, which the frozen "
-                         f"layer (nas.cell.FrozenRNN) does not run yet")
-    return genotype.to_dict()
+    return load(cell).to_dict()
 
 
 def _check(c: TrainConfig) -> None:
-    from nas.cli.search_lm import _check_device
+    from nas.runs import check_device
 
-    _check_device(c.device)
+    check_device(c.device)
     for name in ("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs"):
         if getattr(c, name) < 1:
             raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(c, name)}")

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""DARTS_V2, an LSTM of equal parameter count and a searched cell, retrained with the same time budget.
+
+Runs `bin/train-lm` once per model, one after the other (so each has the machine to itself), and
+prints one JSON line per model: validation and test perplexity, parameter counts, epochs done.
+The budget covers training and validation; the final test (batch 1) comes on top.
+
+    bench/lm_side_by_side.py --searched runs/search-x/genotype.json --budget 20
+    bench/lm_side_by_side.py --searched cell.json --budget 1 -- --max-batches-per-epoch 50
+
+Default size for a CPU: emsize = nhid = 200 for the cells (the LSTM's nhid is matched to
+DARTS_V2's layer at that width: 442, projected to 200); every other setting is the DARTS PTB
+protocol of `bin/train-lm`. Arguments after `--` go to every `bin/train-lm` call.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "data" / "ptb"))
+    parser.add_argument("--budget", type=float, default=20.0, help="minutes per model (training + validation)")
+    parser.add_argument("--searched", help="genotype JSON of a cell found by bin/search-lm")
+    parser.add_argument("--emsize", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1267)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads per run (1 is fastest for these sizes on a shared 2-core machine)")
+    parser.add_argument("--out", default=str(REPO / "runs" / f"side-by-side-{time.strftime('%Y%m%d-%H%M%S')}"))
+    args, extra = parser.parse_known_args()
+    extra = [a for a in extra if a != "--"]
+    if not Path(args.data).is_dir():
+        print(json.dumps({"skipped": f"{args.data}: no such directory"}))
+        return
+    models = [("darts_v2", ["--cell", "darts_v2"]), ("lstm", ["--cell", "lstm", "--match-cell", "darts_v2"])]
+    if args.searched:
+        models.append((Path(args.searched).stem, ["--cell", args.searched]))
+    else:
+        print("no --searched cell given: running DARTS_V2 and the LSTM only", file=sys.stderr)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    for name, cell in models:
+        run = Path(args.out) / name
+        command = [sys.executable, str(REPO / "bin" / "train-lm"), *cell, "--data", args.data, "--out", str(run),
+                   "--emsize", str(args.emsize), "--time-budget", str(args.budget), "--seed", str(args.seed), *extra]
+        print("$ " + " ".join(command), file=sys.stderr)
+        start = time.perf_counter()
+        done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
+        if done.returncode != 0:
+            print(json.dumps({"model": name, "error": f"bin/train-lm exited {done.returncode}"}))
+            continue
+        m = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+        print(json.dumps({"model": name, "cell": m["cell"], "params": m["params"], "rnn_params": m["rnn_params"],
+                          "emsize": m["emsize"], "nhid": m["nhid"], "valid_ppl": m["best_valid_ppl"],
+                          "test_ppl": m["test_ppl"], "epochs": m["epochs"], "budget_min": args.budget,
+                          "train_valid_s": round(m["seconds"], 1), "wall_s": round(time.perf_counter() - start, 1),
+                          "threads": args.threads, "run_dir": str(run)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""`bin/compare-words`: which words one language model predicts better than another (ESS Table 3)."""
+from __future__ import annotations
+
+import click
+
+from ..corpus import find_splits
+from ..errors import InputError, cli_errors
+from ..search import ppl
+from ..wordloss import WordRow, compare_words, largest_differences, load_language_model, most_frequent
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.argument("model_a", type=click.Path())
+@click.argument("model_b", type=click.Path())
+@click.option("--data", required=True, type=click.Path(), help="Corpus directory; its validation split is evaluated.")
+@click.option("--split", type=click.Choice(["valid", "test"]), default="valid", help="Which split of --data to evaluate.")
+@click.option("--top", type=int, default=8, help="Words listed in each table.")
+@click.option("--min-count", type=int, default=5, help="Only words seen at least this often in the split enter the Δ table.")
+@click.option("--batch-size", type=int, default=10, help="Evaluation batch size (hidden state carried across bptt chunks).")
+@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
+@cli_errors
+def main(model_a, model_b, data, split, top, min_count, batch_size, device) -> None:
+    """Per-word loss difference of MODEL_B against MODEL_A on the validation data.
+
+    MODEL_A and MODEL_B are language models: for now `bin/search-lm` run directories. Δ is the
+    mean NLL of MODEL_B minus that of MODEL_A per occurrence of the word (negative: B is better),
+    e.g. `bin/compare-words runs/intra runs/joint --data ../shared/data/ptb` for ESS Table 3.
+    """
+    if top < 1 or min_count < 1 or batch_size < 1:
+        raise InputError("--top, --min-count and --batch-size must be at least 1")
+    path = find_splits(data)[split]
+    a, b = load_language_model(model_a, device), load_language_model(model_b, device)
+    rows, mean_a, mean_b = compare_words(a, b, path, batch_size)
+    click.echo(f"# {path}: mean NLL A {mean_a:.4f} (ppl {ppl(mean_a):.1f}), B {mean_b:.4f} (ppl {ppl(mean_b):.1f}); "
+               f"delta = loss B - loss A per occurrence (negative: B better)")
+    click.echo(f"# A = {a.source}\n# B = {b.source}")
+    click.echo(f"\n## largest |delta| (count >= {min_count})")
+    _table(largest_differences(rows, top, min_count))
+    click.echo("\n## most frequent words")
+    _table(most_frequent(rows, top))
+
+
+def _table(rows: list[WordRow]) -> None:
+    click.echo("word\tcount\ttrain_count\tloss_a\tloss_b\tdelta")
+    for r in rows:
+        click.echo(f"{r.word}\t{r.count}\t{'' if r.train_count is None else r.train_count}\t"
+                   f"{r.loss_a:.3f}\t{r.loss_b:.3f}\t{r.delta:+.3f}")
+
+
+if __name__ == "__main__":
+    main()

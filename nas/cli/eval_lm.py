@@ -1,0 +1,64 @@
+"""`bin/eval-lm`: perplexity of a model saved by `bin/train-lm`, on a split of a corpus or a text file."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from ..corpus import SPLITS, batchify, encode, find_splits, read_tokens
+from ..errors import InputError, cli_errors
+from ..runs import check_device
+from ..search import evaluate, ppl
+from ..train import load_for_evaluation
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.argument("model", type=click.Path())
+@click.option("--data", type=click.Path(), help="Corpus directory holding the split (ptb.test.txt, wiki.test.tokens, ...).")
+@click.option("--split", type=click.Choice(SPLITS), default="test")
+@click.option("--file", "text_file", type=click.Path(), help="Evaluate this text file (one sentence per line) instead of a split of --data.")
+@click.option("--batch-size", type=int, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
+@click.option("--bptt", type=int, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
+@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
+@cli_errors
+def main(model, data, split, text_file, batch_size, bptt, device) -> None:
+    """Print the perplexity of MODEL (a train-lm run directory, whose best.pt is used, or a model file) as one JSON line.
+
+    Example:
+
+    \b
+        bin/eval-lm runs/dartsv2 --data ../shared/data/ptb --split test
+    """
+    check_device(device)
+    path = Path(model)
+    if path.is_dir():
+        path = path / "best.pt"
+        if not path.is_file():
+            raise InputError(f"{model}: no best.pt (not a bin/train-lm run directory, or no epoch has finished yet)")
+    lm, stored = load_for_evaluation(path, device)
+    config = stored.get("config", {})
+    if text_file is not None:
+        source = Path(text_file)
+        if not source.is_file():
+            raise InputError(f"{text_file}: no such file (--file)")
+    elif data is not None:
+        source = find_splits(data, needed=(split,))[split]
+    else:
+        raise InputError("nothing to evaluate: give --data DIR (with --split) or --file FILE")
+    default_batch = config.get("test_batch_size", 1) if split == "test" else config.get("eval_batch_size", 10)
+    batch_size = batch_size if batch_size is not None else default_batch
+    bptt = bptt if bptt is not None else config.get("bptt", 35)
+    for name, value in (("batch-size", batch_size), ("bptt", bptt)):
+        if value < 1:
+            raise InputError(f"--{name}: must be at least 1, got {value}")
+    ids = encode(read_tokens(source), stored["vocab"])
+    batches = batchify(ids, batch_size, 1, source).to(device)
+    nll = evaluate(lm, batches, bptt)
+    report = {"model": str(path), "file": str(source), "split": None if text_file else split, "ppl": ppl(nll),
+              "nll": nll, "tokens": (batches.size(0) - 1) * batches.size(1), "batch_size": batch_size, "bptt": bptt}
+    click.echo(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
