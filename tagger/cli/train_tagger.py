@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from nas.errors import InputError, cli_errors
+from nas.runs import check_device, default_run_dir
 
 from ..corpora import FORMATS, load_corpus, parse_columns
 from ..embeddings import POOLINGS
@@ -65,33 +66,32 @@ def main(out, dry_run, **options) -> None:
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name in options},
                          command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
     _check(config)
+    run_dir = Path(out) if out else default_run_dir("tagger")
+    if not dry_run and (run_dir / "config.json").exists():
+        raise InputError(f"{run_dir}: already holds a run; choose another --out")
     genotype = _genotype(config.cell)
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
+    import flair
+    import torch
+
     _quiet_flair()
+    flair.device = torch.device(config.device)
+    if config.threads:
+        torch.set_num_threads(config.threads)
     from ..embeddings import build_embeddings
 
     embeddings = build_embeddings(config.embeddings, config.pooling)
     if dry_run:
         click.echo(json.dumps(corpus.counts()))
         return
-    import flair
-    import torch
-
+    from ..evaluation import summary_table, table
     from ..train import train_runs
 
-    flair.device = torch.device(config.device)
-    if config.threads:
-        torch.set_num_threads(config.threads)
-    run_dir = Path(out) if out else Path("runs") / f"tagger-{__import__('time').strftime('%Y%m%d-%H%M%S')}"
-    if (run_dir / "config.json").exists():
-        raise InputError(f"{run_dir}: already holds a run; choose another --out")
     for note in corpus.notes:
         click.echo(note, err=True)
     click.echo(f"run directory: {run_dir}", err=True)
     metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
-    from ..evaluation import summary_table, table
-
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
 
 
@@ -105,8 +105,6 @@ def _genotype(cell: str) -> dict | None:
 
 
 def _check(c: TrainConfig) -> None:
-    from nas.runs import check_device
-
     check_device(c.device)
     for name in ("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs"):
         if getattr(c, name) < 1:
@@ -118,8 +116,6 @@ def _check(c: TrainConfig) -> None:
 
 def _quiet_flair() -> None:
     """flair logs to stdout; send it to stderr so stdout holds only the command's result."""
-    import flair  # noqa: F401  (sets up flair's logger)
-
     for handler in logging.getLogger("flair").handlers:
         if type(handler) is logging.StreamHandler:
             handler.setStream(sys.stderr)
