@@ -25,7 +25,6 @@ from flair.trainers.language_model_trainer import LanguageModelTrainer, TextCorp
 from nas.errors import InputError
 from nas.files import atomic_torch_save, atomic_write_text, utf8_lines
 
-SPLIT_CHARS = 2_000_000  # characters per train split file: flair validates and saves best-lm.pt after each
 
 
 def read_corpus(source: str | Path) -> dict[str, list[str]]:
@@ -48,15 +47,16 @@ def read_corpus(source: str | Path) -> dict[str, list[str]]:
     return {"valid": pick(order[:cut]), "test": pick(order[cut:2 * cut]), "train": pick(order[2 * cut:])}
 
 
-def layout(splits: dict[str, list[str]], root: Path) -> Path:
-    """Write flair's corpus layout under `root` and return it."""
+def layout(splits: dict[str, list[str]], root: Path, split_chars: int = 2_000_000) -> Path:
+    """Write flair's corpus layout under `root`: train split files of about `split_chars` characters
+    (flair validates and saves best-lm.pt after each one), valid.txt and test.txt."""
     (root / "train").mkdir(parents=True, exist_ok=True)
     chunk, size, k = [], 0, 0
     for line in splits["train"] + [None]:
         if line is not None:
             chunk.append(line)
             size += len(line) + 1
-        if chunk and (line is None or size >= SPLIT_CHARS):
+        if chunk and (line is None or size >= split_chars):
             atomic_write_text(root / "train" / f"train_split_{k:04d}", "\n".join(chunk) + "\n")
             chunk, size, k = [], 0, k + 1
     for split in ("valid", "test"):
@@ -79,14 +79,14 @@ def char_dictionary(lines: list[str]) -> Dictionary:
 def train_charlm(corpus: str | Path, out: str | Path, direction: str = "forward", hidden: int = 256,
                  embedding: int = 100, epochs: int | None = None, time_budget: float | None = None,
                  sequence_length: int = 250, batch_size: int = 100, lr: float = 20.0, seed: int = 1,
-                 device: str = "cpu") -> dict:
+                 device: str = "cpu", split_chars: int = 2_000_000) -> dict:
     """Train a character LM; writes OUT/best-lm.pt (flair's format, loadable with weights_only=True)."""
     out = Path(out)
     splits = read_corpus(corpus)
     flair.device = torch.device(device)
     random.seed(seed)
     torch.manual_seed(seed)
-    root = layout(splits, out / "corpus")
+    root = layout(splits, out / "corpus", split_chars)
     dictionary = char_dictionary(splits["train"])
     forward = direction == "forward"
     text = TextCorpus(root, dictionary, forward, character_level=True)
