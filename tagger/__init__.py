@@ -1,0 +1,1 @@
+"""BiRNN-CRF sequence taggers (flair) whose recurrent layer is a cell found by `nas` search."""

@@ -8,9 +8,11 @@ we train our own. The character dictionary is built from the corpus (never
 from __future__ import annotations
 
 import math
+import pickle
 import random
 import signal
 import time
+import types
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +25,6 @@ from flair.trainers.language_model_trainer import LanguageModelTrainer, TextCorp
 from nas.errors import InputError
 from nas.files import atomic_torch_save, atomic_write_text, utf8_lines
 
-SPLIT_CHARS = 2_000_000  # characters per train split file: flair validates and saves best-lm.pt after each
 
 
 def read_corpus(source: str | Path) -> dict[str, list[str]]:
@@ -46,15 +47,16 @@ def read_corpus(source: str | Path) -> dict[str, list[str]]:
     return {"valid": pick(order[:cut]), "test": pick(order[cut:2 * cut]), "train": pick(order[2 * cut:])}
 
 
-def layout(splits: dict[str, list[str]], root: Path) -> Path:
-    """Write flair's corpus layout under `root` and return it."""
+def layout(splits: dict[str, list[str]], root: Path, split_chars: int = 2_000_000) -> Path:
+    """Write flair's corpus layout under `root`: train split files of about `split_chars` characters
+    (flair validates and saves best-lm.pt after each one), valid.txt and test.txt."""
     (root / "train").mkdir(parents=True, exist_ok=True)
     chunk, size, k = [], 0, 0
     for line in splits["train"] + [None]:
         if line is not None:
             chunk.append(line)
             size += len(line) + 1
-        if chunk and (line is None or size >= SPLIT_CHARS):
+        if chunk and (line is None or size >= split_chars):
             atomic_write_text(root / "train" / f"train_split_{k:04d}", "\n".join(chunk) + "\n")
             chunk, size, k = [], 0, k + 1
     for split in ("valid", "test"):
@@ -77,14 +79,14 @@ def char_dictionary(lines: list[str]) -> Dictionary:
 def train_charlm(corpus: str | Path, out: str | Path, direction: str = "forward", hidden: int = 256,
                  embedding: int = 100, epochs: int | None = None, time_budget: float | None = None,
                  sequence_length: int = 250, batch_size: int = 100, lr: float = 20.0, seed: int = 1,
-                 device: str = "cpu") -> dict:
+                 device: str = "cpu", split_chars: int = 2_000_000) -> dict:
     """Train a character LM; writes OUT/best-lm.pt (flair's format, loadable with weights_only=True)."""
     out = Path(out)
     splits = read_corpus(corpus)
     flair.device = torch.device(device)
     random.seed(seed)
     torch.manual_seed(seed)
-    root = layout(splits, out / "corpus")
+    root = layout(splits, out / "corpus", split_chars)
     dictionary = char_dictionary(splits["train"])
     forward = direction == "forward"
     text = TextCorpus(root, dictionary, forward, character_level=True)
@@ -123,7 +125,8 @@ class _SafeSavingLM(LanguageModel):
     """flair's LanguageModel, saved with the same keys but pickle's default protocol and atomically.
 
     flair pickles with protocol 4, which torch's weights_only loader cannot read; this file loads
-    both with flair's own `LanguageModel.load_language_model` and with `load_charlm` below.
+    both with flair's own `LanguageModel.load_language_model` and with `load_charlm` below (through
+    weights_only=True, the stricter of its two paths).
     """
 
     def save(self, file) -> None:
@@ -134,10 +137,37 @@ class _SafeSavingLM(LanguageModel):
             "recurrent_type": self.recurrent_type, "has_decoder": self.decoder is not None})
 
 
+_ALLOWED_GLOBALS = {
+    ("collections", "OrderedDict"),
+    ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch._utils", "_rebuild_parameter"),
+    ("torch", "Size"),
+    ("_codecs", "encode"),  # how pickle protocol 2 spells bytes
+    ("flair.data", "Dictionary"),
+}
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    """Builds tensors, ordered dicts and flair's `Dictionary`; any other global in the pickle is refused."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise pickle.UnpicklingError(f"refused to load global {module}.{name}")
+        return super().find_class(module, name)
+
+
+# torch.load takes a pickle module; this one only builds the allow-listed globals above.
+_RESTRICTED_PICKLE = types.SimpleNamespace(__name__="restricted_pickle", Unpickler=_RestrictedUnpickler,
+                                           load=lambda file, **kw: _RestrictedUnpickler(file, **kw).load())
+
+
 def load_charlm(path: str | Path, has_decoder: bool = True) -> LanguageModel:
-    """A flair character LM from a .pt file without running pickled code (weights_only=True, with
-    flair's Dictionary allow-listed). Files flair itself wrote (pickle protocol 4) are refused with
-    a message saying how to convert them."""
+    """A flair character LM from a .pt file without running pickled code.
+
+    Our own files load with weights_only=True (flair's Dictionary allow-listed). Files flair itself
+    wrote use pickle protocol 4, which torch's weights_only reader cannot parse; they are read
+    through `_RestrictedUnpickler` instead, which allows the same globals and nothing else.
+    """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file (give a local Flair character LM .pt, e.g. one made by bin/train-charlm)")
@@ -145,10 +175,12 @@ def load_charlm(path: str | Path, has_decoder: bool = True) -> LanguageModel:
         with torch.serialization.safe_globals([Dictionary]):
             state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:
-        hint = ("; it was probably saved by flair itself (pickle protocol 4), which cannot be read without "
-                "running pickled code: retrain it with bin/train-charlm, or re-save it once in a trusted session "
-                "with torch.save(torch.load(path, weights_only=False), path)") if "149" in str(err) else ""
-        raise InputError(f"{path}: not a Flair character LM that can be loaded safely{hint}") from None
+        if "149" not in str(err):  # 149: pickle protocol 4's FRAME opcode
+            raise InputError(f"{path}: not a Flair character LM that can be loaded safely") from None
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_RESTRICTED_PICKLE)
+        except Exception as err4:
+            raise InputError(f"{path}: not a Flair character LM that can be loaded safely ({str(err4)[:200]})") from None
     keys = {"state_dict", "dictionary", "is_forward_lm", "hidden_size", "nlayers", "embedding_size", "nout"}
     if not isinstance(state, dict) or not keys <= set(state):
         raise InputError(f"{path}: not a Flair character LM (missing {sorted(keys - set(state or {}))})")

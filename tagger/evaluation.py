@@ -1,0 +1,91 @@
+"""Scoring a tagger on IOB2 spans with seqeval, the CoNLL predictions file, and the per-type table.
+
+Both gold and predicted tags are IOB2 (gold normalised on reading, predictions rebuilt from
+flair's predicted spans). The report holds seqeval's strict mode with the scheme passed explicitly
+(it equals flair's span F1) and seqeval's default mode, which matches conlleval. `bin/train-tagger`
+writes it at the end of training; `bin/evaluate` reuses it on a saved model.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+
+from nas.files import atomic_write_text
+
+from . import tags as tagging
+
+PREDICTED = "predicted"
+
+
+def predict_tags(model, sentences: list, batch_size: int = 64) -> list[list[str]]:
+    """IOB2 tags the model predicts for flair sentences (stored under the label `predicted`)."""
+    model.eval()
+    model.predict(sentences, mini_batch_size=batch_size, label_name=PREDICTED)
+    out = []
+    for sentence in sentences:
+        entities = [(span[0].idx - 1, span[-1].idx, span.get_label(PREDICTED).value)
+                    for span in sentence.get_spans(PREDICTED)]
+        out.append(tagging.from_spans(len(sentence), entities))
+    return out
+
+
+def _plain(report: dict) -> dict:
+    return {label: {k: (int(v) if k == "support" else float(v)) for k, v in row.items()} for label, row in report.items()}
+
+
+def score(gold: list[list[str]], pred: list[list[str]]) -> dict:
+    """seqeval classification reports: `strict` (IOB2 scheme, exact spans) and `lenient` (conlleval)."""
+    from seqeval.metrics import classification_report
+    from seqeval.scheme import IOB2
+
+    strict = classification_report(gold, pred, mode="strict", scheme=IOB2, output_dict=True, zero_division=0)
+    lenient = classification_report(gold, pred, output_dict=True, zero_division=0)
+    return {"strict": _plain(strict), "lenient": _plain(lenient), "f1": float(strict["micro avg"]["f1-score"])}
+
+
+def evaluate(model, sentences: list, gold: list[list[str]], batch_size: int = 64) -> tuple[dict, list[list[str]]]:
+    """(seqeval report, predicted IOB2 tags) of a model on sentences with known gold tags."""
+    pred = predict_tags(model, sentences, batch_size)
+    return score(gold, pred), pred
+
+
+def write_conll(path: str | os.PathLike, tokens: list[list[str]], gold: list[list[str]], pred: list[list[str]]) -> None:
+    """`token gold pred` per line, a blank line after each sentence: conlleval's input."""
+    lines = []
+    for words, g, p in zip(tokens, gold, pred):
+        lines += [f"{w} {a} {b}" for w, a, b in zip(words, g, p)]
+        lines.append("")
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def table(report: dict) -> str:
+    """Per-type precision/recall/F1 (strict) with support, then the micro average."""
+    rows = report["strict"]
+    types = sorted(k for k in rows if not k.endswith(" avg"))
+    width = max([len("micro avg"), *map(len, types)])
+    lines = [f"{'type':<{width}}  precision  recall     f1  support"]
+    for name in [*types, "micro avg"]:
+        r = rows[name]
+        lines.append(f"{name:<{width}}  {100 * r['precision']:9.2f}  {100 * r['recall']:6.2f}  "
+                     f"{100 * r['f1-score']:5.2f}  {r['support']:7d}")
+    return "\n".join(lines)
+
+
+def summarise(reports: list[dict]) -> dict:
+    """Mean and sample standard deviation (0 for one run) of strict F1, overall and per type, over runs."""
+    def stats(values: list[float]) -> dict:
+        return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+                "runs": values}
+
+    types = sorted({k for r in reports for k in r["strict"] if not k.endswith(" avg")})
+    return {"f1": stats([r["f1"] for r in reports]),
+            "per_type_f1": {t: stats([r["strict"].get(t, {}).get("f1-score", 0.0) for r in reports]) for t in types}}
+
+
+def summary_table(summary: dict) -> str:
+    types = list(summary["per_type_f1"])
+    width = max([len("micro avg"), *map(len, types)])
+    lines = [f"{'type':<{width}}  f1 mean ± std (strict, {len(summary['f1']['runs'])} runs)"]
+    for name, s in [*summary["per_type_f1"].items(), ("micro avg", summary["f1"])]:
+        lines.append(f"{name:<{width}}  {100 * s['mean']:.2f} ± {100 * s['std']:.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""The BiRNN-CRF tagger: flair's `SequenceTagger` whose recurrent layer is a frozen searched cell.
+
+flair's `SequenceTagger(rnn=module)` trains but cannot reload (NOTES §8). So `CellTagger`
+overrides the `RNN(...)` factory flair calls while building the model: with a genotype it returns
+a bidirectional `nas.cell.FrozenRNN` (forward and backward weights of its own, with the ESS
+inter-cell gates and the NASABN attention of the genotype when present), without one flair's own LSTM (`--cell lstm`, the stock
+BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
+`_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
+flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the
+linear layer, CRF and Viterbi decoding.
+
+Models are saved and loaded through `model_file` (tensors + plain containers, `weights_only=True`),
+also when flair's `ModelTrainer` writes and reloads `best-model.pt`.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from flair.models import SequenceTagger
+from nas.cell import FrozenRNN
+from nas.errors import InputError
+from nas.genotype import Genotype, validate
+
+from . import model_file
+
+
+class PackedCellRNN(nn.Module):
+    """A bidirectional `FrozenRNN` behind the interface flair's tagger expects of an `nn.LSTM`.
+
+    flair hands the layer a `PackedSequence` and reads `hidden_size`, `num_layers` and
+    `bidirectional`; the cell runs on the padded batch with its lengths, so the backward direction
+    starts at each sentence's own last token.
+    """
+
+    num_layers = 1
+    bidirectional = True
+
+    def __init__(self, genotype: Genotype, input_size: int, hidden_size: int, dropout_x: float = 0.0,
+                 dropout_h: float = 0.0):
+        super().__init__()
+        self.hidden_size = hidden_size
+        self.cell = FrozenRNN(genotype, input_size, hidden_size, directions=2, dropout_x=dropout_x,
+                              dropout_h=dropout_h)
+
+    def forward(self, packed: PackedSequence) -> tuple[PackedSequence, torch.Tensor]:
+        padded, lengths = pad_packed_sequence(packed)  # (T, B, input)
+        out, hidden = self.cell(padded, lengths=lengths)
+        return pack_padded_sequence(out, lengths, enforce_sorted=False), hidden
+
+
+class CellTagger(SequenceTagger):
+    """`SequenceTagger` with a searched cell (genotype dict) or, with `genotype=None`, flair's BiLSTM."""
+
+    def __init__(self, embeddings, tag_dictionary, tag_type: str, genotype: dict | None = None,
+                 cell_dropout_x: float = 0.0, cell_dropout_h: float = 0.0, **kwargs):
+        # Read by RNN() during SequenceTagger.__init__, so set first (plain attributes are allowed
+        # before nn.Module.__init__).
+        self.genotype = validate(genotype, "model genotype") if genotype is not None else None
+        self.cell_dropout_x, self.cell_dropout_h = cell_dropout_x, cell_dropout_h
+        kwargs.setdefault("rnn_type", "FrozenRNN" if genotype is not None else "LSTM")
+        super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
+
+    def RNN(self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool,
+            rnn_input_dim: int) -> nn.Module:
+        if self.genotype is None:
+            return SequenceTagger.RNN(rnn_type, rnn_layers, hidden_size, bidirectional, rnn_input_dim)
+        if rnn_layers != 1 or not bidirectional:
+            raise ValueError("the cell tagger runs one bidirectional layer")
+        return PackedCellRNN(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h)
+
+    def _get_state_dict(self) -> dict:
+        return {**super()._get_state_dict(),
+                "genotype": self.genotype.to_dict() if self.genotype is not None else None,
+                "cell_dropout_x": self.cell_dropout_x, "cell_dropout_h": self.cell_dropout_h}
+
+    @classmethod
+    def _init_model_with_state_dict(cls, state, **kwargs):
+        return super()._init_model_with_state_dict(
+            state, genotype=state.get("genotype"), cell_dropout_x=state.get("cell_dropout_x", 0.0),
+            cell_dropout_h=state.get("cell_dropout_h", 0.0), **kwargs)
+
+    def save(self, model_file_path: str | os.PathLike, checkpoint: bool = False) -> None:
+        state = self._get_state_dict()
+        if self.model_card is not None:
+            state["model_card"] = self.model_card
+        model_file.save(model_file_path, state)
+
+    @classmethod
+    def load(cls, model_path) -> "CellTagger":
+        return load_tagger(model_path)
+
+
+def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagger:
+    """Load a saved tagger (a model file, or a run directory holding best-model.pt / final-model.pt)."""
+    import flair
+
+    path = Path(path)
+    if path.is_dir():
+        candidates = [path / "best-model.pt", path / "final-model.pt"]
+        found = [c for c in candidates if c.is_file()]
+        if not found:
+            raise InputError(f"{path}: no best-model.pt or final-model.pt in this directory")
+        path = found[0]
+    state = model_file.load(path)
+    card = state.pop("model_card", None)
+    try:
+        model = CellTagger._init_model_with_state_dict(state)
+    except (KeyError, TypeError, ValueError, RuntimeError) as err:
+        raise InputError(f"{path}: the tagger model does not rebuild ({str(err)[:200]})") from None
+    model.model_card = card
+    model.eval()
+    model.to(torch.device(device) if device else flair.device)
+    return model

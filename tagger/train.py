@@ -1,0 +1,170 @@
+"""Training runs of the tagger with flair's `ModelTrainer`, one run directory per seed.
+
+Settings follow I-DARTS / Akbik et al. (NOTES §6): SGD lr 0.1, batch 32 (the ESS paper used 24),
+gradient clipping 5.0, lr × 0.25 after 2 epochs without dev improvement, stop when the lr falls
+below 1e-4 or after `max_epochs`. The best epoch on dev is tested (the final one with
+`--train-with-dev`). Test scoring is ours (`evaluation`), so the trainer is given train and dev
+only and does not score test a second time.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from nas.files import atomic_write_json
+
+from . import evaluation
+from .corpora import TaggingCorpus, to_sentences
+
+log = logging.getLogger("flair")
+
+
+@dataclass
+class TrainConfig:
+    cell: str = "darts_v2"
+    corpus: str = "conll03"
+    data: str = ""
+    columns: str | None = None
+    tag_column: str | None = None
+    tag_scheme: str | None = None
+    train_scheme: str = "bioes"
+    embeddings: str = "glove:glove-6b-50d"
+    pooling: str = "min"
+    hidden_size: int = 512
+    locked_dropout: float = 0.5
+    word_dropout: float = 0.05
+    dropout_x: float = 0.0
+    dropout_h: float = 0.0
+    reproject: bool = True
+    lr: float = 0.1
+    batch_size: int = 32
+    eval_batch_size: int = 64
+    max_epochs: int = 150
+    anneal_factor: float = 0.25
+    patience: int = 2
+    min_lr: float = 1e-4
+    clip: float = 5.0
+    train_with_dev: bool = False
+    seed: int = 1
+    runs: int = 1
+    device: str = "cpu"
+    threads: int | None = None
+    command: str = ""
+
+
+def tag_dictionary(corpus: TaggingCorpus):
+    """flair span-label dictionary of every entity type in the corpus (sorted, so runs agree)."""
+    from flair.data import Dictionary
+
+    kinds = sorted({k for split in corpus.counts().values() if split for k in split["entities"]})
+    dictionary = Dictionary(add_unk=False)
+    for kind in kinds:
+        dictionary.add_item(kind)
+    dictionary.span_labels = True
+    return dictionary
+
+
+def build_model(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None):
+    from .model import CellTagger
+
+    return CellTagger(
+        embeddings, tag_dictionary(corpus), corpus.tag_type, genotype=genotype,
+        cell_dropout_x=config.dropout_x, cell_dropout_h=config.dropout_h, hidden_size=config.hidden_size,
+        tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
+        reproject_embeddings=config.reproject, dropout=0.0, word_dropout=config.word_dropout,
+        locked_dropout=config.locked_dropout)
+
+
+def _timer_plugin(notes: list[str]):
+    """A trainer plugin that times each epoch's training pass and logs the corpus notes to training.log."""
+    from flair.trainers.plugins.base import TrainerPlugin
+
+    class EpochTimer(TrainerPlugin):
+        def __init__(self):
+            super().__init__()
+            self.train_seconds: list[float] = []
+            self.epoch_seconds: list[float] = []
+            self._start = 0.0
+
+        @TrainerPlugin.hook
+        def after_setup(self, **kw):
+            for note in notes:
+                log.info(note)
+
+        @TrainerPlugin.hook
+        def before_training_epoch(self, **kw):
+            self._start = time.perf_counter()
+
+        @TrainerPlugin.hook
+        def after_training_epoch(self, **kw):
+            self.train_seconds.append(time.perf_counter() - self._start)
+
+        @TrainerPlugin.hook
+        def after_evaluation(self, **kw):
+            self.epoch_seconds.append(time.perf_counter() - self._start)
+
+    return EpochTimer()
+
+
+def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+              out: Path) -> dict:
+    """Train one seed into `out` and return its metrics (also written to out/metrics.json)."""
+    import flair
+    from flair.data import Corpus
+    from flair.datasets import FlairDatapointDataset
+    from flair.trainers import ModelTrainer
+
+    flair.set_seed(seed)
+    out.mkdir(parents=True, exist_ok=True)
+    train = to_sentences(corpus.train, corpus.tag_type)
+    dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
+    scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
+    model = build_model(config, corpus, embeddings, genotype)
+    untrained = (evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
+                 if scored_dev is not None else None)
+    timer = _timer_plugin(corpus.notes)
+    splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
+                    name=corpus.train.path.parent.name, sample_missing_splits=False)
+    trainer = ModelTrainer(model, splits)
+    trainer.train(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
+                  eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
+                  anneal_factor=config.anneal_factor, patience=config.patience, min_learning_rate=config.min_lr,
+                  max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
+                  plugins=[timer], save_final_model=True)
+    test = to_sentences(corpus.test, corpus.tag_type)
+    report, pred = evaluation.evaluate(model, test, corpus.test.tags, config.eval_batch_size)
+    evaluation.write_conll(out / "test.conll", corpus.test.tokens, corpus.test.tags, pred)
+    metrics = {
+        "seed": seed,
+        "model": "best-model.pt" if (out / "best-model.pt").is_file() else "final-model.pt",
+        "epochs": len(timer.train_seconds),
+        "seconds_per_epoch": {"train": _mean(timer.train_seconds), "with_dev_evaluation": _mean(timer.epoch_seconds),
+                              "each_train": timer.train_seconds},
+        "dev_f1_untrained": untrained,
+        "test": report,
+    }
+    if scored_dev is not None:
+        metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
+    atomic_write_json(out / "metrics.json", metrics)
+    with open(out / "training.log", "a", encoding="utf-8") as handle:
+        handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")
+    return metrics
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def train_runs(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path) -> dict:
+    """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary."""
+    atomic_write_json(out / "config.json", {**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
+    if config.runs == 1:
+        return train_run(config, corpus, embeddings, genotype, config.seed, out)
+    runs = [train_run(config, corpus, embeddings, genotype, config.seed + k, out / f"seed-{config.seed + k}")
+            for k in range(config.runs)]
+    summary = {"runs": [{"seed": r["seed"], "test_f1": r["test"]["f1"], "epochs": r["epochs"]} for r in runs],
+               "test": evaluation.summarise([r["test"] for r in runs])}
+    atomic_write_json(out / "metrics.json", summary)
+    return summary

@@ -1,0 +1,208 @@
+"""The cell tagger: it learns, its run directory is complete, and a saved model reloads and predicts identically."""
+import json
+import os
+
+import pytest
+import torch
+
+import tagger_data as td
+from nas.errors import InputError
+from nas.genotype import load
+from tagger import evaluation
+from tagger.corpora import load_corpus, to_sentences
+from tagger.embeddings import build_embeddings
+from tagger.model import load_tagger
+from tagger.tags import iob2_to_bioes
+from tagger.train import TrainConfig, build_model, train_runs
+
+torch.set_num_threads(1)  # tiny matmuls: extra threads only contend on a shared machine
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tagger")
+    td.write_conll03(root / "data")
+    corpus = load_corpus("conll03", root / "data")
+    embeddings = build_embeddings(f"glove:{td.write_vectors(root / 'vectors.txt')}")
+    return root, corpus, embeddings
+
+
+@pytest.fixture(scope="module")
+def darts_run(setup):
+    root, corpus, embeddings = setup
+    config = TrainConfig(cell="darts_v2", corpus="conll03", hidden_size=16, batch_size=4, max_epochs=6, seed=3)
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "darts")
+    return root / "darts", metrics
+
+
+def test_darts_v2_learns_beyond_epoch_zero(darts_run):
+    out, metrics = darts_run
+    assert metrics["dev"]["f1"] > metrics["dev_f1_untrained"] + 0.2
+
+
+def test_run_directory_holds_every_output(darts_run, setup):
+    out, metrics = darts_run
+    for name in ("config.json", "training.log", "loss.tsv", "best-model.pt", "final-model.pt", "metrics.json", "test.conll"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["genotype"]["name"] == "DARTS_V2" and config["hidden_size"] == 16
+    stored = json.loads((out / "metrics.json").read_text())
+    assert set(stored["test"]) == {"strict", "lenient", "f1"} and set(stored["test"]["strict"]) >= {"PER", "LOC", "ORG", "micro avg"}
+    assert len(stored["seconds_per_epoch"]["each_train"]) == stored["epochs"] == 6
+    # test.conll holds the test tokens and gold tags, and its predictions score to the recorded F1
+    blocks = [b.splitlines() for b in (out / "test.conll").read_text().strip().split("\n\n")]
+    corpus = setup[1]
+    assert [[line.split()[0] for line in b] for b in blocks] == corpus.test.tokens
+    assert [[line.split()[1] for line in b] for b in blocks] == corpus.test.tags
+    pred = [[line.split()[2] for line in b] for b in blocks]
+    assert evaluation.score(corpus.test.tags, pred)["f1"] == pytest.approx(stored["test"]["f1"])
+    assert "TEST (best-model.pt, seqeval strict IOB2)" in (out / "training.log").read_text()
+
+
+def test_saved_model_reloads_and_predicts_identically(darts_run, setup):
+    out, _ = darts_run
+    corpus = setup[1]
+    model = load_tagger(out / "best-model.pt")
+    assert model.genotype == load("darts_v2")
+    pred = evaluation.predict_tags(model, to_sentences(corpus.test, "ner"))
+    recorded = [[line.split()[2] for line in b.splitlines()] for b in (out / "test.conll").read_text().strip().split("\n\n")]
+    assert pred == recorded
+    again = load_tagger(out)  # a run directory works too
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+
+
+def test_lstm_cell_is_flairs_bilstm_and_reloads(setup, tmp_path):
+    _, corpus, embeddings = setup
+    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, None)
+    assert isinstance(model.rnn, torch.nn.LSTM) and model.rnn.bidirectional
+    sentences = to_sentences(corpus.dev, "ner")
+    before = evaluation.predict_tags(model, sentences)
+    model.save(tmp_path / "lstm.pt")
+    after = evaluation.predict_tags(load_tagger(tmp_path / "lstm.pt"), sentences)
+    assert before == after
+
+
+def test_flair_trains_on_the_bioes_of_our_iob2(setup):
+    _, corpus, embeddings = setup
+    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, load("darts_v2").to_dict())
+    sentences = to_sentences(corpus.train, "ner")
+    assert model._get_gold_labels(sentences) == [t for tags in corpus.train.tags for t in iob2_to_bioes(tags)]
+
+
+def test_loading_a_model_never_runs_pickled_code(tmp_path):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    torch.save({"format": "nas-tagger-model", "state": Evil()}, tmp_path / "evil.pt")
+    with pytest.raises(InputError, match="not a model file of this toolkit"):
+        load_tagger(tmp_path / "evil.pt")
+    assert not marker.exists()
+
+
+def test_a_file_of_another_kind_is_refused(tmp_path):
+    torch.save({"weights": torch.zeros(2)}, tmp_path / "other.pt")
+    with pytest.raises(InputError, match="not a tagger model of this toolkit"):
+        load_tagger(tmp_path / "other.pt")
+
+
+def test_strict_iob2_and_lenient_scores_by_hand():
+    gold = [["B-PER", "I-PER", "O", "B-LOC"]]
+    pred = [["I-PER", "I-PER", "O", "B-LOC"]]  # an entity opened by I-: conlleval counts it, strict IOB2 does not
+    report = evaluation.score(gold, pred)
+    assert report["lenient"]["micro avg"]["f1-score"] == pytest.approx(1.0)
+    assert report["strict"]["micro avg"]["precision"] == pytest.approx(1.0)
+    assert report["strict"]["micro avg"]["recall"] == pytest.approx(0.5)
+    assert report["f1"] == pytest.approx(2 / 3)
+
+
+def test_runs_summary_mean_and_sample_std():
+    reports = [{"f1": 0.5, "strict": {"PER": {"f1-score": 0.4}}}, {"f1": 0.7, "strict": {"PER": {"f1-score": 0.8}}}]
+    summary = evaluation.summarise(reports)
+    assert summary["f1"]["mean"] == pytest.approx(0.6) and summary["f1"]["std"] == pytest.approx(0.1414213562)
+    assert summary["per_type_f1"]["PER"]["mean"] == pytest.approx(0.6)
+
+
+def test_cli_trains_two_seeds_and_prints_mean_and_std(setup):
+    from click.testing import CliRunner
+
+    from tagger.cli.train_tagger import main
+
+    root = setup[0]
+    out = root / "two-seeds"
+    result = CliRunner().invoke(main, ["--cell", "darts_v2", "--corpus", "conll03", "--data", str(root / "data"),
+                                       "--embeddings", f"glove:{root / 'vectors.txt'}", "--hidden-size", "4",
+                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--out", str(out)])
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads((out / "metrics.json").read_text())
+    f1s = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["test"]["f1"] for s in (5, 6)]
+    assert [r["seed"] for r in summary["runs"]] == [5, 6] and summary["test"]["f1"]["runs"] == f1s
+    assert summary["test"]["f1"]["mean"] == pytest.approx(sum(f1s) / 2)
+    assert summary["test"]["f1"]["std"] == pytest.approx(abs(f1s[0] - f1s[1]) / 2 ** 0.5)
+    assert result.stdout.startswith("type") and "micro avg" in result.stdout and "±" in result.stdout
+    assert "epoch 1" not in result.stdout  # flair's log goes to stderr
+
+
+def test_packed_cell_matches_each_sentence_run_alone():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    from tagger.model import PackedCellRNN
+
+    torch.manual_seed(0)
+    rnn = PackedCellRNN(load("darts_v2"), input_size=5, hidden_size=6).eval()
+    lengths = torch.tensor([4, 2, 3])
+    x = torch.randn(3, 4, 5)  # batch first, as flair packs it
+    out, _ = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+    padded, _ = pad_packed_sequence(out, batch_first=True)
+    for i, n in enumerate(lengths.tolist()):
+        alone, _ = rnn.cell(x[i, :n].unsqueeze(1))  # (T, 1, input): no padding at all
+        torch.testing.assert_close(padded[i, :n], alone[:, 0])
+        assert padded.shape[-1] == 12 and torch.all(padded[i, n:] == 0)
+
+
+def test_a_seed_fixes_a_run(setup):
+    root, corpus, embeddings = setup
+    config = TrainConfig(hidden_size=4, batch_size=8, max_epochs=1, seed=7)
+    runs = [train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / f"same-seed-{k}") for k in (1, 2)]
+    assert runs[0]["test"] == runs[1]["test"]
+    assert (root / "same-seed-1" / "test.conll").read_text() == (root / "same-seed-2" / "test.conll").read_text()
+
+
+def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
+    from click.testing import CliRunner
+
+    from tagger.cli.train_tagger import main
+
+    out, _ = darts_run
+    before = (out / "metrics.json").read_text()
+    root = setup[0]
+    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
+                                       f"glove:{root / 'vectors.txt'}", "--out", str(out)])
+    assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --out\n"
+    assert (out / "metrics.json").read_text() == before
+
+
+def test_train_with_dev_tests_the_final_model(setup):
+    root, corpus, embeddings = setup
+    config = TrainConfig(hidden_size=4, batch_size=8, max_epochs=1, train_with_dev=True)
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "with-dev")
+    assert metrics["model"] == "final-model.pt" and not (root / "with-dev" / "best-model.pt").exists()
+    assert metrics["dev_f1_untrained"] is None and "dev" not in metrics
+
+
+@pytest.mark.parametrize("cell", ["nasabn_n1", "docs/experiments/ess_ptb_joint_seed3.json"])
+def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cell):
+    from pathlib import Path
+
+    _, corpus, embeddings = setup
+    genotype = load(cell if "/" not in cell else Path(__file__).resolve().parent.parent / cell)
+    assert genotype.attention is not None or genotype.inter is not None
+    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, genotype.to_dict())
+    assert (model.rnn.cell.attention is not None) == (genotype.attention is not None)
+    assert (model.rnn.cell.inter is not None) == (genotype.inter is not None)
+    sentences = to_sentences(corpus.dev, "ner")
+    before = evaluation.predict_tags(model, sentences)
+    model.save(tmp_path / "m.pt")
+    assert evaluation.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before
