@@ -20,8 +20,8 @@ float rounding:
   any number of ranks; every decision that ends a loop (Ctrl-C, a time budget, a NaN) is agreed.
 At each epoch end a checksum of every parameter and buffer is compared across ranks. Only rank
 0 writes the run directory (`FollowerRunDir` on the others) and prints; the other ranks print
-only error lines (prefixed with their rank) and tracebacks. Validation and the test run whole on
-every rank (no speed-up there, and every rank takes the same decisions).
+only error lines (prefixed with their rank) and tracebacks. Validation runs whole on every rank
+(no speed-up there, and every rank takes the same decisions); the final test runs on rank 0.
 
 Without torchrun (or with one process) `current()` is `SINGLE`, whose methods return their inputs
 unchanged: the commands run exactly as before.
