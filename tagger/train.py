@@ -110,8 +110,25 @@ def _timer_plugin(notes: list[str]):
 
 def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
               out: Path) -> dict:
-    """Train one seed into `out` and return its metrics (also written to out/metrics.json)."""
+    """Train one seed into `out` and return its metrics (also written to out/metrics.json).
+
+    With `--device cuda` and several GPUs this is flair's own multi-GPU path: `launch_distributed`
+    spawns one process per GPU and `ModelTrainer.train(multi_gpu=True)` wraps the model in DDP
+    (the batch size is then per GPU); only the main process scores the test set and writes files.
+    """
+    import torch
+
+    if config.device.startswith("cuda") and torch.cuda.device_count() > 1:
+        from flair.distributed_utils import launch_distributed
+
+        return launch_distributed(_train_run, config, corpus, embeddings, genotype, seed, out, True)
+    return _train_run(config, corpus, embeddings, genotype, seed, out, False)
+
+
+def _train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+               out: Path, multi_gpu: bool) -> dict:
     import flair
+    from flair.distributed_utils import is_main_process
     from flair.data import Corpus
     from flair.datasets import FlairDatapointDataset
     from flair.trainers import ModelTrainer
@@ -132,7 +149,9 @@ def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: 
                   eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
                   anneal_factor=config.anneal_factor, patience=config.patience, min_learning_rate=config.min_lr,
                   max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
-                  plugins=[timer], save_final_model=True)
+                  plugins=[timer], save_final_model=True, multi_gpu=multi_gpu)
+    if not is_main_process():
+        return {}
     test = to_sentences(corpus.test, corpus.tag_type)
     report, pred = evaluation.evaluate(model, test, corpus.test.tags, config.eval_batch_size)
     evaluation.write_conll(out / "test.conll", corpus.test.tokens, corpus.test.tags, pred)
