@@ -103,3 +103,40 @@ def test_missing_corpus_is_one_line_and_exit_2(tmp_path):
                            "--out", str(tmp_path / "v.txt")], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr == f"error: {tmp_path / 'no.txt'}: no such file\n"
     assert not (tmp_path / "v.txt").exists()
+
+
+RESOURCES = REPO / "resources"
+
+
+@pytest.mark.parametrize("path", sorted((RESOURCES / "cells").glob("*.json")), ids=lambda p: p.stem)
+def test_every_shipped_cell_validates_and_carries_provenance(path):
+    from nas import genotype
+
+    geno = genotype.load(path)
+    assert geno.name and geno.provenance
+    searched_here = "command" in geno.provenance
+    if searched_here:  # cells this toolkit found say how, on what, and at what budget
+        prov = geno.provenance
+        assert prov["command"].startswith("bin/search-lm") and prov["budget"] and prov["data"]["train"]
+        assert prov["search_valid_ppl"] > 1 and prov["toolkit_version"] and prov["date"]
+    else:
+        assert "source" in geno.provenance
+
+
+def test_shipped_character_lms_are_small_documented_and_embed():
+    import json
+
+    from flair.data import Sentence
+    from flair.embeddings import FlairEmbeddings
+
+    for direction in ("forward", "backward"):
+        pt = RESOURCES / "charlm" / f"wt2-{direction}.pt"
+        provenance = json.loads((RESOURCES / "charlm" / f"wt2-{direction}.json").read_text())
+        assert pt.stat().st_size <= 5_000_000
+        assert provenance["direction"] == direction and "wikitext-2" in provenance["corpus"]
+        assert provenance["valid_bpc"] > 0 and provenance["command"].startswith("bin/train-charlm")
+        lm = load_charlm(pt)
+        assert lm.is_forward_lm == (direction == "forward")
+        sentence = Sentence("The cat sat on the mat .")
+        FlairEmbeddings(lm).embed(sentence)
+        assert sentence[2].embedding.shape == (lm.hidden_size,)
