@@ -5,26 +5,34 @@ import io
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 import torch
 
 from .errors import InputError
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: readers never see half a file."""
+@contextmanager
+def atomic_open(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]:
+    """A file to write as you go: a temp file beside `path`, renamed over it only if the block ends
+    without an exception (otherwise removed), so readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
+            yield handle
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_open(path, binary=True) as handle:
+        handle.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
