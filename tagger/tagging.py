@@ -1,9 +1,12 @@
-"""Streaming prediction: sentences in, (sentence, entities) out, in input order, a batch at a time.
+"""Streaming prediction: sentences in, (sentence, entities) out, in input order, a few batches at a time.
 
-Nothing is collected: sentences are read as they are needed, tagged `batch_size` at a time with
-flair's `SequenceTagger.predict` under `torch.inference_mode`, and handed on as soon as every part
-of them is tagged, so memory is bounded by the batch and the longest sentence whatever the input
-size. flair clears the embeddings after each batch (`embedding_storage_mode="none"`).
+Nothing is collected: sentences are read as they are needed and handed on as soon as every part
+of them is tagged, so memory is bounded by a window of `LOOKAHEAD` batches and the longest sentence,
+whatever the input size. Each window goes to flair's `SequenceTagger.predict` (under
+`torch.inference_mode`), which sorts it by length and tags it `batch_size` sentences at a time, as
+it sorts a whole corpus: sentences of similar length share a batch, so the recurrent cell, which
+runs to the longest sentence of its batch, wastes few steps on padding. flair clears the
+embeddings after each batch (`embedding_storage_mode="none"`).
 
 A sentence longer than `MAX_TOKENS` is tagged in consecutive pieces of at most `MAX_TOKENS`
 tokens, each a sentence of its own to the model, and its entities are joined back into one
@@ -23,6 +26,7 @@ import torch
 from .text_input import TextSentence
 
 MAX_TOKENS = 512
+LOOKAHEAD = 8
 LABEL = "predicted"
 
 
@@ -50,7 +54,7 @@ def tag(model, sentences: Iterable[TextSentence], batch_size: int = 32) -> Itera
 
     model.eval()
     waiting: deque[_Pending] = deque()
-    batch: list[tuple[_Pending, int, Sentence]] = []
+    window: list[tuple[_Pending, int, Sentence]] = []  # pieces of up to LOOKAHEAD batches
     for sentence in sentences:
         if not sentence.words:
             continue
@@ -58,20 +62,20 @@ def tag(model, sentences: Iterable[TextSentence], batch_size: int = 32) -> Itera
         pending = _Pending(sentence, len(starts))
         waiting.append(pending)
         for start in starts:
-            batch.append((pending, start, Sentence(sentence.words[start:start + MAX_TOKENS])))
-            if len(batch) == batch_size:
-                _predict(model, batch)
-                batch = []
+            window.append((pending, start, Sentence(sentence.words[start:start + MAX_TOKENS])))
+            if len(window) == batch_size * LOOKAHEAD:
+                _predict(model, window, batch_size)
+                window = []
                 yield from _finished(waiting)
-    if batch:
-        _predict(model, batch)
+    if window:
+        _predict(model, window, batch_size)
     yield from _finished(waiting)
 
 
-def _predict(model, batch: list) -> None:
+def _predict(model, window: list, batch_size: int) -> None:
     with torch.inference_mode():
-        model.predict([piece for _, _, piece in batch], mini_batch_size=len(batch), label_name=LABEL)
-    for pending, start, piece in batch:  # pieces of one sentence come in order, so its entities do too
+        model.predict([piece for _, _, piece in window], mini_batch_size=batch_size, label_name=LABEL)
+    for pending, start, piece in window:  # pieces of one sentence come in order, so its entities do too
         for span in piece.get_spans(LABEL):
             label = span.get_label(LABEL)
             pending.entities.append(Entity(start + span[0].idx - 1, start + span[-1].idx, label.value, label.score))

@@ -228,14 +228,16 @@ def test_small_batches_give_the_output_of_one_big_batch(model, tmp_path):
 
 
 def test_a_line_of_100000_tokens_is_tagged_in_bounded_pieces(model, tmp_path, monkeypatch):
-    longest = []
-    predict = tagging._predict
+    from flair.models import SequenceTagger
 
-    def spy(model, batch):
-        longest.append(max(len(piece) for _, _, piece in batch))
-        predict(model, batch)
+    batches = []  # (sentences, longest) of every batch the model sees
+    prepare = SequenceTagger._prepare_tensors
 
-    monkeypatch.setattr(tagging, "_predict", spy)
+    def spy(self, sentences):
+        batches.append((len(sentences), max(len(s) for s in sentences)))
+        return prepare(self, sentences)
+
+    monkeypatch.setattr(SequenceTagger, "_prepare_tensors", spy)
     words = ["Dorva", "visited", "Monday", "and", "the", "Bank", "of", "jobs", "said", "in"]
     path = tmp_path / "long.txt"
     path.write_text(" ".join(words[i % len(words)] for i in range(100_000)) + "\n", encoding="utf-8")
@@ -244,8 +246,8 @@ def test_a_line_of_100000_tokens_is_tagged_in_bounded_pieces(model, tmp_path, mo
     lines = result.stdout.split("\n")
     assert len(lines) == 100_000 + 2 and lines[-2:] == ["", ""]  # one sentence, then its blank line
     assert [line.split(" ")[0] for line in lines[:20]] == (words * 2)
-    pieces = -(-100_000 // tagging.MAX_TOKENS)  # 196
-    assert max(longest) == tagging.MAX_TOKENS and len(longest) == -(-pieces // 64)
+    assert sum(n for n, _ in batches) == 196 == -(-100_000 // tagging.MAX_TOKENS)
+    assert max(n for n, _ in batches) == 64 and max(longest for _, longest in batches) == tagging.MAX_TOKENS == 512
 
 
 def test_stdin_several_inputs_and_an_output_directory(model, raw, tmp_path):
