@@ -1,6 +1,7 @@
 """File helpers every command shares: atomic writes, strict UTF-8 reads, and pickle-free loads."""
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -57,8 +58,19 @@ def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for foreign or corrupt files
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({first[:200]})") from None
+        raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({_load_problem(err)})") from None
+
+
+def _load_problem(err: Exception) -> str:
+    """The useful part of torch's load error: the weights-only unpickler's own reason (e.g. the
+    global a crafted pickle names), not its advice to load with weights_only=False."""
+    text = str(err).strip()
+    if text.startswith("Weights only load failed"):
+        reasons = [p.strip() for p in text.split("\n\n")[1:] if p.strip() and not p.startswith("Check the documentation")]
+        return "refused by the weights-only loader: " + (reasons[0].splitlines()[0][:200] if reasons else "not tensors")
+    if isinstance(err, OSError) and err.errno == errno.EINVAL:
+        return "truncated or damaged"
+    return (text.splitlines()[0] if text else type(err).__name__)[:200]
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -341,7 +341,8 @@ def test_models_not_ours_or_corrupt_are_refused(model, raw, tmp_path, out_dir):
     assert_refused(run_tag("--model", tmp_path / "other.pt", raw, "--out", out_dir / "x"), "not a tagger model of this toolkit", out_dir)
     good = (model / "best-model.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(good[: len(good) // 2])
-    assert_refused(run_tag("--model", tmp_path / "cut.pt", raw, "--out", out_dir / "x"), "not a model file of this toolkit, or corrupt", out_dir)
+    assert_refused(run_tag("--model", tmp_path / "cut.pt", raw, "--out", out_dir / "x"),
+                   "not a model file of this toolkit, or corrupt (truncated or damaged)", out_dir)
     (tmp_path / "text.pt").write_text("hello\n")
     assert_refused(run_tag("--model", tmp_path / "text.pt", raw), "not a model file of this toolkit, or corrupt")
 
@@ -365,7 +366,10 @@ def test_a_malicious_pickle_never_runs(model, raw, tmp_path, out_dir):
     pickle.loads(pickle.dumps(_Payload(tmp_path / "control")))  # the payload does work when unpickled
     assert (tmp_path / "control").exists()
     for name in ("zip.pt", "legacy.pt", "raw.pt"):
-        assert_refused(run_tag("--model", tmp_path / name, raw, "--out", out_dir / "x"), "not a model file of this toolkit", out_dir)
+        result = run_tag("--model", tmp_path / name, raw, "--out", out_dir / "x")
+        assert_refused(result, f"error: {tmp_path / name}: not a model file of this toolkit, or corrupt (refused by "
+                               f"the weights-only loader: ", out_dir)
+    assert "GLOBAL posix.system" in run_tag("--model", tmp_path / "zip.pt", raw).stderr  # it says what it refused
     assert not marker.exists()
 
 
