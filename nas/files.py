@@ -1,12 +1,14 @@
 """File helpers every command shares: atomic writes, strict UTF-8 reads, and pickle-free loads."""
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 
 import torch
 
@@ -16,19 +18,26 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temp file beside `path`, then rename: readers never see half a file."""
+@contextmanager
+def atomic_open(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]:
+    """A file to write as you go: a temp file beside `path`, renamed over it only if the block ends
+    without an exception (otherwise removed), so readers never see half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
+            yield handle
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode a plain open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_open(path, binary=True) as handle:
+        handle.write(data)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
@@ -53,8 +62,19 @@ def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for foreign or corrupt files
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({first[:200]})") from None
+        raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({_load_problem(err)})") from None
+
+
+def _load_problem(err: Exception) -> str:
+    """The useful part of torch's load error: the weights-only unpickler's own reason (e.g. the
+    global a crafted pickle names), not its advice to load with weights_only=False."""
+    text = str(err).strip()
+    if text.startswith("Weights only load failed"):
+        reasons = [p.strip() for p in text.split("\n\n")[1:] if p.strip() and not p.startswith("Check the documentation")]
+        return "refused by the weights-only loader: " + (reasons[0].splitlines()[0][:200] if reasons else "not tensors")
+    if isinstance(err, OSError) and err.errno == errno.EINVAL:
+        return "truncated or damaged"
+    return (text.splitlines()[0] if text else type(err).__name__)[:200]
 
 
 def read_json(path: str | os.PathLike) -> Any:

@@ -1,6 +1,7 @@
 """Shared fixtures: small generated corpora, never the shared data."""
 from __future__ import annotations
 
+import logging
 import os
 import random
 from pathlib import Path
@@ -32,3 +33,24 @@ def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lin
 @pytest.fixture
 def lm_corpus(tmp_path: Path) -> Path:
     return write_lm_corpus(tmp_path / "corpus")
+
+
+@pytest.fixture(scope="session")
+def tiny_tagger(tmp_path_factory) -> tuple[Path, Path]:
+    """(run directory, data directory) of a small tagger trained once per session on generated data."""
+    from tagger_data import train_tiny_tagger
+
+    return train_tiny_tagger(tmp_path_factory.mktemp("tiny-tagger"))
+
+
+@pytest.fixture
+def restore_flair_logging():
+    """Commands run in-process (CliRunner) point flair's log at their own stderr and set its level; undo that."""
+    import flair  # noqa: F401 - sets up the "flair" logger
+
+    logger = logging.getLogger("flair")
+    level, streams = logger.level, [(h, h.stream) for h in logger.handlers if isinstance(h, logging.StreamHandler)]
+    yield
+    logger.setLevel(level)
+    for handler, stream in streams:
+        handler.setStream(stream)

@@ -106,3 +106,50 @@ def write_vectors(path: Path, dim: int = 16, seed: int = 0) -> Path:
             lines.append(word.lower() + " " + " ".join(f"{v:.5f}" for v in vec))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def tiny_char_lm(path: Path, forward: bool) -> Path:
+    """A small untrained flair character LM saved in flair's own file format."""
+    import torch
+    from flair.data import Dictionary
+    from flair.models import LanguageModel
+
+    chars = Dictionary()
+    for ch in sorted(set("".join(w for words in NAMES.values() for w in words) + "".join(FILLER) + ". \n")):
+        chars.add_item(ch)
+    torch.manual_seed(0)
+    LanguageModel(chars, is_forward_lm=forward, hidden_size=16, nlayers=1, embedding_size=8).save(path)
+    return path
+
+
+def label_vectors(iob2_file: Path, out: Path, dim: int = 16, seed: int = 0) -> Path:
+    """GloVe-style vectors that give away each training word's most frequent entity type (one cluster per
+    type), so that a tiny tagger learns tagger.synthetic's data in a few seconds."""
+    kinds: dict[str, Counter] = {}
+    for line in iob2_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            word, tag = line.split()
+            kinds.setdefault(word, Counter())[tag[2:] if tag != "O" else "O"] += 1
+    rng = random.Random(seed)
+    centres = {kind: [rng.gauss(0, 1) for _ in range(dim)] for kind in ("O", "PER", "LOC", "ORG", "MISC")}
+    lines = [word + " " + " ".join(f"{c + rng.gauss(0, 0.3):.4f}" for c in centres[counts.most_common(1)[0][0]])
+             for word, counts in sorted(kinds.items())]
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return out
+
+
+def train_tiny_tagger(root: Path) -> tuple[Path, Path]:
+    """A DARTS_V2 tagger (hidden 16) trained for 3 epochs on tagger.synthetic data: (run directory, data directory)."""
+    from nas.genotype import load
+    from tagger.corpora import load_corpus
+    from tagger.embeddings import build_embeddings
+    from tagger.synthetic import generate
+    from tagger.train import TrainConfig, train_runs
+
+    data = generate(root / "data", seed=0, train=200, dev=40, test=40, lm_lines=300, raw_paragraphs=30)
+    vectors = label_vectors(data / "iob2" / "train.txt", root / "vectors.txt")
+    config = TrainConfig(cell="darts_v2", corpus="conll03", data=str(data / "conll03"), embeddings=f"glove:{vectors}",
+                         hidden_size=16, batch_size=8, max_epochs=3, lr=0.5, seed=1)
+    train_runs(config, load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings),
+               load("darts_v2").to_dict(), root / "run")
+    return root / "run", data

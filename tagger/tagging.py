@@ -1,0 +1,88 @@
+"""Streaming prediction: sentences in, (sentence, entities) out, in input order, a few batches at a time.
+
+Nothing is collected: sentences are read as they are needed and handed on as soon as every part
+of them is tagged, so memory is bounded by a window of `LOOKAHEAD` batches and the longest sentence,
+whatever the input size. Each window goes to flair's `SequenceTagger.predict` (under
+`torch.inference_mode`), which sorts it by length and tags it `batch_size` sentences at a time, as
+it sorts a whole corpus: sentences of similar length share a batch, so the recurrent cell, which
+runs to the longest sentence of its batch, wastes few steps on padding. flair clears the
+embeddings after each batch (`embedding_storage_mode="none"`).
+
+A sentence longer than `MAX_TOKENS` is tagged in consecutive pieces of at most `MAX_TOKENS`
+tokens, each a sentence of its own to the model, and its entities are joined back into one
+sentence in the output; an entity cannot cross a cut. 512 tokens is over six times the longest
+sentence of CoNLL-2000 (78 tokens) or WNUT-2017 (41), so ordinary sentences are never cut, while
+a 100,000-token line becomes 196 pieces, tagged `batch_size` at a time: a batch never holds more
+than `batch_size` × 512 tokens.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import torch
+
+from .text_input import TextSentence
+
+MAX_TOKENS = 512
+LOOKAHEAD = 8
+LABEL = "predicted"
+
+
+@dataclass(frozen=True)
+class Entity:
+    """Tokens start..end-1 of a sentence form an entity of type `label`; `score` is flair's (the mean
+    of the Viterbi path's token confidences)."""
+
+    start: int
+    end: int
+    label: str
+    score: float
+
+
+@dataclass
+class _Pending:
+    sentence: TextSentence
+    parts_left: int
+    entities: list[Entity] = field(default_factory=list)
+
+
+def tag(model, sentences: Iterable[TextSentence], batch_size: int = 32) -> Iterator[tuple[TextSentence, list[Entity]]]:
+    """Tag sentences `batch_size` pieces at a time; yields each sentence with its entities, in input order."""
+    from flair.data import Sentence
+
+    model.eval()
+    waiting: deque[_Pending] = deque()
+    window: list[tuple[_Pending, int, Sentence]] = []  # pieces of up to LOOKAHEAD batches
+    for sentence in sentences:
+        if not sentence.words:
+            continue
+        starts = range(0, len(sentence.words), MAX_TOKENS)
+        pending = _Pending(sentence, len(starts))
+        waiting.append(pending)
+        for start in starts:
+            window.append((pending, start, Sentence(sentence.words[start:start + MAX_TOKENS])))
+            if len(window) == batch_size * LOOKAHEAD:
+                _predict(model, window, batch_size)
+                window = []
+                yield from _finished(waiting)
+    if window:
+        _predict(model, window, batch_size)
+    yield from _finished(waiting)
+
+
+def _predict(model, window: list, batch_size: int) -> None:
+    with torch.inference_mode():
+        model.predict([piece for _, _, piece in window], mini_batch_size=batch_size, label_name=LABEL)
+    for pending, start, piece in window:  # pieces of one sentence come in order, so its entities do too
+        for span in piece.get_spans(LABEL):
+            label = span.get_label(LABEL)
+            pending.entities.append(Entity(start + span[0].idx - 1, start + span[-1].idx, label.value, label.score))
+        pending.parts_left -= 1
+
+
+def _finished(waiting: deque) -> Iterator[tuple[TextSentence, list[Entity]]]:
+    while waiting and waiting[0].parts_left == 0:
+        done = waiting.popleft()
+        yield done.sentence, done.entities

@@ -1,0 +1,222 @@
+"""Text to tag: checking an input before anything is written, and reading it as sentences that keep
+character offsets into the input.
+
+Three layouts:
+
+    raw (default)  running text, split into sentences and tokens by segtok through flair's
+                   `SegtokSentenceSplitter`
+    --tokenized    one sentence per line, tokens separated by whitespace; blank lines are skipped
+    --columns      a CoNLL-style column file: the token is the first column, a blank line ends a
+                   sentence, `-DOCSTART-` lines are document boundaries and never sentences
+
+Each `TextSentence` holds its exact text, where that text starts in the input (in characters of
+the decoded input, after a UTF-8 byte-order mark if there is one) and each token's (start, end) in
+the text, so every output format can point back into the input.
+
+Memory stays bounded by the longest sentence, not the input: raw text is read and segmented in
+blocks (`BLOCK_CHARS`), and a raw-text "sentence" with no sentence end in `MAX_SENTENCE_CHARS`
+characters is cut at the last whitespace before that limit. A line of --tokenized input, or a
+sentence of a column file, is held whole.
+"""
+from __future__ import annotations
+
+import codecs
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Iterator, TextIO
+
+from nas.errors import InputError
+
+LAYOUTS = ("raw", "tokenized", "columns")
+ENCODING_ERRORS = ("strict", "replace")
+DOCSTART = "-DOCSTART-"
+CHECK_BYTES = 1 << 20  # bytes read at a time while checking an input
+BLOCK_CHARS = 100_000  # raw text is segmented once at least this much is buffered
+MAX_SENTENCE_CHARS = 1_000_000  # a raw sentence with no end in sight is cut at whitespace here
+_TOKEN = re.compile(r"\S+")
+_NEWLINE = b"\n"
+
+
+@dataclass
+class TextSentence:
+    """One sentence of the input: `text` starts at character `offset` of the input (None for a column
+    file, whose text is its tokens joined by spaces); `spans[i]` is token i's (start, end) in `text`;
+    `words[i]` is what the model reads for token i (flair's normalised token, usually the same)."""
+
+    text: str
+    offset: int | None
+    spans: list[tuple[int, int]]
+    words: list[str]
+
+    @property
+    def tokens(self) -> list[str]:
+        return [self.text[start:end] for start, end in self.spans]
+
+
+def check_text(chunks: Iterator[bytes], name: str, errors: str = "strict") -> None:
+    """Refuse binary data (a NUL byte) and, with errors="strict", bytes that are not UTF-8.
+
+    Runs over the whole input before any output is written, so a bad byte near the end of a large
+    file never leaves half an output behind.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    position, line = 0, 1
+    for chunk in chunks:
+        nul = chunk.find(b"\0")
+        if nul >= 0:
+            where = line + chunk.count(_NEWLINE, 0, nul)
+            raise InputError(f"{name}: line {where}: a NUL byte (byte {position + nul}): a binary file, not text")
+        if errors == "strict":
+            pending = len(decoder.getstate()[0])  # bytes of a character begun in the previous chunk
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as err:
+                at = max(0, err.start - pending)
+                raise InputError(f"{name}: line {line + chunk.count(_NEWLINE, 0, at)}: bytes that are not UTF-8 "
+                                 f"(byte {position + at}); --encoding-errors replace reads them as U+FFFD") from None
+        line += chunk.count(_NEWLINE)
+        position += len(chunk)
+    if errors == "strict":
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            raise InputError(f"{name}: line {line}: the file ends inside a UTF-8 character "
+                             f"(byte {position - len(decoder.getstate()[0])})") from None
+
+
+def read_chunks(handle: BinaryIO, size: int = CHECK_BYTES) -> Iterator[bytes]:
+    while chunk := handle.read(size):
+        yield chunk
+
+
+def check_file(path: Path, errors: str = "strict") -> None:
+    """`check_text` on a file; a missing path or a directory is an InputError."""
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: not a file")
+    with open(path, "rb") as handle:
+        check_text(read_chunks(handle), str(path), errors)
+
+
+def open_text(path: Path, errors: str = "strict") -> TextIO:
+    """The input decoded as UTF-8 (a leading byte-order mark skipped), line ends kept as they are so
+    offsets count every character."""
+    return open(path, encoding="utf-8-sig", errors=errors, newline="")
+
+
+def sentences(handle: TextIO, layout: str = "raw") -> Iterator[TextSentence]:
+    """The sentences of an input in order, for one of `LAYOUTS`."""
+    if layout == "raw":
+        return raw_sentences(handle)
+    if layout == "tokenized":
+        return line_sentences(handle)
+    return column_sentences(handle)
+
+
+def raw_sentences(handle: TextIO) -> Iterator[TextSentence]:
+    """Running text through flair's segtok splitter, a block at a time.
+
+    After each block the last sentence (found with segtok's own `split_multi`, which is cheap) is
+    held back and read again with the text that follows it, so no sentence is cut at a block
+    boundary; flair's splitter, which also tokenises, runs once on everything before it. The next
+    block is at least as long as what is held back, which keeps the work linear in the input.
+    """
+    from flair.splitter import SegtokSentenceSplitter
+
+    splitter = SegtokSentenceSplitter()
+    buffer, base, end = "", 0, False
+    while buffer or not end:
+        if not end:
+            piece = handle.read(max(BLOCK_CHARS, len(buffer)))
+            end = not piece
+            buffer += piece
+        if buffer.isspace():
+            base, buffer = base + len(buffer), ""
+            continue
+        last = _last_sentence_start(buffer)
+        if len(buffer) - last > MAX_SENTENCE_CHARS:  # a sentence with no end in sight: cut at whitespace
+            space = max(buffer.rfind(c, last, last + MAX_SENTENCE_CHARS) for c in " \t\n\r")
+            keep = space if space > last else last + MAX_SENTENCE_CHARS
+        else:
+            keep = len(buffer) if end else last
+        block = buffer[:keep]
+        if block.strip():  # segtok yields an empty sentence for trailing whitespace, which flair warns about
+            yield from _from_flair(block, base, splitter.split(block.rstrip(), link_sentences=False))
+        base, buffer = base + keep, buffer[keep:]
+
+
+def _last_sentence_start(text: str) -> int:
+    from segtok.segmenter import split_multi
+
+    start = position = 0
+    for sentence in split_multi(text):
+        if sentence:
+            start = text.index(sentence, position)
+            position = start + len(sentence)
+    return start
+
+
+def _from_flair(block: str, base: int, found: list) -> Iterator[TextSentence]:
+    """TextSentences from the splitter's flair Sentences over `block` (which starts at input offset `base`).
+
+    flair removes zero-width characters and maps C1 control characters to Windows-1252 before
+    tokenising, so its token positions index that normalised text; they are mapped back to the
+    block here.
+    """
+    for k, sentence in enumerate(found):
+        if not len(sentence):
+            continue
+        start = sentence.start_position
+        stop = found[k + 1].start_position if k + 1 < len(found) else len(block)
+        where = _normalised_positions(block[start:stop])
+        spans = [(where[t.start_position], where[t.end_position - 1] + 1) for t in sentence]
+        text = block[start:start + spans[-1][1]]
+        yield TextSentence(text, base + start, spans, [t.text for t in sentence])
+
+
+def _normalised_positions(text: str) -> list[int] | range:
+    """For each character of flair's normalisation of `text`, its position in `text`."""
+    from flair.data import Sentence
+
+    normalise = Sentence._handle_problem_characters  # flair's own rule: removes or replaces single characters
+    if normalise(text) == text:
+        return range(len(text))
+    return [i for i, char in enumerate(text) if normalise(char)]
+
+
+def line_sentences(handle: TextIO) -> Iterator[TextSentence]:
+    """One sentence per line, tokens separated by whitespace."""
+    offset = 0
+    for line in handle:
+        matches = [(m.start(), m.end()) for m in _TOKEN.finditer(line)]
+        if matches:
+            first = matches[0][0]
+            spans = [(s - first, e - first) for s, e in matches]
+            text = line[first:matches[-1][1]]
+            yield TextSentence(text, offset + first, spans, [text[s:e] for s, e in spans])
+        offset += len(line)
+
+
+def column_sentences(handle: TextIO) -> Iterator[TextSentence]:
+    """Sentences of a column file: first-column tokens joined by single spaces."""
+    words: list[str] = []
+    for line in handle:
+        fields = line.split()
+        if fields and fields[0] != DOCSTART:
+            words.append(fields[0])
+            continue
+        if words:
+            yield _joined(words)
+            words = []
+    if words:
+        yield _joined(words)
+
+
+def _joined(words: list[str]) -> TextSentence:
+    spans, position = [], 0
+    for word in words:
+        spans.append((position, position + len(word)))
+        position += len(word) + 1
+    return TextSentence(" ".join(words), None, spans, list(words))
