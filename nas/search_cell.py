@@ -11,6 +11,8 @@ edges entering node i), applies every op to the stacked tensor and mixes them wi
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -74,8 +76,9 @@ class SearchRNN(nn.Module):
     """The search cell over sequences; same first node and parameter shapes as `FrozenRNN`."""
 
     def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts",
-                 dropout_x: float = 0.0, dropout_h: float = 0.0):
+                 dropout_x: float = 0.0, dropout_h: float = 0.0, compile: bool = False):
         super().__init__()
+        self.compile = compile
         if method not in NORMALISATIONS:
             raise ValueError(f"unknown normalisation {method!r}")
         self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
@@ -109,25 +112,68 @@ class SearchRNN(nn.Module):
         if self.training:
             mx = variational_mask(x, self.dropout_x, (B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (B, H))
+        # x·W0x for every step in one GEMM, outside the recurrence.
         xproj = ((x if mx is None else x * mx).reshape(T * B, -1) @ self.w0[: self.ninp]).view(T, B, 2 * H)
+        mixes = node_mixes(self.mixing_weights(), self.steps)
+        bn = self.bn
+        norm = (bn.running_mean, bn.running_var, self.training or bn.running_mean is None, bn.momentum, bn.eps)
+        if self.training and bn.track_running_stats:
+            bn.num_batches_tracked.add_(T * (self.steps + 1))  # as if bn had been called per node
+        step = _compiled_step() if self.compile else search_step
         w0h = self.w0[self.ninp:]
-        weights = self.mixing_weights()
-        off = edge_offsets(self.steps)
-        mixes = [weights[off[i]:off[i + 1]] for i in range(self.steps)]
-        # Σ_op w·[s + σ(c)(op(h) − s)] = (Σ_{op≠none} w)·(1 − σ(c))·s + σ(c)·Σ_op w·op(h)
-        keep = [m[:, 1:].sum(1).view(-1, 1, 1) for m in mixes]
+        ws = list(self.ws)
         outputs = []
-        for t in range(T):
-            c0, h0 = (xproj[t] + (h if mh is None else h * mh) @ w0h).split(H, -1)
-            states = self.bn(highway(h, c0, torch.tanh(h0))).unsqueeze(0)
-            for i in range(self.steps):
-                inp = states if mh is None else states * mh
-                c, hh = (inp.view(-1, H) @ self.ws[i]).view(i + 1, B, 2 * H).split(H, -1)
-                c = torch.sigmoid(c)
-                ops = torch.stack([hh, torch.tanh(hh), torch.relu(hh), torch.sigmoid(hh)])  # OPS[1:]
-                mixed = torch.einsum("jo,ojbh->jbh", mixes[i][:, 1:], ops)
-                s = (keep[i] * (1 - c) * states + c * mixed).sum(0)
-                states = torch.cat([states, self.bn(s).unsqueeze(0)])
-            h = states[1:].mean(0)
+        for xp in xproj.unbind(0):  # unbind: one backward node, not a zero-filled (T, B, 2H) per step
+            h = step(xp, h, mh, w0h, ws, mixes, norm)
             outputs.append(h)
         return torch.stack(outputs), h.unsqueeze(0)
+
+
+def node_mixes(weights: torch.Tensor, steps: int) -> list[torch.Tensor]:
+    """Per node i, the (i, 1, 5) weights that turn [h, tanh h, relu h, σ h, s] into Σ_op w·op(h) − keep·s.
+
+    keep = Σ_{op≠none} w is the weight of the edge's highway term (`none` adds nothing).
+    """
+    off = edge_offsets(steps)
+    mixes = []
+    for i in range(steps):
+        w = weights[off[i]:off[i + 1], 1:]  # OPS[1:] = identity, tanh, relu, sigmoid
+        mixes.append(torch.cat([w, -w.sum(1, keepdim=True)], 1).unsqueeze(1))
+    return mixes
+
+
+def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor,
+                ws: list[torch.Tensor], mixes: list[torch.Tensor], norm: tuple) -> torch.Tensor:
+    """One time step of the search cell; returns h_t = mean of the nodes.
+
+    Node i with predecessors j < i (stacked as S, shape (i, B, H)):
+        [C | Hh] = (S ⊙ m_h)·W_i                             one GEMM for all edges
+        s_i = BN( Σ_j keep_j·S_j + Σ_j σ(C_j) ⊙ (Σ_op w_j,op·op(Hh_j) − keep_j·S_j) )
+    which is Σ_j Σ_op w_j,op·[S_j + σ(C_j)⊙(op(Hh_j) − S_j)] rearranged so that the ops and
+    the highway term are mixed by one batched matmul over the stacked [Hh, tanh, relu, σ, S].
+    """
+    B, H = h.shape
+    running_mean, running_var, batch_stats, momentum, eps = norm
+
+    def bn(s: torch.Tensor) -> torch.Tensor:  # the one BatchNorm1d(affine=False) of every node
+        return F.batch_norm(s, running_mean, running_var, None, None, batch_stats, momentum, eps)
+
+    c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
+    states = bn(h + torch.sigmoid(c0) * (torch.tanh(h0) - h)).unsqueeze(0)
+    for w, mix in zip(ws, mixes):
+        i = states.size(0)
+        c, hh = ((states if mh is None else states * mh).view(i * B, H) @ w).view(i, B, 2 * H).split(H, -1)
+        gate = torch.sigmoid(c)
+        sig_h = torch.sigmoid(hh)
+        stacked = torch.stack([hh, torch.tanh(hh), torch.relu(hh), sig_h, states], 1)  # (i, 5, B, H)
+        u = torch.bmm(mix, stacked.view(i, 5, B * H)).view(i, B, H)  # Σ_op w·op(Hh) − keep·S
+        keep_s = (-mix[:, 0, 4]).unsqueeze(0) @ states.view(i, B * H)  # Σ_j keep_j·S_j
+        s = bn(keep_s.view(B, H) + (gate * u).sum(0))
+        states = torch.cat([states, s.unsqueeze(0)])
+    return states[1:].mean(0)
+
+
+@functools.cache
+def _compiled_step():
+    """`search_step` through torch.compile (fused elementwise kernels forward and backward)."""
+    return torch.compile(search_step, dynamic=False)

@@ -1,17 +1,23 @@
-"""Slow, obviously correct references for the fast cells: NOTES §1-2 written out literally.
+"""Slow, obviously correct references for the fast cells and the α step: NOTES §1-3 written out literally.
 
-Everything runs one time step, one node, one edge and one op at a time in Python, with the input
-projection x·W0 inside the loop, as in the reference DARTS code's structure. The fast cells must
-agree with these (tests/test_reference_cells.py) and bench/search_step.py times them side by side.
-They read the fast modules' parameters, so both compute with the same weights.
+The cells run one time step, one node, one edge and one op at a time in Python, with the input
+projection x·W0 inside the loop, as in the reference DARTS code's structure; the α step has that
+code's structure too (full backward passes, a copied model for the unrolled weights, weights
+perturbed in place). The fast versions must agree with these (tests/test_reference_cells.py) and
+bench/search_step.py times them side by side. They read the fast modules' parameters, so both
+compute with the same weights.
 """
 from __future__ import annotations
+
+import copy
 
 import torch
 import torch.nn.functional as F
 
+from nas.architect import Architect
 from nas.cell import FrozenRNN
 from nas.genotype import OPS
+from nas.model import lm_loss
 from nas.search_cell import SearchRNN
 
 ACT = {"identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
@@ -104,3 +110,52 @@ def reference_frozen(rnn: FrozenRNN, x: torch.Tensor, hidden: torch.Tensor | Non
             finals.append(h)
         last.append(torch.stack(finals))
     return out, torch.stack(last)
+
+
+class ReferenceArchitect(Architect):
+    """The α step as the reference DARTS code does it.
+
+    First order: `loss.backward()`, so every weight gradient is computed too (and discarded by
+    the weight step's zero_grad). Second order: weight gradients on train, a deep copy of the
+    model holding w' = w − η(∇w + wd·w), a full backward through it on the validation batch, then
+    the finite-difference Hessian-vector product with the model's weights shifted in place by
+    ±R·v. Both sides of the difference draw the same dropout masks, as in `Architect`.
+    """
+
+    def step(self, train, train_hidden, valid, valid_hidden, eta: float):
+        if self.order == 1:
+            loss, valid_hidden = self._loss(self.weights, valid, valid_hidden)
+            loss.backward()
+        else:
+            valid_hidden = self._unrolled_backward(train, train_hidden, valid, valid_hidden, eta)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return valid_hidden
+
+    def _unrolled_backward(self, train, train_hidden, valid, valid_hidden, eta: float):
+        loss, _ = self._loss(self.weights, train, train_hidden)
+        grads = torch.autograd.grad(loss, list(self.weights.values()))
+        unrolled = copy.deepcopy(self.model)
+        with torch.no_grad():
+            for (name, w), g in zip(self.weights.items(), grads):
+                unrolled.get_parameter(name).copy_(w - eta * (g + self.weight_wd * w))
+        unrolled.zero_grad(set_to_none=True)
+        logits, valid_hidden, _, _ = unrolled(valid[0], valid_hidden)
+        lm_loss(logits, valid[1]).backward()
+        v = [unrolled.get_parameter(name).grad for name in self.weights]
+        r = 0.01 / torch.cat([x.view(-1) for x in v]).norm()
+        device = v[0].device
+        sides = []
+        for shift in (r, -2 * r):
+            with torch.no_grad():
+                for w, x in zip(self.weights.values(), v):
+                    w.add_(shift * x)
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                loss, _ = self._loss(self.weights, train, train_hidden)
+                sides.append(torch.autograd.grad(loss, list(self.arch.values())))
+        with torch.no_grad():
+            for w, x in zip(self.weights.values(), v):
+                w.add_(r * x)
+        for name, p, gp, gm in zip(self.arch, self.arch.values(), *sides):
+            p.grad = unrolled.get_parameter(name).grad - eta * (gp - gm) / (2 * r)
+        return valid_hidden

@@ -7,10 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from nas.architect import Architect
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype, load
+from nas.model import RNNModel
 from nas.search_cell import SearchRNN
-from reference import ReferenceSearchRNN, reference_frozen, reference_mixing_weights
+from reference import ReferenceArchitect, ReferenceSearchRNN, reference_frozen, reference_mixing_weights
 
 TOL = dict(rtol=1e-5, atol=1e-9)
 
@@ -67,6 +69,37 @@ def test_search_cell_eval_mode_matches_reference_at_eight_nodes():
     fast.eval(), ref.eval()
     x = torch.randn(3, 2, 7, dtype=torch.float64)
     torch.testing.assert_close(fast(x)[0], ref(x)[0], **TOL)
+
+
+def _search_model(cell_class, method: str) -> RNNModel:
+    torch.manual_seed(0)
+    model = RNNModel(11, 6, cell_class(6, 6, 3, method, dropout_x=0.3, dropout_h=0.2), 0.3, 0.2, 0.1).double()
+    with torch.no_grad():
+        model.rnn.alpha.normal_(0, 1)
+    return model
+
+
+@pytest.mark.parametrize("method", ["darts", "idarts"])
+@pytest.mark.parametrize("order", [1, 2])
+def test_alpha_step_matches_reference_architect(method, order):
+    """Same α update as the reference code's structure (full backward, copied model, in-place HVP)."""
+    fast, ref = _search_model(SearchRNN, method), _search_model(ReferenceSearchRNN, method)
+    torch.manual_seed(2)
+    words = torch.randint(11, (5, 3, 2))
+    train, valid = (words[..., 0][:-1], words[..., 0][1:]), (words[..., 1][:-1], words[..., 1][1:])
+    before = {n: p.detach().clone() for n, p in fast.named_parameters()}
+    hiddens = []
+    for model, architect_class in ((fast, Architect), (ref, ReferenceArchitect)):
+        architect = architect_class(model, lr=0.1, order=order, weight_wd=1e-3)
+        torch.manual_seed(3)
+        hiddens.append(architect.step(train, model.init_hidden(3), valid, model.init_hidden(3), eta=0.5))
+    torch.testing.assert_close(hiddens[0], hiddens[1], **TOL)
+    assert not torch.equal(fast.rnn.alpha, before["rnn.alpha"])
+    torch.testing.assert_close(fast.rnn.alpha, ref.rnn.alpha, **TOL)
+    for name, p in fast.named_parameters():  # the fast α step never writes the weights
+        if name != "rnn.alpha":
+            assert torch.equal(p, before[name]), name
+    assert (fast.rnn.bn.running_mean == 0).all()  # nor the BatchNorm statistics
 
 
 MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3))),
