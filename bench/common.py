@@ -40,11 +40,16 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - start
 
 
-def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048) -> tuple[float, float]:
-    """(seconds, flops) of one n×n×n matmul: the machine's GEMM peak is flops/seconds."""
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    return timed(lambda: torch.mm(a, b), device), 2.0 * n ** 3
+GEMM_N = 2048
+GEMM_FLOPS = 2.0 * GEMM_N ** 3
+
+
+def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
+    """Seconds of one GEMM_N³ matmul: the machine's GEMM peak is GEMM_FLOPS / seconds."""
+    a = torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype)
+    b = torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype)
+    torch.mm(a, b)  # warm
+    return timed(lambda: torch.mm(a, b), device)
 
 
 def count_flops(fn: Callable[[], object]) -> int:

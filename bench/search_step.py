@@ -1,8 +1,10 @@
-"""Tokens/s of a full search step (α step + weight step, `Searcher._step`), fast cell vs slow reference.
+"""Tokens/s of a full search step (α step + weight step, `Searcher._step`), fast vs slow reference.
 
-Both run the same model (synthetic 10k-word vocabulary, as PTB) with the same weights and the
-DARTS training-mode dropouts, interleaved rep by rep so that load on the shared machine hits both
-alike. FLOPs per token are the matrix products each implementation executes in one step, counted
+"fast" is our SearchRNN and Architect; "compiled" (--compile) the same with the cell's time step
+through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
+DARTS code's structure (full backward, copied model) from tests/reference.py. All run the same
+model (synthetic 10k-word vocabulary, as PTB) with the same weights and the DARTS training-mode
+dropouts, interleaved rep by rep so that load on the shared machine hits them alike. FLOPs per token are the matrix products each implementation executes in one step, counted
 by torch's FlopCounterMode (forward and backward, so a first-order α step that skips weight
 gradients counts less). The fp32 GEMM peak is the median of 2048³ sgemm timings taken in the
 same run. Prints one JSON line of medians.
@@ -17,7 +19,7 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from common import DTYPES, count_flops, default_device, gemm_seconds, median, report, timed
+from common import DTYPES, GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
 
 import torch  # noqa: E402  (after common, which sets sys.path)
 
@@ -25,14 +27,16 @@ import nas.search  # noqa: E402
 from nas.corpus import Corpus  # noqa: E402
 from nas.runs import RunDir  # noqa: E402
 from nas.search import SearchConfig, Searcher  # noqa: E402
-from reference import ReferenceSearchRNN  # noqa: E402
+from reference import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 
 
 def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference: bool) -> Searcher:
-    """A Searcher exactly as search-lm builds it; for the reference, its cell class is swapped in."""
-    torch.manual_seed(config.seed)  # the same initial weights for both implementations
-    swap = mock.patch.object(nas.search, "SearchRNN", ReferenceSearchRNN) if reference else contextlib.nullcontext()
-    with swap:
+    """A Searcher exactly as search-lm builds it; for the reference, its cell and architect classes are swapped in."""
+    torch.manual_seed(config.seed)  # the same initial weights for every implementation
+    with contextlib.ExitStack() as swaps:
+        if reference:
+            swaps.enter_context(mock.patch.object(nas.search, "SearchRNN", ReferenceSearchRNN))
+            swaps.enter_context(mock.patch.object(nas.search, "Architect", ReferenceArchitect))
         searcher = Searcher(config, RunDir(run_dir), corpus)
     searcher.model.train()
     B = config.batch_size
@@ -64,7 +68,7 @@ def main() -> None:
     parser.add_argument("--method", choices=["darts", "idarts"], default="darts")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per implementation and order")
     parser.add_argument("--no-reference", action="store_true", help="time only the fast cell")
-    parser.add_argument("--compile", action="store_true", help="the fast cell's time step through torch.compile")
+    parser.add_argument("--compile", action="store_true", help="also time the fast cell with its time step through torch.compile")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--nhid", type=int, default=300)
     parser.add_argument("--nodes", type=int, default=8)
@@ -81,9 +85,9 @@ def main() -> None:
     vocab = [f"w{i}" for i in range(args.vocab)]
     corpus = Corpus(vocab, torch.randint(args.vocab, (tokens,)), torch.randint(args.vocab, (tokens,)),
                     torch.randint(args.vocab, (tokens,)), {s: Path("synthetic") for s in ("train", "valid", "test")})
-    impls = ["fast"] + ([] if args.no_reference else ["reference"])
+    impls = ["fast"] + (["compiled"] if args.compile else []) + ([] if args.no_reference else ["reference"])
     record: dict = {"bench": "search_step", "device": str(device), "precision": args.precision,
-                    "method": args.method, "compile": args.compile, "nhid": args.nhid, "emsize": args.nhid, "nodes": args.nodes,
+                    "method": args.method, "nhid": args.nhid, "emsize": args.nhid, "nodes": args.nodes,
                     "bptt": args.bptt, "batch": args.batch_size, "vocab": args.vocab, "repeats": args.repeats,
                     "flops": "GEMM FLOPs executed per step (torch FlopCounterMode, fwd+bwd); elementwise not counted"}
     peak_times: list[float] = []
@@ -94,16 +98,16 @@ def main() -> None:
             steps = {}
             for impl in impls:
                 searcher = make_searcher(config, corpus, Path(tmp) / f"{impl}{order}", impl == "reference")
-                searcher.rnn.compile = args.compile and impl == "fast"
+                searcher.rnn.compile = impl == "compiled"
                 steps[impl] = step_fn(searcher, args.bptt, args.precision)
-                steps[impl]()  # warm-up (allocator, lazy init)
+                for _ in range(2 if impl == "compiled" else 1):  # warm-up (allocator; compiling)
+                    steps[impl]()
                 record[f"order{order}_{impl}_gflop_per_token"] = count_flops(steps[impl]) / (args.batch_size * args.bptt) / 1e9
             times = {impl: [] for impl in impls}
             for _ in range(args.repeats):  # interleaved, so load changes hit every implementation alike
                 for impl in impls:
                     times[impl].append(timed(steps[impl], device))
-                seconds, flops = gemm_seconds(device)
-                peak_times.append(seconds)
+                peak_times.append(gemm_seconds(device))
             for impl in impls:
                 sec = median(times[impl])
                 tok_s = args.batch_size * args.bptt / sec
@@ -111,10 +115,10 @@ def main() -> None:
                 record[f"order{order}_{impl}_step_s"] = round(sec, 4)
                 record[f"order{order}_{impl}_tokens_per_s"] = round(tok_s, 1)
                 record[f"order{order}_{impl}_gflop_s"] = round(gflops, 2)
-            if "reference" in impls:
-                record[f"order{order}_speedup_vs_reference"] = round(
-                    record[f"order{order}_fast_tokens_per_s"] / record[f"order{order}_reference_tokens_per_s"], 3)
-    peak = 2.0 * 2048 ** 3 / median(peak_times) / 1e9
+            for impl in [i for i in impls if i != "reference" and "reference" in impls]:
+                record[f"order{order}_{impl}_speedup_vs_reference"] = round(
+                    record[f"order{order}_{impl}_tokens_per_s"] / record[f"order{order}_reference_tokens_per_s"], 3)
+    peak = GEMM_FLOPS / median(peak_times) / 1e9
     record["fp32_gemm_peak_gflop_s"] = round(peak, 2)
     for key in [k for k in record if k.endswith("_gflop_s") and k != "fp32_gemm_peak_gflop_s"]:
         record[key.replace("_gflop_s", "_fraction_of_peak")] = round(record[key] / peak, 3)
