@@ -61,6 +61,7 @@ class SearchConfig:
     max_batches_per_epoch: int | None = None
     eval_batches: int | None = None
     device: str = "cpu"
+    compile: bool = False
     command: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -102,7 +103,7 @@ class Searcher:
         self.train_data = batchify(corpus.train, c.batch_size, c.bptt, corpus.paths["train"]).to(self.device)
         self.search_data = batchify(corpus.valid, c.batch_size, c.bptt, corpus.paths["valid"]).to(self.device)
         self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, corpus.paths["valid"]).to(self.device)
-        rnn = SearchRNN(c.emsize, c.nhid, c.nodes, c.method, c.dropoutx, c.dropouth)
+        rnn = SearchRNN(c.emsize, c.nhid, c.nodes, c.method, c.dropoutx, c.dropouth, compile=c.compile)
         self.model = RNNModel(len(corpus.vocab), c.emsize, rnn, c.dropout, c.dropouti, c.dropoute).to(self.device)
         self.weights, _ = split_parameters(self.model)
         self.optimizer = torch.optim.SGD(self.weights.values(), lr=c.lr, weight_decay=c.wdecay)
