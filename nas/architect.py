@@ -5,8 +5,11 @@ Second order: with w' = w − η(∇w L_train(w) + wd·w),
     ∇α ≈ ∇α L_val(w', α) − η · [∇α L_train(w + R·v) − ∇α L_train(w − R·v)] / 2R,
     v = ∇w' L_val(w', α), R = 0.01 / ‖v‖.
 Every pass here runs through `torch.func.functional_call` with the weights given as tensors, so
-the model's own weights are never copied or modified, and with copies of the buffers, so the α
-step leaves the BatchNorm statistics alone. Only the gradients each formula needs are computed.
+the model's own weights are never copied or modified, and with scratch copies of the buffers, so
+the α step leaves the BatchNorm statistics alone. Only the gradients each formula needs are
+computed: the first-order step asks autograd for ∇α alone, so no weight gradient (the decoder's
+10k×emsize included) is ever formed. The second-order step allocates w' once and w ± R·v in one
+buffer, shifted in place between the two sides.
 """
 from __future__ import annotations
 
@@ -40,11 +43,16 @@ class Architect:
         self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
         self.average = current().average  # data parallel: every gradient below is the mean over ranks
+        self._buffers: dict[str, torch.Tensor] = {}
 
     def _loss(self, weights: dict[str, torch.Tensor], batch: Batch, hidden) -> tuple[torch.Tensor, object]:
-        buffers = {n: b.clone() for n, b in self.model.named_buffers()}
+        for name, b in self.model.named_buffers():  # each pass starts from the model's statistics
+            if name in self._buffers and self._buffers[name].shape == b.shape:
+                self._buffers[name].copy_(b)
+            else:
+                self._buffers[name] = b.clone()
         params = {**weights, **self.arch}
-        logits, hidden, _, _ = functional_call(self.model, {**params, **buffers}, (batch[0], hidden))
+        logits, hidden, _, _ = functional_call(self.model, {**params, **self._buffers}, (batch[0], hidden))
         return lm_loss(logits, batch[1]), hidden
 
     def step(self, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
@@ -66,7 +74,11 @@ class Architect:
         w = [self.weights[n].detach() for n in names]
         loss, _ = self._loss(self.weights, train, train_hidden)
         gw = self.average(torch.autograd.grad(loss, list(self.weights.values())))
-        unrolled = [(wi - eta * (gi + self.weight_wd * wi)).requires_grad_() for wi, gi in zip(w, gw)]
+        unrolled = list(torch._foreach_mul(w, 1.0 - eta * self.weight_wd))  # w' = w − η(∇w + wd·w)
+        torch._foreach_add_(unrolled, gw, alpha=-eta)
+        del gw
+        for u in unrolled:
+            u.requires_grad_()
         loss, valid_hidden = self._loss(dict(zip(names, unrolled)), valid, valid_hidden)
         grads = self.average(torch.autograd.grad(loss, list(self.arch.values()) + unrolled))
         d_arch, v = grads[: len(self.arch)], grads[len(self.arch):]
@@ -75,16 +87,18 @@ class Architect:
 
     def hessian_vector_product(self, w: dict[str, torch.Tensor], v, train: Batch, hidden) -> list[torch.Tensor]:
         """(∇α L_train(w + R·v) − ∇α L_train(w − R·v)) / 2R with R = 0.01/‖v‖ (finite differences)."""
-        r = 0.01 / torch.cat([x.reshape(-1) for x in v]).norm()
+        r = 0.01 / float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(v))))
         arch = list(self.arch.values())
         device = next(iter(w.values())).device
+        shifted = torch._foreach_add(list(w.values()), v, alpha=r)
         sides = []
         with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             state = _rng_state(device)
-            for sign in (1, -1):  # both sides draw the same dropout masks, so only w differs
+            for side in range(2):  # both sides draw the same dropout masks, so only w differs
+                if side:
+                    torch._foreach_add_(shifted, v, alpha=-2 * r)  # w + R·v → w − R·v in place
                 _set_rng_state(device, state)
-                shifted = {n: wi + sign * r * vi for (n, wi), vi in zip(w.items(), v)}
-                loss, _ = self._loss(shifted, train, hidden)
+                loss, _ = self._loss(dict(zip(w, shifted)), train, hidden)
                 sides.append(torch.autograd.grad(loss, arch))
         return [(gp - gm) / (2 * r) for gp, gm in zip(*sides)]
 

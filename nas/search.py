@@ -74,6 +74,7 @@ class SearchConfig:
     max_batches_per_epoch: int | None = None
     eval_batches: int | None = None
     device: str = "cpu"
+    compile: bool = False
     command: str = ""
     extra: dict = field(default_factory=dict)
     # ESS (paper 000) and NASABN (paper 004)
@@ -109,7 +110,7 @@ def build_search_model(c: SearchConfig, ntoken: int) -> RNNModel:
                         c.attention_heads, inter, attention)
     else:
         method = "darts" if c.method == "ess" else c.method  # ESS Eq. 4: a softmax per edge
-        rnn = SearchRNN(c.emsize, c.nhid, c.nodes, method, c.dropoutx, c.dropouth, inter, attention)
+        rnn = SearchRNN(c.emsize, c.nhid, c.nodes, method, c.dropoutx, c.dropouth, inter, attention, c.compile)
     return RNNModel(ntoken, c.emsize, rnn, c.dropout, c.dropouti, c.dropoute)
 
 

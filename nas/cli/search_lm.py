@@ -70,6 +70,7 @@ D = SearchConfig()
 @click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
+@click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @cli_errors

@@ -1,0 +1,117 @@
+"""Forward+backward time per batch of the FrozenRNN BiRNN (DARTS_V2) against a bidirectional nn.LSTM.
+
+A CoNLL-like batch: 32 sentences whose lengths are drawn (seeded) from N(14, 10), at least 1,
+padded to the longest; input 4,096 (a stacked-embedding width), hidden 512, no dropout, input
+not requiring grad (frozen embeddings). FrozenRNN gets the padded batch and the lengths (it masks);
+nn.LSTM gets a PackedSequence, as flair's tagger feeds it ("lstm"), and, for scale, the padded
+batch, which runs its fused kernel over the padding too ("lstm_padded"; wrong past each length
+in the backward direction, a speed baseline only).
+
+FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
+the fused padded LSTM kernel is invisible to it and is counted analytically with the same
+formula. "useful" GFLOP/s divide the FLOPs that the real tokens need (the packed LSTM's, or
+FrozenRNN's scaled by real/padded positions) by the time, so work spent on padding earns nothing.
+Prints one JSON line of medians.
+
+    /work/venv/bin/python bench/birnn.py [--device cuda] [--repeats 7]
+"""
+from __future__ import annotations
+
+import argparse
+
+from common import GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
+
+from nas.cell import FrozenRNN  # noqa: E402
+from nas.genotype import load  # noqa: E402
+
+
+def lstm_forward_flops(positions: int, ninp: int, nhid: int, directions: int = 2) -> float:
+    """Forward GEMM FLOPs of an LSTM: per position and direction, [x | h]·W of (ninp+nhid) × 4·nhid."""
+    return 2.0 * (ninp + nhid) * 4 * nhid * positions * directions
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default=default_device())
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
+    parser.add_argument("--cell", default="DARTS_V2")
+    parser.add_argument("--ninp", type=int, default=4096)
+    parser.add_argument("--nhid", type=int, default=512)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--mean-length", type=float, default=14.0)
+    parser.add_argument("--sd-length", type=float, default=10.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+
+    gen = torch.Generator().manual_seed(args.seed)
+    lengths = (torch.randn(args.batch, generator=gen) * args.sd_length + args.mean_length).round().clamp(min=1).long()
+    T, B = int(lengths.max()), args.batch
+    x = torch.randn(T, B, args.ninp, generator=gen)
+    x[torch.arange(T).unsqueeze(1) >= lengths] = 0.0
+    x = x.to(device)
+    grad_out = torch.randn(T, B, 2 * args.nhid, generator=gen).to(device)
+    torch.manual_seed(args.seed)
+    frozen = FrozenRNN(load(args.cell), args.ninp, args.nhid, directions=2).to(device).train()
+    lstm = nn.LSTM(args.ninp, args.nhid, bidirectional=True).to(device).train()
+
+    def run_frozen() -> None:
+        frozen.zero_grad(set_to_none=True)
+        out, _ = frozen(x, lengths=lengths)
+        (out * grad_out).sum().backward()
+
+    def run_lstm() -> None:
+        lstm.zero_grad(set_to_none=True)
+        out, _ = lstm(pack_padded_sequence(x, lengths, enforce_sorted=False))
+        out, _ = pad_packed_sequence(out, total_length=T)
+        (out * grad_out).sum().backward()
+
+    def run_lstm_padded() -> None:
+        lstm.zero_grad(set_to_none=True)
+        out, _ = lstm(x)
+        (out * grad_out).sum().backward()
+
+    runs = {"frozen": run_frozen, "lstm": run_lstm, "lstm_padded": run_lstm_padded}
+    tokens = int(lengths.sum())
+    flops = {"frozen": count_flops(run_frozen), "lstm": count_flops(run_lstm)}
+    # Same executed work per position as the packed LSTM (measured), over every padded position.
+    flops["lstm_padded"] = flops["lstm"] * (T * B) / tokens
+    useful = {"frozen": flops["frozen"] * tokens / (T * B), "lstm": flops["lstm"], "lstm_padded": flops["lstm"]}
+    for run in runs.values():  # warm-up
+        run()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    peak_times = []
+    for _ in range(args.repeats):  # interleaved, so load changes hit every model alike
+        for name, run in runs.items():
+            times[name].append(timed(run, device))
+        peak_times.append(gemm_seconds(device))
+    peak = GEMM_FLOPS / median(peak_times) / 1e9
+    record: dict = {"bench": "birnn", "device": str(device), "cell": args.cell, "ninp": args.ninp, "nhid": args.nhid,
+                    "batch": B, "padded_length": T, "tokens": tokens, "lengths": lengths.tolist(),
+                    "repeats": args.repeats, "fp32_gemm_peak_gflop_s": round(peak, 2),
+                    "flops": "GEMM FLOPs executed fwd+bwd (FlopCounterMode; lstm_padded scaled from lstm)",
+                    "lstm_forward_gflop_analytic": round(lstm_forward_flops(tokens, args.ninp, args.nhid) / 1e9, 4)}
+    for name in runs:
+        sec = median(times[name])
+        record[f"{name}_s"] = round(sec, 4)
+        record[f"{name}_gflop"] = round(flops[name] / 1e9, 3)
+        record[f"{name}_gflop_s"] = round(flops[name] / sec / 1e9, 2)
+        record[f"{name}_useful_gflop_s"] = round(useful[name] / sec / 1e9, 2)
+        record[f"{name}_fraction_of_peak"] = round(flops[name] / sec / 1e9 / peak, 3)
+    for base in ("lstm", "lstm_padded"):
+        record[f"time_ratio_frozen_over_{base}"] = round(record["frozen_s"] / record[f"{base}_s"], 3)
+        record[f"gflop_s_ratio_frozen_over_{base}"] = round(record["frozen_gflop_s"] / record[f"{base}_gflop_s"], 3)
+        record[f"useful_gflop_s_ratio_frozen_over_{base}"] = round(
+            record["frozen_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
+    report(record)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""What every benchmark shares: import paths, device sync, timing, the measured GEMM peak, the JSON line.
+
+Benchmarks print one JSON line on stdout: medians of several runs, the thread count, and the load
+average (the machine is shared, so say how busy it was).
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the slow references live in the test suite
+
+import torch  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn: Callable[[], object], device: torch.device) -> float:
+    """Wall-clock seconds of one call, with the device drained before and after."""
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+GEMM_N = 2048
+GEMM_FLOPS = 2.0 * GEMM_N ** 3
+
+
+def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
+    """Seconds of one GEMM_N³ matmul: the machine's GEMM peak is GEMM_FLOPS / seconds."""
+    a = torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype)
+    b = torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype)
+    torch.mm(a, b)  # warm
+    return timed(lambda: torch.mm(a, b), device)
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of the matrix products fn executes, forward and backward (torch FlopCounterMode).
+
+    Elementwise work (activations, BatchNorm, softmax) is not counted, so achieved GFLOP/s are a
+    lower bound on the arithmetic actually done.
+    """
+    counter = FlopCounterMode(display=False)
+    with counter:
+        fn()
+    return counter.get_total_flops()
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(record: dict) -> None:
+    record.update(threads=torch.get_num_threads(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), torch=torch.__version__,
+                  loadavg_1min_end=round(os.getloadavg()[0], 2))
+    print(json.dumps(record), flush=True)

@@ -1,0 +1,161 @@
+"""Slow, obviously correct references for the fast cells and the α step: NOTES §1-3 written out literally.
+
+The cells run one time step, one node, one edge and one op at a time in Python, with the input
+projection x·W0 inside the loop, as in the reference DARTS code's structure; the α step has that
+code's structure too (full backward passes, a copied model for the unrolled weights, weights
+perturbed in place). The fast versions must agree with these (tests/test_reference_cells.py) and
+bench/search_step.py times them side by side. They read the fast modules' parameters, so both
+compute with the same weights.
+"""
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from nas.architect import Architect
+from nas.cell import FrozenRNN
+from nas.genotype import OPS
+from nas.model import lm_loss
+from nas.search_cell import SearchRNN
+
+ACT = {"identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
+
+
+def reference_mixing_weights(alpha: torch.Tensor, steps: int, method: str) -> torch.Tensor:
+    """Rows of α are the edges (node 1: j=0; node 2: j=0,1; ...); softmax per edge or per node."""
+    rows, row = [], 0
+    for i in range(1, steps + 1):
+        block = alpha[row: row + i]
+        if method == "darts":
+            rows.append(torch.stack([F.softmax(block[j], 0) for j in range(i)]))
+        else:
+            rows.append(F.softmax(block.reshape(-1), 0).view(i, -1))
+        row += i
+    return torch.cat(rows)
+
+
+def _mask(like: torch.Tensor, p: float, shape: tuple[int, ...]) -> torch.Tensor | None:
+    # Same draws as nas.cell.variational_mask, so a seeded run sees the same masks as the fast cell.
+    if p <= 0:
+        return None
+    return like.new_empty(shape).bernoulli_(1 - p) / (1 - p)
+
+
+class ReferenceSearchRNN(SearchRNN):
+    """The search cell per step, per node, per edge (one matmul each) and per op."""
+
+    def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        T, B, _ = x.shape
+        H = self.nhid
+        h = x.new_zeros(B, H) if hidden is None else hidden[0]
+        mx = mh = None
+        if self.training:
+            mx = _mask(x, self.dropout_x, (B, self.ninp))
+            mh = _mask(x, self.dropout_h, (B, H))
+        weights = reference_mixing_weights(self.alpha, self.steps, self.method)
+        outputs = []
+        for t in range(T):
+            xt = x[t] if mx is None else x[t] * mx
+            ht = h if mh is None else h * mh
+            c0, h0 = (torch.cat([xt, ht], 1) @ self.w0).split(H, 1)
+            states = [self.bn(h + torch.sigmoid(c0) * (torch.tanh(h0) - h))]
+            row = 0
+            for i in range(self.steps):
+                s = torch.zeros_like(h)
+                for prev in states:
+                    c, hh = ((prev if mh is None else prev * mh) @ self.ws[i]).split(H, 1)
+                    for k, op in enumerate(OPS):
+                        if op != "none":
+                            s = s + weights[row, k] * (prev + torch.sigmoid(c) * (ACT[op](hh) - prev))
+                    row += 1
+                states.append(self.bn(s))
+            h = torch.stack(states[1:]).mean(0)
+            outputs.append(h)
+        return torch.stack(outputs), h.unsqueeze(0)
+
+
+def reference_frozen(rnn: FrozenRNN, x: torch.Tensor, hidden: torch.Tensor | None = None,
+                     lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """FrozenRNN without dropout, one sentence, one direction, one step and one edge at a time.
+
+    Direction 2 reads each sentence reversed within its length; its outputs are put back in
+    sentence order. Outputs past a sentence's length are zero.
+    """
+    T, B, _ = x.shape
+    D, H, geno = rnn.directions, rnn.nhid, rnn.genotype
+    lengths = [T] * B if lengths is None else [int(n) for n in lengths]
+    out = x.new_zeros(T, B, D * H)
+    last = []
+    for d in range(D):
+        finals = []
+        for b in range(B):
+            n = lengths[b]
+            h = x.new_zeros(H) if hidden is None else hidden[d, b]
+            positions = list(range(n)) if d == 0 else list(reversed(range(n)))
+            for t in positions:
+                c0, h0 = (torch.cat([x[t, b], h]) @ rnn.w0[d]).split(H)
+                states = {0: h + torch.sigmoid(c0) * (torch.tanh(h0) - h)}
+                for i, node in enumerate(geno.nodes, start=1):
+                    s = torch.zeros_like(h)
+                    for op, pred in node:
+                        prev = states[pred]
+                        c, hh = (prev @ rnn.ws[d, i - 1]).split(H)
+                        s = s + prev + torch.sigmoid(c) * (ACT[op](hh) - prev)
+                    states[i] = s
+                h = torch.stack([states[k] for k in geno.concat]).mean(0)
+                out[t, b, d * H:(d + 1) * H] = h
+            finals.append(h)
+        last.append(torch.stack(finals))
+    return out, torch.stack(last)
+
+
+class ReferenceArchitect(Architect):
+    """The α step as the reference DARTS code does it.
+
+    First order: `loss.backward()`, so every weight gradient is computed too (and discarded by
+    the weight step's zero_grad). Second order: weight gradients on train, a deep copy of the
+    model holding w' = w − η(∇w + wd·w), a full backward through it on the validation batch, then
+    the finite-difference Hessian-vector product with the model's weights shifted in place by
+    ±R·v. Both sides of the difference draw the same dropout masks, as in `Architect`.
+    """
+
+    def step(self, train, train_hidden, valid, valid_hidden, eta: float):
+        if self.order == 1:
+            loss, valid_hidden = self._loss(self.weights, valid, valid_hidden)
+            loss.backward()
+        else:
+            valid_hidden = self._unrolled_backward(train, train_hidden, valid, valid_hidden, eta)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return valid_hidden
+
+    def _unrolled_backward(self, train, train_hidden, valid, valid_hidden, eta: float):
+        loss, _ = self._loss(self.weights, train, train_hidden)
+        grads = torch.autograd.grad(loss, list(self.weights.values()))
+        unrolled = copy.deepcopy(self.model)
+        with torch.no_grad():
+            for (name, w), g in zip(self.weights.items(), grads):
+                unrolled.get_parameter(name).copy_(w - eta * (g + self.weight_wd * w))
+        unrolled.zero_grad(set_to_none=True)
+        logits, valid_hidden, _, _ = unrolled(valid[0], valid_hidden)
+        lm_loss(logits, valid[1]).backward()
+        v = [unrolled.get_parameter(name).grad for name in self.weights]
+        r = 0.01 / torch.cat([x.view(-1) for x in v]).norm()
+        device = v[0].device
+        sides = []
+        for shift in (r, -2 * r):
+            with torch.no_grad():
+                for w, x in zip(self.weights.values(), v):
+                    w.add_(shift * x)
+            with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+                loss, _ = self._loss(self.weights, train, train_hidden)
+                sides.append(torch.autograd.grad(loss, list(self.arch.values())))
+        with torch.no_grad():
+            for w, x in zip(self.weights.values(), v):
+                w.add_(r * x)
+        for name, p, gp, gm in zip(self.arch, self.arch.values(), *sides):
+            p.grad = unrolled.get_parameter(name).grad - eta * (gp - gm) / (2 * r)
+        return valid_hidden
