@@ -41,6 +41,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+PIPELINES = ("streaming", "flair")
 
 
 def write_text(path: Path, sentences: int, seed: int) -> None:
@@ -57,7 +58,8 @@ def write_text(path: Path, sentences: int, seed: int) -> None:
 
 
 def build_models(work: Path, args) -> dict[str, Path]:
-    """Save one untrained tagger per configuration; returns name -> model file."""
+    """Save one untrained tagger per configuration (kept in --work and reused with the same
+    settings); returns name -> model file."""
     import torch
 
     from nas.genotype import load
@@ -67,6 +69,10 @@ def build_models(work: Path, args) -> dict[str, Path]:
     from tagger.synthetic import generate
     from tagger.train import TrainConfig, build_model
 
+    settings = {k: getattr(args, k) for k in ("cell", "hidden_size", "charlm", "charlm_epochs", "seed")}
+    models = {name: work / f"{name}.pt" for name in ("glove", "glove+pooled")}
+    if (work / "models.json").is_file() and json.loads((work / "models.json").read_text()) == settings:
+        return models
     data = generate(work / "data", seed=args.seed, train=50, dev=10, test=10, lm_lines=1000, raw_paragraphs=1)
     corpus = load_corpus("conll03", data / "conll03")
     if args.charlm:
@@ -83,12 +89,10 @@ def build_models(work: Path, args) -> dict[str, Path]:
             paths.append(work / f"charlm-{direction}" / "best-lm.pt")
         fwd, bwd = paths
     genotype = None if args.cell == "lstm" else load(args.cell).to_dict()
-    models = {}
     for name, spec in (("glove", "glove:glove-6b-50d"), ("glove+pooled", f"glove:glove-6b-50d,pooled-flair:{fwd}:{bwd}")):
         torch.manual_seed(args.seed)
-        model = build_model(TrainConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype)
-        models[name] = work / f"{name}.pt"
-        model.save(models[name])
+        build_model(TrainConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype).save(models[name])
+    (work / "models.json").write_text(json.dumps(settings))
     return models
 
 
@@ -158,6 +162,7 @@ def main() -> None:
     parser.add_argument("--hidden-size", type=int, default=256)
     parser.add_argument("--charlm", help="FWD.pt:BWD.pt character LMs instead of training small ones here")
     parser.add_argument("--charlm-epochs", type=int, default=1)
+    parser.add_argument("--embeddings", default="glove,glove+pooled", help="configurations to measure, comma-separated")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", help="keep the generated text, models and outputs here [default: a temp dir]")
     parser.add_argument("--worker", nargs=5, metavar=("PIPELINE", "MODEL", "TEXT", "OUT", "BATCH"), help=argparse.SUPPRESS)
@@ -176,24 +181,25 @@ def main() -> None:
         write_text(text, args.sentences, args.seed)
         models = build_models(work, args)
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
-        for name, model in models.items():
-            for pipeline in ("streaming", "flair"):
-                runs = []
-                for _ in range(args.repeats):
-                    command = [sys.executable, __file__, "--worker", pipeline, str(model), str(text),
-                               str(work / f"out-{name}-{pipeline}.jsonl"), str(args.batch_size)]
-                    done = subprocess.run(command, env=env, capture_output=True, text=True)
-                    if done.returncode != 0:
-                        sys.exit(f"{pipeline} {name} failed:\n{done.stderr[-2000:]}")
-                    runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-                print(json.dumps({
-                    "embeddings": name, "pipeline": pipeline, "sentences": runs[0]["sentences"],
-                    "sentences_per_s": round(statistics.median(r["sentences"] / r["seconds"] for r in runs), 1),
-                    "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in runs), 1),
-                    "rss_after_load_mb": round(statistics.median(r["rss_after_load_mb"] for r in runs), 1),
-                    "rss_growth_mb": round(statistics.median(r["peak_rss_mb"] - r["rss_after_load_mb"] for r in runs), 1),
-                    "runs": len(runs), "threads": runs[0]["threads"], "batch_size": args.batch_size,
-                    "cell": args.cell, "hidden_size": args.hidden_size}), flush=True)
+        wanted = args.embeddings.split(",")
+        runs: dict[tuple[str, str], list[dict]] = {(name, p): [] for name in models if name in wanted for p in PIPELINES}
+        for _ in range(args.repeats):  # interleaved, so a change of load on a shared machine hits every pipeline
+            for (name, pipeline), done in runs.items():
+                command = [sys.executable, __file__, "--worker", pipeline, str(models[name]), str(text),
+                           str(work / f"out-{name}-{pipeline}.jsonl"), str(args.batch_size)]
+                result = subprocess.run(command, env=env, capture_output=True, text=True)
+                if result.returncode != 0:
+                    sys.exit(f"{pipeline} {name} failed:\n{result.stderr[-2000:]}")
+                done.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        for (name, pipeline), done in runs.items():
+            print(json.dumps({
+                "embeddings": name, "pipeline": pipeline, "sentences": done[0]["sentences"],
+                "sentences_per_s": round(statistics.median(r["sentences"] / r["seconds"] for r in done), 1),
+                "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in done), 1),
+                "rss_after_load_mb": round(statistics.median(r["rss_after_load_mb"] for r in done), 1),
+                "rss_growth_mb": round(statistics.median(r["peak_rss_mb"] - r["rss_after_load_mb"] for r in done), 1),
+                "runs": len(done), "threads": done[0]["threads"], "batch_size": args.batch_size,
+                "cell": args.cell, "hidden_size": args.hidden_size}), flush=True)
 
 
 if __name__ == "__main__":

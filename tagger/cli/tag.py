@@ -103,7 +103,7 @@ def _outputs(inputs: list[str], out: str | None, fmt: str) -> list[tuple[Path | 
         _not_an_input(target, inputs)
         return [(target, inputs)]
     if target.exists() and not target.is_dir():
-        raise InputError(f"--out {out}: a file, but {len(inputs)} inputs need a directory (one output file each)")
+        raise InputError(f"--out {out}: a file, but one output file per input needs a directory")
     plan, taken = [], {}
     for name in inputs:
         destination = target / ((Path(name).stem if name != STDIN else "stdin") + EXTENSIONS[fmt])
@@ -123,21 +123,21 @@ def _not_an_input(destination: Path, inputs: list[str]) -> None:
 
 def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
            batch_size: int, errors: str) -> None:
-    with ExitStack() as stack:
-        if destination is None:
-            out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="")
-            stack.callback(out.detach)
-            stack.callback(out.flush)
-        else:
-            out = stack.enter_context(atomic_open(destination))
-        writer = Writer(fmt, out, title=", ".join("stdin" if name == STDIN else name for name, _ in inputs))
-        try:
+    try:
+        with ExitStack() as stack:
+            if destination is None:
+                out = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="")
+                stack.callback(out.detach)
+                stack.callback(out.flush)
+            else:
+                out = stack.enter_context(atomic_open(destination))
+            writer = Writer(fmt, out, title=", ".join("stdin" if name == STDIN else name for name, _ in inputs))
             for name, path in inputs:
                 _tag_one(tagger, name, path, writer, layout, batch_size, errors)
             writer.close()
-        except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other tools do
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            sys.exit(1)
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
     if destination is not None:
         click.echo(f"wrote {destination}", err=True)
 
