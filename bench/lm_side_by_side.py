@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """DARTS_V2, an LSTM of equal parameter count and a searched cell, retrained with the same time budget.
 
-Runs `bin/train-lm` once per model, one after the other (so each has the machine to itself), and
+Runs `bin/train-lm` once per model, one after the other (so each has the machine to itself), or
+with `--parallel` all at once (so load from other work on a shared machine hits them alike), and
 prints one JSON line per model: validation and test perplexity, parameter counts, epochs done.
 The budget covers training and validation; the final test (batch 1) comes on top.
 
     bench/lm_side_by_side.py --searched runs/search-x/genotype.json --budget 20
     bench/lm_side_by_side.py --searched cell.json --budget 1 -- --max-batches-per-epoch 50
+    bench/lm_side_by_side.py --searched resources/cells/ess_ptb.json --budget 20 --parallel
 
 Default size for a CPU: emsize = nhid = 200 for the cells (the LSTM's nhid is matched to
 DARTS_V2's layer at that width: 442, projected to 200); every other setting is the DARTS PTB
@@ -34,6 +36,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1267)
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads per run (1 is fastest for these sizes on a shared 2-core machine)")
+    parser.add_argument("--parallel", action="store_true", help="run the models at the same time, one process each")
     parser.add_argument("--out", default=str(REPO / "runs" / f"side-by-side-{time.strftime('%Y%m%d-%H%M%S')}"))
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
@@ -46,23 +49,30 @@ def main() -> None:
     else:
         print("no --searched cell given: running DARTS_V2 and the LSTM only", file=sys.stderr)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    started = []
     for name, cell in models:
         run = Path(args.out) / name
         command = [sys.executable, str(REPO / "bin" / "train-lm"), *cell, "--data", args.data, "--out", str(run),
                    "--emsize", str(args.emsize), "--time-budget", str(args.budget), "--seed", str(args.seed), *extra]
         print("$ " + " ".join(command), file=sys.stderr)
-        start = time.perf_counter()
-        done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)
-        if done.returncode != 0:
-            print(json.dumps({"model": name, "error": f"bin/train-lm exited {done.returncode}"}))
-            continue
-        m = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-        print(json.dumps({"model": name, "cell": m["cell"], "params": m["params"], "rnn_params": m["rnn_params"],
-                          "emsize": m["emsize"], "nhid": m["nhid"], "valid_ppl": m["best_valid_ppl"],
-                          "test_ppl": m["test_ppl"], "epochs": m["epochs"], "budget_min": args.budget,
-                          "train_valid_s": round(m["seconds"], 1), "wall_s": round(time.perf_counter() - start, 1),
-                          "threads": args.threads, "run_dir": str(run)}), flush=True)
+        started.append((name, run, time.perf_counter(), subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)))
+        if not args.parallel:
+            report(*started[-1], args.budget)
+    if args.parallel:
+        for run in started:
+            report(*run, args.budget)
 
+
+def report(name: str, run: Path, start: float, process: subprocess.Popen, budget: float) -> None:
+    """Wait for one bin/train-lm run and print its JSON line."""
+    if process.wait() != 0:
+        print(json.dumps({"model": name, "error": f"bin/train-lm exited {process.returncode}"}), flush=True)
+        return
+    m = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
+    print(json.dumps({"model": name, "cell": m["cell"], "params": m["params"], "rnn_params": m["rnn_params"],
+                      "emsize": m["emsize"], "nhid": m["nhid"], "valid_ppl": m["best_valid_ppl"],
+                      "test_ppl": m["test_ppl"], "epochs": m["epochs"], "budget_min": budget, "train_valid_s": round(m["seconds"], 1),
+                      "wall_s": round(time.perf_counter() - start, 1), "run_dir": str(run)}), flush=True)
 
 if __name__ == "__main__":
     main()

@@ -77,7 +77,7 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
     x_hist, h_hist = history
     m = x_hist.size(0)
     xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
-    f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)]))  # [i-1][t] = x_{t-i}
+    f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])).unbind(0)  # [i-1][t] = x_{t-i}
     for t in range(steps):
         new_h = step(t, gates.g(h_hist.unsqueeze(1))[0], h * f_gate[t])
         pushed = torch.cat([new_h.unsqueeze(0), h_hist[:-1]])
@@ -134,8 +134,10 @@ class FrozenRNN(nn.Module):
         self.inter, self.attention = inter, attention
         self._waves = _plan_waves(genotype)
         self._runs = [_runs(wave) for wave in self._waves]
-        for k, wave in enumerate(self._waves):
-            self.register_buffer(f"_wave{k}", torch.tensor([i - 1 for i, _, _ in wave]), persistent=False)
+        # The node matrices of every edge in wave order: one gather per forward (one zero-filled
+        # gradient of ws in the backward pass), then split into the waves.
+        self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self._waves for i, _, _ in wave]),
+                             persistent=False)
 
     @property
     def output_size(self) -> int:
@@ -171,17 +173,21 @@ class FrozenRNN(nn.Module):
             mh = variational_mask(x, self.dropout_h, (D, B, H))
         xin = x if mx is None else x * mx
         w0x, w0h = self.w0[:, : self.ninp], self.w0[:, self.ninp:]
-        xproj = None
+        # Steps are unbound, not indexed: the backward pass then stacks their gradients once instead
+        # of zero-filling a whole (T, D, B, ·) tensor per step.
         if self.inter is None:
             # Input projection of every step and direction: D GEMMs of (T·B, ninp)·(ninp, 2H), outside the loop.
-            xproj = torch.bmm(xin.transpose(0, 1).reshape(D, T * B, self.ninp), w0x).view(D, T, B, 2 * H).transpose(0, 1)
-        wave_w = [self.ws[:, idx].transpose(0, 1).reshape(-1, H, 2 * H) for idx in self._wave_indices()]
+            xproj = torch.bmm(xin.transpose(0, 1).reshape(D, T * B, self.ninp), w0x).view(D, T, B, 2 * H).unbind(1)
+        else:
+            xsteps = xin.unbind(0)
+        wave_w = [w.transpose(0, 1).reshape(-1, H, 2 * H)
+                  for w in self.ws[:, self._edge_nodes].split([len(wave) for wave in self._waves], 1)]
         valid = None
         if lengths is not None and bool((lengths < T).any()):
             valid = (torch.arange(T, device=x.device).unsqueeze(1) < lengths.to(x.device)).view(T, 1, B, 1)
 
         def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
-            xp = xproj[t] if x_gate is None else torch.bmm(xin[t] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
+            xp = xproj[t] if x_gate is None else torch.bmm(xsteps[t] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
             return self._step(xp, h_in, w0h, wave_w, mh)
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, valid)  # (T, D, B, H)
@@ -198,9 +204,6 @@ class FrozenRNN(nn.Module):
                 out = out * valid[:, 0]
         return out, (h if history is None else (h, *history))
 
-    def _wave_indices(self) -> list[torch.Tensor]:
-        return [getattr(self, f"_wave{k}") for k in range(len(self._waves))]
-
     def _step(self, xp: torch.Tensor, h: torch.Tensor, w0h: torch.Tensor,
               wave_w: list[torch.Tensor], mh: torch.Tensor | None) -> torch.Tensor:
         D, B, H = h.shape
@@ -211,9 +214,8 @@ class FrozenRNN(nn.Module):
             inp = prev if mh is None else prev * mh
             c, hh = torch.bmm(inp.view(-1, B, H), w).view(len(wave), D, B, 2 * H).split(H, -1)
             act = torch.cat([ACTIVATIONS[op](hh[start:stop]) for op, start, stop in runs])
-            new = highway(prev, c, act)
-            for e, (node, _, _) in enumerate(wave):
-                states[node] = new[e] if node not in states else states[node] + new[e]
+            for (node, _, _), new in zip(wave, highway(prev, c, act).unbind(0)):
+                states[node] = new if node not in states else states[node] + new
         return torch.stack([states[k] for k in self.genotype.concat]).mean(0)
 
 

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Seconds per training epoch and sentences/s at prediction: our tagger (FrozenRNN, DARTS_V2)
+against flair's `SequenceTagger` with its LSTM, same embeddings, hidden size and corpus.
+
+The corpus is `tagger.synthetic` (CoNLL-2003 style, --sentences training sentences, a fifth as
+many test sentences). The word vectors are a generated GloVe-style file of random --dim vectors
+for its vocabulary; `--charlm FWD.pt:BWD.pt` stacks Flair embeddings of a char LM pair on top
+(e.g. resources/charlm/wt2-forward.pt:resources/charlm/wt2-backward.pt). Both taggers are built
+by `tagger.train.build_model` exactly as `bin/train-tagger` builds them (`--cell lstm` is flair's
+stock BiLSTM-CRF).
+
+An epoch is the loop of flair's `ModelTrainer` without its logging and evaluation: shuffled
+mini-batches of --batch-size, `forward_loss`, backward, gradient clipping at 5, SGD lr 0.1.
+Prediction is `model.predict` on the test sentences under `torch.inference_mode`, as `bin/tag`
+runs it. The two models alternate epoch by epoch, so load on a shared machine hits both alike.
+Prints one JSON line of medians.
+
+    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--repeats 3] [--charlm FWD.pt:BWD.pt]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+from pathlib import Path
+
+from common import default_device, median, report, timed
+
+import torch  # noqa: E402  (after common, which sets sys.path)
+
+from nas.genotype import load  # noqa: E402
+from tagger.corpora import load_corpus, to_sentences  # noqa: E402
+from tagger.embeddings import build_embeddings  # noqa: E402
+from tagger.synthetic import generate  # noqa: E402
+from tagger.train import TrainConfig, build_model  # noqa: E402
+
+
+def write_vectors(path: Path, words: set[str], dim: int, seed: int) -> None:
+    """A GloVe-style text file (no header) of random vectors, one per word."""
+    gen = torch.Generator().manual_seed(seed)
+    vectors = torch.randn(len(words), dim, generator=gen) * 0.3
+    with open(path, "w", encoding="utf-8") as out:
+        for word, vector in zip(sorted(words), vectors.tolist()):
+            out.write(word + " " + " ".join(f"{v:.5f}" for v in vector) + "\n")
+
+
+def train_epoch(model, sentences: list, batch_size: int, optimizer, seed: int) -> None:
+    model.train()
+    order = list(range(len(sentences)))
+    random.Random(seed).shuffle(order)
+    for start in range(0, len(order), batch_size):
+        batch = [sentences[i] for i in order[start:start + batch_size]]
+        optimizer.zero_grad()
+        loss, _ = model.forward_loss(batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+        for sentence in batch:
+            sentence.clear_embeddings()
+
+
+def predict(model, sentences: list, batch_size: int) -> None:
+    model.eval()
+    with torch.inference_mode():
+        model.predict(sentences, mini_batch_size=batch_size, label_name="predicted")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sentences", type=int, default=5000, help="training sentences")
+    parser.add_argument("--cell", default="darts_v2")
+    parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--dim", type=int, default=100, help="word vector size")
+    parser.add_argument("--charlm", help="FWD.pt:BWD.pt, Flair embeddings stacked on the word vectors")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--eval-batch-size", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=3, help="timed epochs (and predictions) per model")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
+    parser.add_argument("--device", default=default_device())
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    import flair
+
+    flair.device = device
+    with tempfile.TemporaryDirectory() as tmp:
+        data = generate(Path(tmp) / "data", seed=args.seed, train=args.sentences, dev=10,
+                        test=max(args.sentences // 5, 1), lm_lines=10, raw_paragraphs=1)
+        corpus = load_corpus("conll03", data / "conll03")
+        vectors = Path(tmp) / "vectors.txt"
+        write_vectors(vectors, {t for split in (corpus.train, corpus.test) for s in split.tokens for t in s},
+                      args.dim, args.seed)
+        spec = f"glove:{vectors}" + (f",flair:{args.charlm}" if args.charlm else "")
+        embeddings = build_embeddings(spec)
+        train = to_sentences(corpus.train, corpus.tag_type)
+        test = to_sentences(corpus.test, corpus.tag_type)
+    config = TrainConfig(hidden_size=args.hidden_size)
+    models = {}
+    for name, genotype in ((args.cell, load(args.cell).to_dict()), ("flair_lstm", None)):
+        torch.manual_seed(args.seed)
+        model = build_model(config, corpus, embeddings, genotype).to(device)
+        models[name] = (model, torch.optim.SGD(model.parameters(), lr=config.lr))
+    epoch_s = {name: [] for name in models}
+    predict_s = {name: [] for name in models}
+    for name, (model, optimizer) in models.items():  # warm-up: allocator, embedding caches
+        train_epoch(model, train[:2 * args.batch_size], args.batch_size, optimizer, args.seed)
+        predict(model, test[:args.eval_batch_size], args.eval_batch_size)
+    for rep in range(args.repeats):
+        for name, (model, optimizer) in models.items():
+            epoch_s[name].append(timed(lambda: train_epoch(model, train, args.batch_size, optimizer, rep), device))
+            predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size), device))
+    record = {"bench": "tagger_epoch", "device": str(device), "cell": args.cell, "hidden_size": args.hidden_size,
+              "embeddings": "random word vectors" + (" + Flair char LM pair" if args.charlm else ""),
+              "embedding_dim": embeddings.embedding_length, "train_sentences": len(train),
+              "test_sentences": len(test), "train_tokens": sum(len(s) for s in train),
+              "batch_size": args.batch_size, "repeats": args.repeats}
+    for name in models:
+        record[f"{name}_epoch_s"] = round(median(epoch_s[name]), 2)
+        record[f"{name}_predict_sentences_per_s"] = round(len(test) / median(predict_s[name]), 1)
+    ours = args.cell
+    record["epoch_time_ratio"] = round(record[f"{ours}_epoch_s"] / record["flair_lstm_epoch_s"], 3)
+    record["predict_speed_ratio"] = round(record[f"{ours}_predict_sentences_per_s"]
+                                          / record["flair_lstm_predict_sentences_per_s"], 3)
+    report(record)
+
+
+if __name__ == "__main__":
+    main()
