@@ -14,6 +14,16 @@ from .errors import InputError
 from .files import atomic_torch_save, atomic_write_json, atomic_write_text, read_json, safe_torch_load
 
 
+PRECISIONS = ("fp32", "bf16")
+
+
+def autocast(device: torch.device, precision: str):
+    """The training step's precision: `bf16` runs it under torch.autocast (bf16 matmuls, fp32
+    weights, losses and optimiser state); `fp32` is plain. Evaluation always runs in fp32, so
+    validation perplexity measures what bf16 training did to the model."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
 def default_run_dir(kind: str) -> Path:
     return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
 

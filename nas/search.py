@@ -35,7 +35,7 @@ from .errors import InputError
 from .genotype import Genotype, validate
 from .inter import InterGates
 from .model import RNNModel, detach_hidden, regularised_loss
-from .runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
+from .runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 from .search_cell import SearchRNN, mean_abs_deviation
 
 SEARCH_SPACES = ("intra", "inter", "joint")
@@ -75,6 +75,7 @@ class SearchConfig:
     eval_batches: int | None = None
     device: str = "cpu"
     compile: bool = False
+    precision: str = "fp32"
     command: str = ""
     extra: dict = field(default_factory=dict)
     # ESS (paper 000) and NASABN (paper 004)
@@ -284,12 +285,13 @@ class Searcher:
         c = self.config
         lr = c.lr * seq_len / c.bptt  # the DARTS code scales the lr by the sequence length
         self.hidden = detach_hidden(self.hidden)
-        self.hidden_valid = detach_hidden(self.architects[self.phase()].step(
-            (words, targets), self.hidden, valid, detach_hidden(self.hidden_valid), lr))
+        with autocast(self.device, c.precision):
+            self.hidden_valid = detach_hidden(self.architects[self.phase()].step(
+                (words, targets), self.hidden, valid, detach_hidden(self.hidden_valid), lr))
+            logits, self.hidden, raw, dropped = self.model(words, self.hidden)
+            loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        logits, self.hidden, raw, dropped = self.model(words, self.hidden)
-        loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
         loss_value, nll_value = self.ranks.average((loss.detach(), nll.detach()))
         if not torch.isfinite(loss_value):
             raise InputError(f"loss became {loss_value.item()} in epoch {self.epoch + 1}, batch {self.batch + 1}; "

@@ -36,7 +36,7 @@ from .distributed import current
 from .errors import InputError
 from .lm import LMSpec, build_lm, count_parameters, load_model_file, model_file
 from .model import RNNModel, detach_hidden, regularised_loss
-from .runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
+from .runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 from .search import evaluate, get_batch, ppl
 
 MIN_SEQ_LEN = 5  # AWD/DARTS floor on the sampled sequence length
@@ -80,6 +80,7 @@ class TrainConfig:
     max_batches_per_epoch: int | None = None
     eval_batches: int | None = None
     device: str = "cpu"
+    precision: str = "fp32"
     command: str = ""
 
     @property
@@ -269,8 +270,9 @@ class Trainer:
         c = self.config
         for group in self.optimizer.param_groups:
             group["lr"] = c.lr * seq_len / c.bptt
-        logits, hidden, raw, dropped = self.model(words, detach_hidden(self.hidden))
-        loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
+        with autocast(self.device, c.precision):
+            logits, hidden, raw, dropped = self.model(words, detach_hidden(self.hidden))
+            loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
         where = f"in epoch {self.epoch + 1}, batch {self.batch + 1}"
         loss_value, nll_value = self.ranks.average((loss.detach(), nll.detach()))
         if not torch.isfinite(loss_value):

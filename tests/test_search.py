@@ -64,11 +64,11 @@ def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, o
     assert json.loads((tmp_path / "run" / "config.json").read_text())["order"] == int(order)
 
 
-def _searcher(lm_corpus, run_dir, epochs=2):
+def _searcher(lm_corpus, run_dir, epochs=2, **settings):
     paths = find_splits(lm_corpus)
     config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                           epochs=epochs, emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2,
-                          max_batches_per_epoch=6, lr=2.0, order=2)
+                          max_batches_per_epoch=6, lr=2.0, order=2, **settings)
     run = RunDir(run_dir)
     return config, run, Searcher(config, run, Corpus.load(paths))
 
@@ -102,6 +102,24 @@ def test_cli_resume_extends_a_finished_run(lm_corpus, tmp_path):
     assert result.exit_code == 0, result.output
     assert [json.loads(l)["epoch"] for l in (run_dir / "log.jsonl").read_text().splitlines()] == [1, 2]
     assert genotype.load(tmp_path / "cell.json").provenance["epochs"] == 2
+
+
+def test_bf16_search_steps_in_bf16_and_moves_alpha_as_fp32_does(lm_corpus, tmp_path):
+    alphas = {}
+    for precision in ("fp32", "bf16"):
+        _, run, searcher = _searcher(lm_corpus, tmp_path / precision, epochs=1, precision=precision)
+        run.start({})
+        seen = set()  # (dtype of the logits, grad enabled): training steps and evaluation
+        searcher.model.decoder.register_forward_hook(lambda m, i, out: seen.add((out.dtype, torch.is_grad_enabled())))
+        start = searcher.model.rnn.alpha.detach().clone()
+        searcher.run()
+        alphas[precision] = searcher.model.rnn.alpha.detach() - start
+        assert all(p.dtype == torch.float32 for p in searcher.model.parameters())
+    assert (torch.bfloat16, True) in seen and (torch.float32, False) in seen  # bf16 steps, fp32 validation
+    assert (torch.float32, True) not in seen
+    # the second-order α step under bf16 moves α the way fp32 does, not by the same amounts
+    cosine = torch.nn.functional.cosine_similarity(alphas["fp32"].flatten(), alphas["bf16"].flatten(), dim=0)
+    assert 0.8 < cosine < 1 - 1e-6
 
 
 def test_nan_loss_stops_keeps_the_last_good_checkpoint_and_writes_no_genotype(lm_corpus, tmp_path):

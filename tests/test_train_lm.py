@@ -163,6 +163,18 @@ def test_darts_v2_and_lstm_reduce_validation_perplexity(corpus_dir, tmp_path, ce
     assert metrics["kind"] == ("lstm" if cell == "lstm" else "cell")
 
 
+def test_bf16_training_steps_in_bf16_validates_in_fp32_and_still_learns(corpus_dir, tmp_path):
+    config = replace(small_config(corpus_dir, epochs=4), precision="bf16")
+    t = trainer(config, tmp_path / "run")
+    seen = set()  # (dtype of the logits, grad enabled)
+    t.model.decoder.register_forward_hook(lambda m, i, out: seen.add((out.dtype, torch.is_grad_enabled())))
+    start = math.exp(evaluate(t.model, t.valid_data, config.bptt))
+    metrics = t.run()
+    assert seen == {(torch.bfloat16, True), (torch.float32, False)}
+    assert all(p.dtype == torch.float32 for p in t.model.parameters())
+    assert metrics["best_valid_ppl"] < 0.7 * start
+
+
 def test_asgd_switch_when_validation_stalls_and_averaged_weights_are_evaluated(corpus_dir, tmp_path, monkeypatch):
     # AWD's trigger with nonmono = 2: switch once validation is worse than the best before the last 2 epochs.
     scripted = iter([3.0, 2.0, 2.5, 2.6, 2.7, 1.0, 1.1])

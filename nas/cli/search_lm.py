@@ -15,7 +15,7 @@ from ..corpus import Corpus, find_splits
 from ..errors import InputError, cli_errors
 from ..genotype import load
 from ..inter import SIZE_MATCHES, SQUASHES
-from ..runs import Interrupted, RunDir, check_device, default_run_dir
+from ..runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
 from ..search import SEARCH_SPACES, SearchConfig, Searcher
 from ..seeds import SeedRuns, parse_seeds
 
@@ -69,6 +69,7 @@ D = SearchConfig()
 @click.option("--attention-heads", type=int, default=D.attention_heads, help="Heads of multi-head attention.")
 @click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-<time>].")

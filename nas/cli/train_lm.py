@@ -16,7 +16,7 @@ from ..files import atomic_write_json
 from ..genotype import load
 from ..lm import rnn_parameters
 from ..lstm import matching_nhid
-from ..runs import Interrupted, RunDir, check_device, default_run_dir
+from ..runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
 from ..train import TrainConfig, Trainer
 
 D = TrainConfig()
@@ -56,6 +56,7 @@ D = TrainConfig()
 @click.option("--max-rollbacks", type=int, default=D.max_rollbacks, help="Rollbacks to the last checkpoint after a NaN before giving up.")
 @click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end (the test is always complete).")
+@click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
 @cli_errors
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
