@@ -1,9 +1,13 @@
 """The α step of the bilevel search (NOTES §3), kept apart from the weight step as in DARTS.
 
 First order: α ← Adam step on ∇α L_val(w, α).
-Second order: with w' = w − η(∇w L_train(w) + wd·w),
-    ∇α ≈ ∇α L_val(w', α) − η · [∇α L_train(w + R·v) − ∇α L_train(w − R·v)] / 2R,
-    v = ∇w' L_val(w', α), R = 0.01 / ‖v‖.
+Second order: with w' = w − η(k·∇w L_train(w) + wd·w),
+    ∇α ≈ ∇α L_val(w', α) − η·k · [∇α L_train(w + R·v) − ∇α L_train(w − R·v)] / 2R,
+    v = ∇w' L_val(w', α) clipped to norm `weight_clip`, R = 0.01 / ‖v‖,
+where k = min(1, weight_clip / ‖∇w L_train‖) is the clipping the weight step applies. The
+reference DARTS RNN code clips both the same way (without it, w' at lr 20 diverges on the first
+PTB batch at hidden 300); it scales the implicit term by clip/‖∇w‖ even when that exceeds 1,
+where we use the coefficient actually applied, min(1, ·).
 Every pass here runs through `torch.func.functional_call` with the weights given as tensors, so
 the model's own weights are never copied or modified, and with scratch copies of the buffers, so
 the α step leaves the BatchNorm statistics alone. Only the gradients each formula needs are
@@ -37,8 +41,8 @@ def split_parameters(model: nn.Module) -> tuple[dict[str, nn.Parameter], dict[st
 
 class Architect:
     def __init__(self, model: nn.Module, lr: float = 3e-3, weight_decay: float = 1e-3, order: int = 1,
-                 weight_wd: float = 5e-7, arch_names: list[str] | None = None):
-        self.model, self.order, self.weight_wd = model, order, weight_wd
+                 weight_wd: float = 5e-7, arch_names: list[str] | None = None, weight_clip: float | None = None):
+        self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
         self.weights, arch = split_parameters(model)
         self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
@@ -74,16 +78,18 @@ class Architect:
         w = [self.weights[n].detach() for n in names]
         loss, _ = self._loss(self.weights, train, train_hidden)
         gw = self.average(torch.autograd.grad(loss, list(self.weights.values())))
-        unrolled = list(torch._foreach_mul(w, 1.0 - eta * self.weight_wd))  # w' = w − η(∇w + wd·w)
-        torch._foreach_add_(unrolled, gw, alpha=-eta)
+        k = clip_coefficient(gw, self.weight_clip)
+        unrolled = list(torch._foreach_mul(w, 1.0 - eta * self.weight_wd))  # w' = w − η(k·∇w + wd·w)
+        torch._foreach_add_(unrolled, gw, alpha=-eta * k)
         del gw
         for u in unrolled:
             u.requires_grad_()
         loss, valid_hidden = self._loss(dict(zip(names, unrolled)), valid, valid_hidden)
         grads = self.average(torch.autograd.grad(loss, list(self.arch.values()) + unrolled))
-        d_arch, v = grads[: len(self.arch)], grads[len(self.arch):]
+        d_arch, v = grads[: len(self.arch)], list(grads[len(self.arch):])
+        torch._foreach_mul_(v, clip_coefficient(v, self.weight_clip))
         hvp = self.average(self.hessian_vector_product(dict(zip(names, w)), v, train, train_hidden))
-        return [da - eta * h for da, h in zip(d_arch, hvp)], valid_hidden
+        return [da - eta * k * h for da, h in zip(d_arch, hvp)], valid_hidden
 
     def hessian_vector_product(self, w: dict[str, torch.Tensor], v, train: Batch, hidden) -> list[torch.Tensor]:
         """(∇α L_train(w + R·v) − ∇α L_train(w − R·v)) / 2R with R = 0.01/‖v‖ (finite differences)."""
@@ -101,6 +107,14 @@ class Architect:
                 loss, _ = self._loss(dict(zip(w, shifted)), train, hidden)
                 sides.append(torch.autograd.grad(loss, arch))
         return [(gp - gm) / (2 * r) for gp, gm in zip(*sides)]
+
+
+def clip_coefficient(grads, max_norm: float | None) -> float:
+    """min(1, max_norm / ‖grads‖): the factor gradient clipping to `max_norm` applies (1 with no clipping)."""
+    if max_norm is None:
+        return 1.0
+    norm = float(torch.linalg.vector_norm(torch.stack(torch._foreach_norm(list(grads)))))
+    return min(1.0, max_norm / (norm + 1e-6))
 
 
 def _rng_state(device: torch.device) -> torch.Tensor:

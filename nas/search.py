@@ -190,14 +190,14 @@ class Searcher:
         """
         c = self.config
         if c.method != "ess":
-            return {"all": Architect(self.model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay)}
+            return {"all": Architect(self.model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip)}
         _, arch = split_parameters(self.model)
         inter = [n for n in arch if ".inter." in n]
         attention = [n for n in arch if ".attention." in n]
         intra = [n for n in arch if n not in inter and n not in attention]
         phases = {"intra": (intra + attention if intra else [], c.arch_lr_intra),
                   "inter": (inter + ([] if intra else attention), c.arch_lr_inter)}
-        return {phase: Architect(self.model, lr, c.arch_wdecay, c.order, c.wdecay, names)
+        return {phase: Architect(self.model, lr, c.arch_wdecay, c.order, c.wdecay, names, weight_clip=c.clip)
                 for phase, (names, lr) in phases.items() if names}
 
     def phase(self) -> str:

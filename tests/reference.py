@@ -116,10 +116,11 @@ class ReferenceArchitect(Architect):
     """The α step as the reference DARTS code does it.
 
     First order: `loss.backward()`, so every weight gradient is computed too (and discarded by
-    the weight step's zero_grad). Second order: weight gradients on train, a deep copy of the
-    model holding w' = w − η(∇w + wd·w), a full backward through it on the validation batch, then
-    the finite-difference Hessian-vector product with the model's weights shifted in place by
-    ±R·v. Both sides of the difference draw the same dropout masks, as in `Architect`.
+    the weight step's zero_grad). Second order: weight gradients on train clipped in place
+    (coefficient k), a deep copy of the model holding w' = w − η(∇w + wd·w), a full backward
+    through it on the validation batch, v clipped in place, then the finite-difference
+    Hessian-vector product with the model's weights shifted in place by ±R·v, scaled by η·k.
+    Both sides of the difference draw the same dropout masks, as in `Architect`.
     """
 
     def step(self, train, train_hidden, valid, valid_hidden, eta: float):
@@ -135,6 +136,7 @@ class ReferenceArchitect(Architect):
     def _unrolled_backward(self, train, train_hidden, valid, valid_hidden, eta: float):
         loss, _ = self._loss(self.weights, train, train_hidden)
         grads = torch.autograd.grad(loss, list(self.weights.values()))
+        k = _clip_(grads, self.weight_clip)
         unrolled = copy.deepcopy(self.model)
         with torch.no_grad():
             for (name, w), g in zip(self.weights.items(), grads):
@@ -143,6 +145,7 @@ class ReferenceArchitect(Architect):
         logits, valid_hidden, _, _ = unrolled(valid[0], valid_hidden)
         lm_loss(logits, valid[1]).backward()
         v = [unrolled.get_parameter(name).grad for name in self.weights]
+        _clip_(v, self.weight_clip)
         r = 0.01 / torch.cat([x.view(-1) for x in v]).norm()
         device = v[0].device
         sides = []
@@ -157,5 +160,17 @@ class ReferenceArchitect(Architect):
             for w, x in zip(self.weights.values(), v):
                 w.add_(r * x)
         for name, p, gp, gm in zip(self.arch, self.arch.values(), *sides):
-            p.grad = unrolled.get_parameter(name).grad - eta * (gp - gm) / (2 * r)
+            p.grad = unrolled.get_parameter(name).grad - eta * k * (gp - gm) / (2 * r)
         return valid_hidden
+
+
+def _clip_(grads, max_norm) -> float:
+    """Scale grads in place to norm ≤ max_norm, as the DARTS code's helper; returns the factor applied."""
+    if max_norm is None:
+        return 1.0
+    norm = torch.cat([g.reshape(-1) for g in grads]).norm().item()
+    k = min(1.0, max_norm / (norm + 1e-6))
+    with torch.no_grad():
+        for g in grads:
+            g.mul_(k)
+    return k

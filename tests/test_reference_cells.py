@@ -80,9 +80,10 @@ def _search_model(cell_class, method: str) -> RNNModel:
 
 
 @pytest.mark.parametrize("method", ["darts", "idarts"])
-@pytest.mark.parametrize("order", [1, 2])
-def test_alpha_step_matches_reference_architect(method, order):
-    """Same α update as the reference code's structure (full backward, copied model, in-place HVP)."""
+@pytest.mark.parametrize("order,weight_clip", [(1, None), (2, None), (2, 0.01)])
+def test_alpha_step_matches_reference_architect(method, order, weight_clip):
+    """Same α update as the reference code's structure (full backward, copied model, in-place HVP),
+    also when the weight gradient and v are clipped (0.01 is below both norms here)."""
     fast, ref = _search_model(SearchRNN, method), _search_model(ReferenceSearchRNN, method)
     torch.manual_seed(2)
     words = torch.randint(11, (5, 3, 2))
@@ -90,7 +91,7 @@ def test_alpha_step_matches_reference_architect(method, order):
     before = {n: p.detach().clone() for n, p in fast.named_parameters()}
     hiddens = []
     for model, architect_class in ((fast, Architect), (ref, ReferenceArchitect)):
-        architect = architect_class(model, lr=0.1, order=order, weight_wd=1e-3)
+        architect = architect_class(model, lr=0.1, order=order, weight_wd=1e-3, weight_clip=weight_clip)
         torch.manual_seed(3)
         hiddens.append(architect.step(train, model.init_hidden(3), valid, model.init_hidden(3), eta=0.5))
     torch.testing.assert_close(hiddens[0], hiddens[1], **TOL)

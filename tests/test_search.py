@@ -66,9 +66,10 @@ def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, o
 
 def _searcher(lm_corpus, run_dir, epochs=2, **settings):
     paths = find_splits(lm_corpus)
+    small = dict(emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2, max_batches_per_epoch=6,
+                 lr=2.0, order=2)
     config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                          epochs=epochs, emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2,
-                          max_batches_per_epoch=6, lr=2.0, order=2, **settings)
+                          epochs=epochs, **{**small, **settings})
     run = RunDir(run_dir)
     return config, run, Searcher(config, run, Corpus.load(paths))
 
