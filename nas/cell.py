@@ -56,7 +56,7 @@ Step = Callable[[int, "torch.Tensor | None", torch.Tensor], torch.Tensor]
 
 def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | None = None,
                    x: torch.Tensor | None = None, history: tuple[torch.Tensor, torch.Tensor] | None = None,
-                   valid: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
+                   lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
     """The time loop every recurrent layer shares: h_t = step(t, x_gate, h_in) for t < steps.
 
     Without gates, x_gate is None and h_in = h_{t-1}. With ESS gates (`nas.inter`), over x
@@ -64,14 +64,20 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
     and zero at a sequence start:
         h_in = h_{t-1} ⊙ f′(x_{t-m..t-1})   (inputs only: computed for every t before the loop)
         x_gate = g′(h_{t-m..t-1})           (the step scales x_t by it)
-    so the output at t never depends on inputs after t. `valid` (T, ..., 1) keeps h and the
-    history unchanged past each sequence's length. Returns (outputs (T, ...), last h, new history).
+    so the output at t never depends on inputs after t.
+
+    `lengths` (B,), sorted longest first, are the sequences' lengths in a padded batch (batch at
+    dim −2 everywhere). As in a packed sequence, step t then runs only the prefix of the batch
+    still going (h_in has that many rows, and `step` slices its own per-step inputs to match);
+    the other rows of h and of the history keep their last valid value. Returns (outputs
+    (T, ...), last h, new history); outputs past a length repeat the last state (callers mask).
     """
+    running = None if lengths is None else _running(lengths, steps)
     outputs = []
     if gates is None:
         for t in range(steps):
-            new_h = step(t, None, h)
-            h = new_h if valid is None else torch.where(valid[t], new_h, h)
+            n = None if running is None else running[t]
+            h = step(t, None, h) if n is None else _merge(step(t, None, h[..., :n, :]), h, n)
             outputs.append(h)
         return torch.stack(outputs), h, None
     x_hist, h_hist = history
@@ -79,20 +85,38 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
     xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
     f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])).unbind(0)  # [i-1][t] = x_{t-i}
     for t in range(steps):
-        new_h = step(t, gates.g(h_hist.unsqueeze(1))[0], h * f_gate[t])
-        pushed = torch.cat([new_h.unsqueeze(0), h_hist[:-1]])
-        if valid is None:
-            h, h_hist = new_h, pushed
-        else:
-            h, h_hist = torch.where(valid[t], new_h, h), torch.where(valid[t], pushed, h_hist)
+        n = None if running is None else running[t]
+        h_run, hist_run, f_run = (h, h_hist, f_gate[t]) if n is None else (
+            h[..., :n, :], h_hist[..., :n, :], f_gate[t][..., :n, :])
+        new_h = step(t, gates.g(hist_run.unsqueeze(1))[0], h_run * f_run)
+        pushed = torch.cat([new_h.unsqueeze(0), hist_run[:-1]])
+        h, h_hist = (new_h, pushed) if n is None else (_merge(new_h, h, n), _merge(pushed, h_hist, n))
         outputs.append(h)
-    if valid is None:
+    if lengths is None:
         x_hist = xs.flip(0)[:m]
     else:  # the last m inputs before each sequence's length
-        ends = valid.sum(0, dtype=torch.long)  # (..., 1)
+        ends = lengths.view(*[1] * (x.dim() - 3), -1, 1)  # broadcast over the batch dim −2
         index = m + ends.unsqueeze(0) - torch.arange(1, m + 1, device=x.device).view(-1, *[1] * ends.dim())
         x_hist = xs.gather(0, index.expand(m, *x.shape[1:]))
     return torch.stack(outputs), h, (x_hist, h_hist)
+
+
+def _running(lengths: torch.Tensor, steps: int) -> list[int | None]:
+    """Per step, how many sequences (a prefix, lengths sorted longest first) are still going; None for all."""
+    counts = (lengths.unsqueeze(0) > torch.arange(steps, device=lengths.device).unsqueeze(1)).sum(1).tolist()
+    return [None if n == lengths.numel() else n for n in counts]
+
+
+def _merge(head: torch.Tensor, whole: torch.Tensor, n: int) -> torch.Tensor:
+    """The first n rows (dim −2) from head, the rest from whole."""
+    return torch.cat([head, whole[..., n:, :]], -2)
+
+
+def _batch_take(state, index: torch.Tensor):
+    """A hidden state (a tensor or a tuple of them, batch at dim −2) with its batch rows reordered."""
+    if isinstance(state, torch.Tensor):
+        return state.index_select(-2, index)
+    return tuple(_batch_take(part, index) for part in state)
 
 
 def _plan_waves(geno: Genotype) -> list[list[tuple[int, int, str]]]:
@@ -159,6 +183,13 @@ class FrozenRNN(nn.Module):
         """
         T, B, _ = x.shape
         D, H = self.directions, self.nhid
+        order = None
+        if lengths is not None and bool((lengths < T).any()):
+            # Longest first, so the sequences still running at any step are a prefix of the batch.
+            lengths = lengths.to(x.device)
+            order = torch.argsort(lengths, descending=True, stable=True)
+            x, lengths = x[:, order], lengths[order]
+            hidden = None if hidden is None else _batch_take(hidden, order)
         if D == 2:
             if lengths is None:
                 lengths = torch.full((B,), T, dtype=torch.long)
@@ -182,27 +213,33 @@ class FrozenRNN(nn.Module):
             xsteps = xin.unbind(0)
         wave_w = [w.transpose(0, 1).reshape(-1, H, 2 * H)
                   for w in self.ws[:, self._edge_nodes].split([len(wave) for wave in self._waves], 1)]
-        valid = None
-        if lengths is not None and bool((lengths < T).any()):
-            valid = (torch.arange(T, device=x.device).unsqueeze(1) < lengths.to(x.device)).view(T, 1, B, 1)
 
         def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
-            xp = xproj[t] if x_gate is None else torch.bmm(xsteps[t] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
-            return self._step(xp, h_in, w0h, wave_w, mh)
+            n = h_in.size(1)  # the sequences still running (all, without lengths)
+            if x_gate is None:
+                xp = xproj[t][:, :n]
+            else:
+                xp = torch.bmm(xsteps[t][:, :n] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
+            return self._step(xp, h_in, w0h, wave_w, None if mh is None else mh[:, :n])
 
-        out, h, history = run_recurrence(step, h, T, self.inter, x, history, valid)  # (T, D, B, H)
-        if valid is not None:
+        out, h, history = run_recurrence(step, h, T, self.inter, x, history, None if order is None else lengths)
+        if order is not None:
+            valid = (torch.arange(T, device=x.device).unsqueeze(1) < lengths).view(T, 1, B, 1)
             out = out * valid
         if D == 2:
             out = torch.cat([out[:, 0], reverse_padded(out[:, 1], lengths)], -1)
         else:
             out = out[:, 0]
+        state = h if history is None else (h, *history)
+        if order is not None:  # back to the caller's batch order
+            restore = torch.argsort(order)
+            out, lengths, state = out[:, restore], lengths[restore], _batch_take(state, restore)
         if self.attention is not None:
             # causal for one direction (the LM); a BiRNN has seen the whole sentence anyway
-            out = self.attention(out, causal=D == 1, lengths=None if valid is None else lengths)
-            if valid is not None:
-                out = out * valid[:, 0]
-        return out, (h if history is None else (h, *history))
+            out = self.attention(out, causal=D == 1, lengths=None if order is None else lengths)
+            if order is not None:
+                out = out * (torch.arange(T, device=x.device).unsqueeze(1) < lengths).unsqueeze(-1)
+        return out, state
 
     def _step(self, xp: torch.Tensor, h: torch.Tensor, w0h: torch.Tensor,
               wave_w: list[torch.Tensor], mh: torch.Tensor | None) -> torch.Tensor:
