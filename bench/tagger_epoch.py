@@ -20,6 +20,7 @@ Prints one JSON line of medians.
 from __future__ import annotations
 
 import argparse
+import logging
 import random
 import tempfile
 from pathlib import Path
@@ -84,6 +85,9 @@ def main() -> None:
     device = torch.device(args.device)
     import flair
 
+    from tagger.cli.runtime import flair_logs_to_stderr
+
+    flair_logs_to_stderr(logging.WARNING)  # stdout holds the JSON line alone
     flair.device = device
     with tempfile.TemporaryDirectory() as tmp:
         data = generate(Path(tmp) / "data", seed=args.seed, train=args.sentences, dev=10,

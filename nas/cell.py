@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from .attention import build_attention
 from .distributed import batch_mask
 from .genotype import Genotype
+from .step_weights import StepWeight
 
 INIT_RANGE = 0.04
 ACTIVATIONS = {"identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
@@ -207,11 +208,20 @@ class FrozenRNN(nn.Module):
         # Steps are unbound, not indexed: the backward pass then stacks their gradients once instead
         # of zero-filling a whole (T, D, B, ·) tensor per step.
         if self.inter is None:
-            # Input projection of every step and direction: D GEMMs of (T·B, ninp)·(ninp, 2H), outside the loop.
-            xproj = torch.bmm(xin.transpose(0, 1).reshape(D, T * B, self.ninp), w0x).view(D, T, B, 2 * H).unbind(1)
+            # Input projection of every step and direction in one batched GEMM outside the loop, over
+            # the real positions only (padding would cost as much as the sentences).
+            xin = xin.transpose(0, 1).reshape(D, T * B, self.ninp)
+            if order is None:
+                xproj = torch.bmm(xin, w0x)
+            else:
+                real = (torch.arange(T, device=x.device).unsqueeze(1) < lengths).view(-1).nonzero().squeeze(1)
+                xproj = xin.new_zeros(D, T * B, 2 * H).index_copy(1, real, torch.bmm(xin[:, real], w0x))
+            xproj = xproj.view(D, T, B, 2 * H).unbind(1)
         else:
-            xsteps = xin.unbind(0)
-        wave_w = [w.transpose(0, 1).reshape(-1, H, 2 * H)
+            xsteps, w0x_steps = xin.unbind(0), StepWeight(w0x)
+        # Weights the time loop multiplies by at every step: their gradients are summed in one GEMM.
+        w0h = StepWeight(w0h)
+        wave_w = [StepWeight(w.transpose(0, 1).reshape(-1, H, 2 * H))
                   for w in self.ws[:, self._edge_nodes].split([len(wave) for wave in self._waves], 1)]
 
         def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
@@ -219,7 +229,7 @@ class FrozenRNN(nn.Module):
             if x_gate is None:
                 xp = xproj[t][:, :n]
             else:
-                xp = torch.bmm(xsteps[t][:, :n] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
+                xp = w0x_steps.matmul(xsteps[t][:, :n] * x_gate)  # x̂_t = x_t ⊙ g′
             return self._step(xp, h_in, w0h, wave_w, None if mh is None else mh[:, :n])
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, None if order is None else lengths)
@@ -241,15 +251,15 @@ class FrozenRNN(nn.Module):
                 out = out * (torch.arange(T, device=x.device).unsqueeze(1) < lengths).unsqueeze(-1)
         return out, state
 
-    def _step(self, xp: torch.Tensor, h: torch.Tensor, w0h: torch.Tensor,
-              wave_w: list[torch.Tensor], mh: torch.Tensor | None) -> torch.Tensor:
+    def _step(self, xp: torch.Tensor, h: torch.Tensor, w0h: StepWeight,
+              wave_w: list[StepWeight], mh: torch.Tensor | None) -> torch.Tensor:
         D, B, H = h.shape
-        c0, h0 = (xp + torch.bmm(h if mh is None else h * mh, w0h)).split(H, -1)
+        c0, h0 = (xp + w0h.matmul(h if mh is None else h * mh)).split(H, -1)
         states = {0: highway(h, c0, torch.tanh(h0))}
         for wave, runs, w in zip(self._waves, self._runs, wave_w):
             prev = torch.stack([states[pred] for _, pred, _ in wave])  # (E, D, B, H)
             inp = prev if mh is None else prev * mh
-            c, hh = torch.bmm(inp.view(-1, B, H), w).view(len(wave), D, B, 2 * H).split(H, -1)
+            c, hh = w.matmul(inp.view(-1, B, H)).view(len(wave), D, B, 2 * H).split(H, -1)
             act = torch.cat([ACTIVATIONS[op](hh[start:stop]) for op, start, stop in runs])
             for (node, _, _), new in zip(wave, highway(prev, c, act).unbind(0)):
                 states[node] = new if node not in states else states[node] + new

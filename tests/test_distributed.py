@@ -71,7 +71,7 @@ def test_two_process_search_reaches_the_single_process_alpha_and_weights(runs, c
     b = torch.load(two / "checkpoint.pt", weights_only=True)
     assert a["epoch"] == b["epoch"] == 2
     _assert_same_state(a["model"], b["model"])
-    assert a["model"]["rnn.alpha"].abs().max() > 1e-2  # α moved far from its N(0, 1e-3) start: not a vacuous match
+    assert a["model"]["rnn.alpha"].abs().max() > 5e-3  # α moved far from its N(0, 1e-3) start: not a vacuous match
     log_one = [json.loads(line) for line in (one / "log.jsonl").read_text().splitlines()]
     log_two = [json.loads(line) for line in (two / "log.jsonl").read_text().splitlines()]
     assert len(log_two) == 2  # rank 1 wrote no second copy of the log lines
