@@ -67,50 +67,65 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
         x_gate = g′(h_{t-m..t-1})           (the step scales x_t by it)
     so the output at t never depends on inputs after t.
 
-    `lengths` (B,), sorted longest first, are the sequences' lengths in a padded batch (batch at
-    dim −2 everywhere). As in a packed sequence, step t then runs only the prefix of the batch
-    still going (h_in has that many rows, and `step` slices its own per-step inputs to match);
-    the other rows of h and of the history keep their last valid value. Returns (outputs
-    (T, ...), last h, new history); outputs past a length repeat the last state (callers mask).
+    `lengths` (B,), at least 1 and sorted longest first, are the sequences' lengths in a padded
+    batch (batch at dim −2 everywhere). As in a packed sequence, step t then runs only the
+    sequences still going, a prefix of the batch: h_in has `running(lengths)[t]` rows, and
+    `step` takes its per-step inputs for that many. The outputs are zero past each length, and
+    the last h and history are each sequence's own. Returns (outputs (T, ...), last h, history).
     """
-    running = None if lengths is None else _running(lengths, steps)
-    outputs = []
-    if gates is None:
-        for t in range(steps):
-            n = None if running is None else running[t]
-            h = step(t, None, h) if n is None else _merge(step(t, None, h[..., :n, :]), h, n)
-            outputs.append(h)
-        return torch.stack(outputs), h, None
-    x_hist, h_hist = history
-    m = x_hist.size(0)
-    xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
-    f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])).unbind(0)  # [i-1][t] = x_{t-i}
-    for t in range(steps):
-        n = None if running is None else running[t]
-        h_run, hist_run, f_run = (h, h_hist, f_gate[t]) if n is None else (
-            h[..., :n, :], h_hist[..., :n, :], f_gate[t][..., :n, :])
-        new_h = step(t, gates.g(hist_run.unsqueeze(1))[0], h_run * f_run)
-        pushed = torch.cat([new_h.unsqueeze(0), hist_run[:-1]])
-        h, h_hist = (new_h, pushed) if n is None else (_merge(new_h, h, n), _merge(pushed, h_hist, n))
+    B = h.size(-2)
+    counts = [B] * steps if lengths is None else running(lengths, steps)
+    outputs, histories = [], []
+    if gates is not None:
+        x_hist, h_hist = history
+        m = x_hist.size(0)
+        xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
+        f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])).unbind(0)  # [i-1][t] = x_{t-i}
+    for t, n in enumerate(counts):
+        if n < h.size(-2):  # the sequences that ended drop out
+            h = h[..., :n, :]
+            h_hist = h_hist[..., :n, :] if gates is not None else None
+        if gates is None:
+            h = step(t, None, h)
+        else:
+            f = f_gate[t] if n == B else f_gate[t][..., :n, :]
+            h = step(t, gates.g(h_hist.unsqueeze(1))[0], h * f)
+            h_hist = torch.cat([h.unsqueeze(0), h_hist[:-1]])
+            histories.append(h_hist)
         outputs.append(h)
+    if lengths is None:
+        out = torch.stack(outputs)
+    else:  # outputs and histories are packed, step after step; unpack them, and take each sequence's last
+        rows, last = _packed_rows(lengths, steps)
+        packed = torch.cat(outputs, -2)
+        out = packed.new_zeros(*packed.shape[:-2], steps * B, packed.size(-1)).index_copy(-2, rows, packed)
+        out = out.view(*packed.shape[:-2], steps, B, -1).movedim(-3, 0)
+        h = packed.index_select(-2, last)
+        if gates is not None:
+            h_hist = torch.cat(histories, -2).index_select(-2, last)
+    if gates is None:
+        return out, h, None
     if lengths is None:
         x_hist = xs.flip(0)[:m]
     else:  # the last m inputs before each sequence's length
         ends = lengths.view(*[1] * (x.dim() - 3), -1, 1)  # broadcast over the batch dim −2
         index = m + ends.unsqueeze(0) - torch.arange(1, m + 1, device=x.device).view(-1, *[1] * ends.dim())
         x_hist = xs.gather(0, index.expand(m, *x.shape[1:]))
-    return torch.stack(outputs), h, (x_hist, h_hist)
+    return out, h, (x_hist, h_hist)
 
 
-def _running(lengths: torch.Tensor, steps: int) -> list[int | None]:
-    """Per step, how many sequences (a prefix, lengths sorted longest first) are still going; None for all."""
-    counts = (lengths.unsqueeze(0) > torch.arange(steps, device=lengths.device).unsqueeze(1)).sum(1).tolist()
-    return [None if n == lengths.numel() else n for n in counts]
+def running(lengths: torch.Tensor, steps: int) -> list[int]:
+    """Per step, how many sequences are still going (lengths sorted longest first: a prefix)."""
+    return (lengths.unsqueeze(0) > torch.arange(steps, device=lengths.device).unsqueeze(1)).sum(1).tolist()
 
 
-def _merge(head: torch.Tensor, whole: torch.Tensor, n: int) -> torch.Tensor:
-    """The first n rows (dim −2) from head, the rest from whole."""
-    return torch.cat([head, whole[..., n:, :]], -2)
+def _packed_rows(lengths: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a batch sorted longest first, packed step after step: each packed row's index t·B + b in
+    the padded (T, B) layout, and the packed row of each sequence's last step."""
+    real = torch.arange(steps, device=lengths.device).unsqueeze(1) < lengths  # (T, B)
+    offsets = torch.cumsum(real.sum(1), 0) - real.sum(1)  # first packed row of each step
+    last = offsets[lengths - 1] + torch.arange(lengths.numel(), device=lengths.device)
+    return real.view(-1).nonzero().squeeze(1), last
 
 
 def _batch_take(state, index: torch.Tensor):
@@ -188,6 +203,8 @@ class FrozenRNN(nn.Module):
         if lengths is not None and bool((lengths < T).any()):
             # Longest first, so the sequences still running at any step are a prefix of the batch.
             lengths = lengths.to(x.device)
+            if int(lengths.min()) < 1:
+                raise ValueError("FrozenRNN: every sequence needs at least one step")
             order = torch.argsort(lengths, descending=True, stable=True)
             x, lengths = x[:, order], lengths[order]
             hidden = None if hidden is None else _batch_take(hidden, order)
@@ -209,14 +226,14 @@ class FrozenRNN(nn.Module):
         # of zero-filling a whole (T, D, B, ·) tensor per step.
         if self.inter is None:
             # Input projection of every step and direction in one batched GEMM outside the loop, over
-            # the real positions only (padding would cost as much as the sentences).
+            # the real positions only (padding would cost as much as the sentences), packed step
+            # after step so that step t gets exactly the rows of the sequences still going.
             xin = xin.transpose(0, 1).reshape(D, T * B, self.ninp)
             if order is None:
-                xproj = torch.bmm(xin, w0x)
+                xproj = torch.bmm(xin, w0x).view(D, T, B, 2 * H).unbind(1)
             else:
-                real = (torch.arange(T, device=x.device).unsqueeze(1) < lengths).view(-1).nonzero().squeeze(1)
-                xproj = xin.new_zeros(D, T * B, 2 * H).index_copy(1, real, torch.bmm(xin[:, real], w0x))
-            xproj = xproj.view(D, T, B, 2 * H).unbind(1)
+                rows, _ = _packed_rows(lengths, T)
+                xproj = torch.bmm(xin[:, rows], w0x).split(running(lengths, T), 1)
         else:
             xsteps, w0x_steps = xin.unbind(0), StepWeight(w0x)
         # Weights the time loop multiplies by at every step: their gradients are summed in one GEMM.
@@ -227,15 +244,12 @@ class FrozenRNN(nn.Module):
         def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
             n = h_in.size(1)  # the sequences still running (all, without lengths)
             if x_gate is None:
-                xp = xproj[t][:, :n]
+                xp = xproj[t]
             else:
                 xp = w0x_steps.matmul(xsteps[t][:, :n] * x_gate)  # x̂_t = x_t ⊙ g′
             return self._step(xp, h_in, w0h, wave_w, None if mh is None else mh[:, :n])
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, None if order is None else lengths)
-        if order is not None:
-            valid = (torch.arange(T, device=x.device).unsqueeze(1) < lengths).view(T, 1, B, 1)
-            out = out * valid
         if D == 2:
             out = torch.cat([out[:, 0], reverse_padded(out[:, 1], lengths)], -1)
         else:
