@@ -71,8 +71,9 @@ def report(name: str, run: Path, start: float, process: subprocess.Popen, budget
     m = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
     print(json.dumps({"model": name, "cell": m["cell"], "params": m["params"], "rnn_params": m["rnn_params"],
                       "emsize": m["emsize"], "nhid": m["nhid"], "valid_ppl": m["best_valid_ppl"],
-                      "test_ppl": m["test_ppl"], "epochs": m["epochs"], "budget_min": budget, "train_valid_s": round(m["seconds"], 1),
-                      "wall_s": round(time.perf_counter() - start, 1), "run_dir": str(run)}), flush=True)
+                      "test_ppl": m["test_ppl"], "epochs": m["epochs"], "budget_min": budget,
+                      "train_valid_s": round(m["seconds"], 1), "wall_s": round(time.perf_counter() - start, 1),
+                      "run_dir": str(run)}), flush=True)
 
 if __name__ == "__main__":
     main()

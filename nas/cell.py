@@ -17,7 +17,7 @@ and a NASABN attention layer over the output sequence (`nas.attention`), both ru
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn as nn
@@ -57,7 +57,7 @@ Step = Callable[[int, "torch.Tensor | None", torch.Tensor], torch.Tensor]
 
 def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | None = None,
                    x: torch.Tensor | None = None, history: tuple[torch.Tensor, torch.Tensor] | None = None,
-                   lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
+                   packing: "Packing | None" = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
     """The time loop every recurrent layer shares: h_t = step(t, x_gate, h_in) for t < steps.
 
     Without gates, x_gate is None and h_in = h_{t-1}. With ESS gates (`nas.inter`), over x
@@ -67,14 +67,13 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
         x_gate = g′(h_{t-m..t-1})           (the step scales x_t by it)
     so the output at t never depends on inputs after t.
 
-    `lengths` (B,), at least 1 and sorted longest first, are the sequences' lengths in a padded
-    batch (batch at dim −2 everywhere). As in a packed sequence, step t then runs only the
-    sequences still going, a prefix of the batch: h_in has `running(lengths)[t]` rows, and
-    `step` takes its per-step inputs for that many. The outputs are zero past each length, and
+    With a `packing` of a padded batch (lengths at least 1, sorted longest first; batch at dim −2
+    everywhere), step t runs only the sequences still going, as in a packed sequence: a prefix
+    of the batch, h_in has `packing.counts[t]` rows, and `step` takes its inputs for that many. The outputs are zero past each length, and
     the last h and history are each sequence's own. Returns (outputs (T, ...), last h, history).
     """
     B = h.size(-2)
-    counts = [B] * steps if lengths is None else running(lengths, steps)
+    counts = [B] * steps if packing is None else packing.counts
     outputs, histories = [], []
     if gates is not None:
         x_hist, h_hist = history
@@ -93,39 +92,41 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
             h_hist = torch.cat([h.unsqueeze(0), h_hist[:-1]])
             histories.append(h_hist)
         outputs.append(h)
-    if lengths is None:
+    if packing is None:
         out = torch.stack(outputs)
     else:  # outputs and histories are packed, step after step; unpack them, and take each sequence's last
-        rows, last = _packed_rows(lengths, steps)
         packed = torch.cat(outputs, -2)
-        out = packed.new_zeros(*packed.shape[:-2], steps * B, packed.size(-1)).index_copy(-2, rows, packed)
+        out = packed.new_zeros(*packed.shape[:-2], steps * B, packed.size(-1)).index_copy(-2, packing.rows, packed)
         out = out.view(*packed.shape[:-2], steps, B, -1).movedim(-3, 0)
-        h = packed.index_select(-2, last)
+        h = packed.index_select(-2, packing.last)
         if gates is not None:
-            h_hist = torch.cat(histories, -2).index_select(-2, last)
+            h_hist = torch.cat(histories, -2).index_select(-2, packing.last)
     if gates is None:
         return out, h, None
-    if lengths is None:
+    if packing is None:
         x_hist = xs.flip(0)[:m]
     else:  # the last m inputs before each sequence's length
-        ends = lengths.view(*[1] * (x.dim() - 3), -1, 1)  # broadcast over the batch dim −2
+        ends = packing.lengths.view(*[1] * (x.dim() - 3), -1, 1)  # broadcast over the batch dim −2
         index = m + ends.unsqueeze(0) - torch.arange(1, m + 1, device=x.device).view(-1, *[1] * ends.dim())
         x_hist = xs.gather(0, index.expand(m, *x.shape[1:]))
     return out, h, (x_hist, h_hist)
 
 
-def running(lengths: torch.Tensor, steps: int) -> list[int]:
-    """Per step, how many sequences are still going (lengths sorted longest first: a prefix)."""
-    return (lengths.unsqueeze(0) > torch.arange(steps, device=lengths.device).unsqueeze(1)).sum(1).tolist()
+class Packing(NamedTuple):
+    """A padded batch sorted longest first, laid out step after step as a packed sequence."""
+
+    lengths: torch.Tensor  # (B,)
+    counts: list[int]  # per step, the sequences still going (a prefix of the batch)
+    rows: torch.Tensor  # each packed row's index t·B + b in the padded (T, B) layout
+    last: torch.Tensor  # (B,) the packed row of each sequence's last step
 
 
-def _packed_rows(lengths: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """For a batch sorted longest first, packed step after step: each packed row's index t·B + b in
-    the padded (T, B) layout, and the packed row of each sequence's last step."""
+def pack_batch(lengths: torch.Tensor, steps: int) -> Packing:
     real = torch.arange(steps, device=lengths.device).unsqueeze(1) < lengths  # (T, B)
-    offsets = torch.cumsum(real.sum(1), 0) - real.sum(1)  # first packed row of each step
+    counts = real.sum(1)
+    offsets = torch.cumsum(counts, 0) - counts  # first packed row of each step
     last = offsets[lengths - 1] + torch.arange(lengths.numel(), device=lengths.device)
-    return real.view(-1).nonzero().squeeze(1), last
+    return Packing(lengths, counts.tolist(), real.view(-1).nonzero().squeeze(1), last)
 
 
 def _batch_take(state, index: torch.Tensor):
@@ -199,7 +200,7 @@ class FrozenRNN(nn.Module):
         """
         T, B, _ = x.shape
         D, H = self.directions, self.nhid
-        order = None
+        order = pack = None
         if lengths is not None and bool((lengths < T).any()):
             # Longest first, so the sequences still running at any step are a prefix of the batch.
             lengths = lengths.to(x.device)
@@ -208,6 +209,7 @@ class FrozenRNN(nn.Module):
             order = torch.argsort(lengths, descending=True, stable=True)
             x, lengths = x[:, order], lengths[order]
             hidden = None if hidden is None else _batch_take(hidden, order)
+            pack = pack_batch(lengths, T)
         if D == 2:
             if lengths is None:
                 lengths = torch.full((B,), T, dtype=torch.long)
@@ -229,11 +231,10 @@ class FrozenRNN(nn.Module):
             # the real positions only (padding would cost as much as the sentences), packed step
             # after step so that step t gets exactly the rows of the sequences still going.
             xin = xin.transpose(0, 1).reshape(D, T * B, self.ninp)
-            if order is None:
+            if pack is None:
                 xproj = torch.bmm(xin, w0x).view(D, T, B, 2 * H).unbind(1)
             else:
-                rows, _ = _packed_rows(lengths, T)
-                xproj = torch.bmm(xin[:, rows], w0x).split(running(lengths, T), 1)
+                xproj = torch.bmm(xin[:, pack.rows], w0x).split(pack.counts, 1)
         else:
             xsteps, w0x_steps = xin.unbind(0), StepWeight(w0x)
         # Weights the time loop multiplies by at every step: their gradients are summed in one GEMM.
@@ -249,7 +250,7 @@ class FrozenRNN(nn.Module):
                 xp = w0x_steps.matmul(xsteps[t][:, :n] * x_gate)  # x̂_t = x_t ⊙ g′
             return self._step(xp, h_in, w0h, wave_w, None if mh is None else mh[:, :n])
 
-        out, h, history = run_recurrence(step, h, T, self.inter, x, history, None if order is None else lengths)
+        out, h, history = run_recurrence(step, h, T, self.inter, x, history, pack)
         if D == 2:
             out = torch.cat([out[:, 0], reverse_padded(out[:, 1], lengths)], -1)
         else:
