@@ -25,7 +25,7 @@ import torch  # noqa: E402  (after common, which sets sys.path)
 
 import nas.search  # noqa: E402
 from nas.corpus import Corpus  # noqa: E402
-from nas.runs import RunDir  # noqa: E402
+from common.runs import RunDir  # noqa: E402
 from nas.search import SearchConfig, Searcher  # noqa: E402
 from reference import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 

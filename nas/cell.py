@@ -12,7 +12,7 @@ Per step, with variational masks m_x, m_h drawn once per sequence:
 The x·W0x half is computed for all steps before the loop. Nodes whose inputs are ready form a
 wave; each wave is one batched matmul per step.
 
-A genotype may add the ESS inter-cell gates (`nas.inter`: the cell then reads ĥ_{t-1} and x̂_t)
+A genotype may add the ESS inter-cell gates (`nas.gates`: the cell then reads ĥ_{t-1} and x̂_t)
 and a NASABN attention layer over the output sequence (`nas.attention`), both run here too.
 """
 from __future__ import annotations
@@ -60,7 +60,7 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
                    packing: "Packing | None" = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
     """The time loop every recurrent layer shares: h_t = step(t, x_gate, h_in) for t < steps.
 
-    Without gates, x_gate is None and h_in = h_{t-1}. With ESS gates (`nas.inter`), over x
+    Without gates, x_gate is None and h_in = h_{t-1}. With ESS gates (`nas.gates`), over x
     (T, ..., ninp) and the carried `history` (x_hist, h_hist), each (m, ..., ·) most recent first
     and zero at a sequence start:
         h_in = h_{t-1} ⊙ f′(x_{t-m..t-1})   (inputs only: computed for every t before the loop)
@@ -167,7 +167,7 @@ class FrozenRNN(nn.Module):
         self.w0 = nn.Parameter(torch.empty(directions, ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
         self.ws = nn.Parameter(torch.empty(directions, steps, nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
         if inter is None and genotype.inter is not None:
-            from .inter import InterGates  # the gates build on this module's ops
+            from .gates import InterGates  # the gates build on this module's ops
 
             inter = InterGates.frozen(genotype.inter, ninp, nhid, directions)
         if attention is None and genotype.attention is not None:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .errors import InputError
-from .files import atomic_write_text, read_json
+from common.errors import InputError
+from common.files import atomic_write_text, read_json
 
 FORMAT = "nas-rnn-genotype"
 VERSION = 1
@@ -133,7 +133,7 @@ def validate(data: Any, where: str) -> Genotype:
         _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
     inter = data.get("inter")
     if inter is not None:
-        from .inter import validate_inter  # ESS gates own their own schema
+        from .gates import validate_inter  # ESS gates own their own schema
 
         validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
     provenance = data.get("provenance", {})

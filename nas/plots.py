@@ -21,11 +21,11 @@ import torch  # noqa: E402
 from matplotlib.patches import Circle, FancyArrowPatch  # noqa: E402
 from matplotlib.path import Path as CurvePath  # noqa: E402
 
-from .errors import InputError  # noqa: E402
-from .files import atomic_write_bytes  # noqa: E402
+from common.errors import InputError  # noqa: E402
+from common.files import atomic_write_bytes  # noqa: E402
 from .genotype import ATTENTION_TYPES, OPS, Genotype, load, validate  # noqa: E402
-from .inter import GATES, predecessors  # noqa: E402
-from .runs import RunDir  # noqa: E402
+from .gates import GATES, predecessors  # noqa: E402
+from common.runs import RunDir  # noqa: E402
 from .search_cell import normalise  # noqa: E402
 
 RADIUS = {"input": 0.38, "node": 0.28, "output": 0.38, "gate": 0.28}

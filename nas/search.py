@@ -31,11 +31,11 @@ from .attention import SearchAttention, search_attention
 from .cell import FrozenRNN
 from .corpus import Corpus, batchify
 from .distributed import current, sync_batch_norm
-from .errors import InputError
+from common.errors import InputError
 from .genotype import Genotype, validate
-from .inter import InterGates
+from .gates import InterGates
 from .model import RNNModel, detach_hidden, regularised_loss
-from .runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
+from common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 from .search_cell import SearchRNN, mean_abs_deviation
 
 SEARCH_SPACES = ("intra", "inter", "joint")

@@ -32,7 +32,7 @@ def edge_offsets(layout: Layout) -> list[int]:
     """Row of α where the edges into each node start, plus the total row count at the end.
 
     `layout` is the node count of a DARTS cell (node i has i candidate inputs, rows ordered by
-    predecessor), or the candidate-input count of each node (the ESS gates in `nas.inter`).
+    predecessor), or the candidate-input count of each node (the ESS gates in `nas.gates`).
     """
     fan_in = range(1, layout + 1) if isinstance(layout, int) else layout
     return [0, *itertools.accumulate(fan_in)]
@@ -86,7 +86,7 @@ def mean_abs_deviation(weights: torch.Tensor, steps: Layout, method: str) -> flo
 class SearchRNN(nn.Module):
     """The search cell over sequences; same first node and parameter shapes as `FrozenRNN`.
 
-    ESS `inter` gates (`nas.inter.InterGates.search`) and a NASABN `attention` layer
+    ESS `inter` gates (`nas.gates.InterGates.search`) and a NASABN `attention` layer
     (`nas.attention`) are optional; with gates the hidden state is (h, x_hist, h_hist).
     """
 

@@ -27,8 +27,8 @@ import torch
 
 import nas
 
-from .errors import InputError
-from .files import atomic_write_json, read_json
+from common.errors import InputError
+from common.files import atomic_write_json, read_json
 from .genotype import load
 
 REPO_ROOT = Path(nas.__file__).resolve().parent.parent  # where `nas` is imported from, for the child processes

@@ -9,7 +9,7 @@ validation, the best model and the test use ASGD's averaged weights.
 
 `Trainer` owns one run directory: `checkpoint.pt` (the last state, written after every epoch and on
 Ctrl-C at a batch boundary, so `--resume` ends exactly where an uninterrupted run would) and
-`best.pt` (the best validated model). Both are self-contained model files (`nas.lm`).
+`best.pt` (the best validated model). Both are self-contained model files (`nas.lm_file`).
 
 A non-finite loss or gradient norm is caught before the step touches the weights. The run rolls
 back to `checkpoint.pt`, the last good state (the reference code rolls back to its only file, the
@@ -33,10 +33,10 @@ import torch
 
 from .corpus import Corpus, batchify
 from .distributed import current
-from .errors import InputError
-from .lm import LMSpec, build_lm, count_parameters, load_model_file, model_file
+from common.errors import InputError
+from .lm_file import LMSpec, build_lm, count_parameters, load_model_file, model_file
 from .model import RNNModel, detach_hidden, regularised_loss
-from .runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
+from common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 from .search import evaluate, get_batch, ppl
 
 MIN_SEQ_LEN = 5  # AWD/DARTS floor on the sampled sequence length

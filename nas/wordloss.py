@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from .corpus import batchify, read_tokens, encode, vocabulary
-from .errors import InputError
+from common.errors import InputError
 from .model import RNNModel
-from .runs import RunDir
+from common.runs import RunDir
 from .search import SearchConfig, build_search_model, token_losses
 
 

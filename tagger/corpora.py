@@ -18,8 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nas.errors import InputError
-from nas.files import utf8_lines
+from common.errors import InputError
+from common.files import utf8_lines
 
 from . import tags as tagging
 

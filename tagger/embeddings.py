@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from nas.errors import InputError
+from common.errors import InputError
 
 from .charlm import load_charlm
 from .wordvec import word_embeddings

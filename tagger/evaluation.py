@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import statistics
 
-from nas.files import atomic_write_text
+from common.files import atomic_write_text
 
 from . import tags as tagging
 

@@ -23,7 +23,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from flair.models import SequenceTagger
 from nas.cell import FrozenRNN
-from nas.errors import InputError
+from common.errors import InputError
 from nas.genotype import Genotype, validate
 
 from . import model_file

@@ -4,7 +4,7 @@ flair saves a model by pickling its state (embedding objects, `Dictionary`s, `By
 protocol 4 and loads it with `weights_only=False`, so loading a crafted file runs its code. Here
 the same state (`_get_state_dict()`) is encoded into dicts, lists, strings, numbers and tensors,
 saved with torch's default protocol, and read back with `weights_only=True`
-(`nas.files.safe_torch_load`): nothing in the file can name code to run.
+(`common.files.safe_torch_load`): nothing in the file can name code to run.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from nas.errors import InputError
-from nas.files import atomic_torch_save, safe_torch_load
+from common.errors import InputError
+from common.files import atomic_torch_save, safe_torch_load
 
 FORMAT = "nas-tagger-model"
 VERSION = 1

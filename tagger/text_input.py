@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, TextIO
 
-from nas.errors import InputError
+from common.errors import InputError
 
 LAYOUTS = ("raw", "tokenized", "columns")
 ENCODING_ERRORS = ("strict", "replace")

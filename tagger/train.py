@@ -13,7 +13,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from nas.files import atomic_write_json
+from common.files import atomic_write_json
 
 from . import evaluation
 from .corpora import TaggingCorpus, to_sentences

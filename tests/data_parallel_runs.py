@@ -22,8 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nas import distributed  # noqa: E402
 from nas.cli.search_lm import main as search_lm  # noqa: E402
 from nas.cli.train_lm import main as train_lm  # noqa: E402
-from nas.corpus import Corpus, find_splits  # noqa: E402
-from nas.runs import Interrupted, RunDir  # noqa: E402
+from common.splits import find_splits
+from nas.corpus import Corpus  # noqa: E402
+from common.runs import Interrupted, RunDir  # noqa: E402
 from nas.search import SearchConfig, Searcher  # noqa: E402
 
 SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "2", "--batch-size", "4", "--bptt", "6", "--eval-batch-size", "2",

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from data_parallel_runs import SEARCH, run_all
 from nas.cli.search_lm import main as search_lm
 from nas.distributed import Ranks
-from nas.errors import InputError
+from common.errors import InputError
 from nas.genotype import load
 from nas.seeds import leaderboard
 

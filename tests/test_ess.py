@@ -11,11 +11,12 @@ from nas import genotype
 from nas.attention import SearchAttention
 from nas.cell import FrozenRNN
 from nas.cli.search_lm import main as search_lm
-from nas.corpus import Corpus, find_splits
-from nas.errors import InputError
+from common.splits import find_splits
+from nas.corpus import Corpus
+from common.errors import InputError
 from nas.genotype import Genotype, validate
-from nas.inter import FrozenGate, InterGates, SearchGate
-from nas.runs import RunDir
+from nas.gates import FrozenGate, InterGates, SearchGate
+from common.runs import RunDir
 from nas.search import SearchConfig, Searcher
 from nas.search_cell import SearchRNN
 
@@ -262,7 +263,7 @@ def test_inconsistent_ess_flags_give_one_line_and_exit_2(lm_corpus, tmp_path, ar
 
 def test_interrupted_joint_search_resumes_to_the_same_alphas_across_a_data_wraparound(tmp_path):
     from conftest import write_lm_corpus
-    from nas.runs import Interrupted
+    from common.runs import Interrupted
 
     paths = find_splits(write_lm_corpus(tmp_path / "corpus", train_lines=30))  # ~10 batches: round 2 wraps around
 

@@ -11,10 +11,11 @@ from click.testing import CliRunner
 from nas import genotype
 from nas.architect import Architect
 from nas.cli.search_lm import main as search_lm
-from nas.corpus import Corpus, find_splits
-from nas.errors import InputError
+from common.splits import find_splits
+from nas.corpus import Corpus
+from common.errors import InputError
 from nas.model import RNNModel, lm_loss
-from nas.runs import Interrupted, RunDir
+from common.runs import Interrupted, RunDir
 from nas.search import SearchConfig, Searcher
 from nas.search_cell import SearchRNN
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tagger_data as td
-from nas.errors import InputError
+from common.errors import InputError
 from nas.genotype import load
 from tagger import evaluation
 from tagger.corpora import load_corpus, to_sentences

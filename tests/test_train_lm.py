@@ -17,11 +17,12 @@ from click.testing import CliRunner
 import nas.train
 from nas.cli.eval_lm import main as eval_lm
 from nas.cli.train_lm import main as train_lm
-from nas.corpus import Corpus, find_splits
+from common.splits import find_splits
+from nas.corpus import Corpus
 from nas.genotype import load
-from nas.lm import LMSpec, build_lm, count_parameters, model_file, rnn_parameters
+from nas.lm_file import LMSpec, build_lm, count_parameters, model_file, rnn_parameters
 from nas.lstm import lstm_parameters, matching_nhid
-from nas.runs import Interrupted, RunDir
+from common.runs import Interrupted, RunDir
 from nas.search import evaluate
 from nas.train import TrainConfig, Trainer, load_for_evaluation
 

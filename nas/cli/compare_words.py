@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from ..corpus import find_splits
-from ..errors import InputError, cli_errors
+from common.splits import find_splits
+from common.errors import InputError, cli_errors
 from ..search import ppl
 from ..wordloss import WordRow, compare_words, largest_differences, load_language_model, most_frequent
 

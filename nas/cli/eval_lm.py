@@ -6,9 +6,10 @@ from pathlib import Path
 
 import click
 
-from ..corpus import SPLITS, batchify, encode, find_splits, read_tokens
-from ..errors import InputError, cli_errors
-from ..runs import check_device
+from common.splits import SPLITS, find_splits
+from ..corpus import batchify, encode, read_tokens
+from common.errors import InputError, cli_errors
+from common.runs import check_device
 from ..search import evaluate, ppl
 from ..train import load_for_evaluation
 

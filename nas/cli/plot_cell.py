@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import cli_errors
+from common.errors import cli_errors
 from ..genotype import load
 from ..plots import plot_cell
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import cli_errors
+from common.errors import cli_errors
 from ..plots import plot_search
 
 

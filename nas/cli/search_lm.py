@@ -11,11 +11,12 @@ import click
 
 from ..attention import SEARCH_CHOICES
 from .. import distributed
-from ..corpus import Corpus, find_splits
-from ..errors import InputError, cli_errors
+from common.splits import find_splits
+from ..corpus import Corpus
+from common.errors import InputError, cli_errors
 from ..genotype import load
-from ..inter import SIZE_MATCHES, SQUASHES
-from ..runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
+from ..gates import SIZE_MATCHES, SQUASHES
+from common.runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
 from ..search import SEARCH_SPACES, SearchConfig, Searcher
 from ..seeds import SeedRuns, parse_seeds
 

@@ -10,13 +10,14 @@ from pathlib import Path
 import click
 
 from .. import distributed
-from ..corpus import Corpus, find_splits
-from ..errors import InputError, cli_errors
-from ..files import atomic_write_json
+from common.splits import find_splits
+from ..corpus import Corpus
+from common.errors import InputError, cli_errors
+from common.files import atomic_write_json
 from ..genotype import load
-from ..lm import rnn_parameters
+from ..lm_file import rnn_parameters
 from ..lstm import matching_nhid
-from ..runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
+from common.runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
 from ..train import TrainConfig, Trainer
 
 D = TrainConfig()

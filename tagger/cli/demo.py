@@ -15,8 +15,8 @@ from pathlib import Path
 
 import click
 
-from nas.errors import InputError, cli_errors
-from nas.runs import default_run_dir
+from common.errors import InputError, cli_errors
+from common.runs import default_run_dir
 
 from ..synthetic import generate
 
@@ -123,7 +123,7 @@ def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
 
 def _raw_from_lm_test(lm_dir: Path) -> str:
     """A few sentences of the LM test split as raw text to tag (real data has no raw file of its own)."""
-    from nas.corpus import find_splits
+    from common.splits import find_splits
 
     lines = find_splits(lm_dir)["test"].read_text(encoding="utf-8").splitlines()
     return "\n".join(line.strip() for line in lines[:20] if line.strip()) + "\n"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from nas.errors import InputError, cli_errors
-from nas.files import atomic_write_json, read_json
+from common.errors import InputError, cli_errors
+from common.files import atomic_write_json, read_json
 
 from ..corpora import FORMATS, SPLITS, load_corpus, parse_columns
 from ..pooled_memory import DEFAULT_MAX_WORDS

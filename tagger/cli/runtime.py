@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from nas.runs import check_device
+from common.runs import check_device
 
 
 def offline() -> None:

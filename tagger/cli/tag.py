@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from nas.errors import InputError, cli_errors
-from nas.files import atomic_open
+from common.errors import InputError, cli_errors
+from common.files import atomic_open
 
 from ..formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS

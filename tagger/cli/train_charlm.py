@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
-from nas.errors import InputError, cli_errors
-from nas.files import atomic_write_json
+from common.errors import InputError, cli_errors
+from common.files import atomic_write_json
 
 from ..charlm import train_charlm
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from nas.errors import InputError, cli_errors
-from nas.runs import check_device, default_run_dir
+from common.errors import InputError, cli_errors
+from common.runs import check_device, default_run_dir
 
 from ..corpora import FORMATS, load_corpus, parse_columns
 from ..embeddings import POOLINGS

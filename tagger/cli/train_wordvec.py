@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from nas.errors import InputError, cli_errors
+from common.errors import InputError, cli_errors
 
 from ..wordvec import train_wordvec
 

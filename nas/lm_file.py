@@ -14,8 +14,8 @@ import torch
 import torch.nn as nn
 
 from .cell import FrozenRNN
-from .errors import InputError
-from .files import safe_torch_load
+from common.errors import InputError
+from common.files import safe_torch_load
 from .genotype import Genotype, validate
 from .lstm import LSTMLayer
 from .model import RNNModel

@@ -1,0 +1,1 @@
+"""What `nas` and `tagger` share: the error type, atomic files, run directories, data splits."""

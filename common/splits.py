@@ -1,0 +1,37 @@
+"""Where a data directory keeps its train / valid / test files, for every command that reads one."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import InputError
+
+SPLITS = ("train", "valid", "test")
+
+
+def find_splits(data: str | Path | None, train: str | None = None, valid: str | None = None,
+                test: str | None = None, needed: tuple[str, ...] = SPLITS) -> dict[str, Path]:
+    """Locate the `needed` splits in DIR (`ptb.train.txt`, `wiki.valid.tokens`, `test.txt`, ...)."""
+    given = {"train": train, "valid": valid, "test": test}
+    found: dict[str, Path] = {}
+    if data is not None:
+        root = Path(data)
+        if not root.is_dir():
+            raise InputError(f"{root}: no such directory")
+        for split in needed:
+            if given[split]:
+                continue
+            matches = sorted(p for p in root.iterdir() if p.is_file() and split in p.name.split(".") or
+                             p.is_file() and p.stem == split)
+            if not matches:
+                raise InputError(f"{root}: no {split} split (expected a file like ptb.{split}.txt, "
+                                 f"wiki.{split}.tokens or {split}.txt, or pass --{split})")
+            found[split] = matches[0]
+    for split, name in given.items():
+        if name:
+            if not Path(name).is_file():
+                raise InputError(f"{name}: no such file (--{split})")
+            found[split] = Path(name)
+    missing = [s for s in needed if s not in found]
+    if missing:
+        raise InputError(f"no {missing[0]} split: give --data DIR or --{missing[0]} FILE")
+    return found
