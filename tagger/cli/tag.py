@@ -145,7 +145,7 @@ def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt
 def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_size: int, errors: str) -> None:
     from tqdm import tqdm
 
-    from ..tagging import tag
+    from ..prediction import tag
     from ..text_input import open_text, sentences
 
     name = "stdin" if name == STDIN else name

@@ -14,7 +14,7 @@ from common.runs import check_device, default_run_dir
 
 from ..corpora import FORMATS, load_corpus, parse_columns
 from ..embeddings import POOLINGS
-from ..tags import SCHEMES
+from ..tag_schemes import SCHEMES
 from ..train import TrainConfig
 from .runtime import flair_logs_to_stderr, offline, use_device
 
