@@ -401,16 +401,17 @@ def test_recent_words_keeps_the_most_recently_written():
 
 
 def test_pooled_memory_is_bounded_and_exact_below_the_bound(tmp_path):
+    from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings
     from tagger.pooled_memory import bound_pooled_memory
-    from tagger.train import TrainConfig, build_model
+    from tagger.train import build_model
 
     td.write_conll03(tmp_path / "data", sizes=(8, 4, 4))
     fwd, bwd = td.tiny_char_lm(tmp_path / "fwd.pt", True), td.tiny_char_lm(tmp_path / "bwd.pt", False)
     corpus = load_corpus("conll03", tmp_path / "data")
     torch.manual_seed(0)
-    model = build_model(TrainConfig(hidden_size=4), corpus, build_embeddings(f"pooled-flair:{fwd}:{bwd}"), None)
+    model = build_model(TaggerConfig(hidden_size=4), corpus, build_embeddings(f"pooled-flair:{fwd}:{bwd}"), None)
     model.eval()
     words = [f"{a}{b}" for a in "Anna Boris Chen Dara".split() for b in "lima oslo quito accra hanoi".split()]  # 20 distinct
     text = "\n".join(" ".join(words[(i + k) % 20] for k in range(6)) + " ." for i in range(30))

@@ -7,9 +7,8 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.files import atomic_write_json, read_json
 
-from ..corpora import FORMATS, SPLITS, load_corpus, parse_columns
+from ..corpus_formats import FORMATS, SPLITS
 from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..tag_schemes import SCHEMES
 from .runtime import flair_logs_to_stderr, offline, use_device
@@ -41,6 +40,10 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     \b
         bin/evaluate --model runs/ner --corpus conll03 --data ../shared/data/conll03 --split test
     """
+    from common.files import atomic_write_json
+
+    from ..corpora import load_corpus, parse_columns
+
     offline()
     if batch_size < 1 or pooled_memory < 0:
         raise InputError("--batch-size must be at least 1 and --pooled-memory at least 0")
@@ -77,6 +80,8 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
 def _run_config(model: Path, corpus: str) -> dict:
     """Corpus settings of the run that trained the model (config.json beside it, or one level up for
     --runs), when that run used this corpus format."""
+    from common.files import read_json
+
     folder = model if model.is_dir() else model.parent
     for candidate in (folder / "config.json", folder.parent / "config.json"):
         if candidate.is_file():

@@ -12,9 +12,8 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.files import atomic_open
 
-from ..formats import EXTENSIONS, FORMATS, Writer
+from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..text_input import ENCODING_ERRORS, check_file, check_text, read_chunks
 from .runtime import flair_logs_to_stderr, offline, use_device
@@ -123,6 +122,8 @@ def _not_an_input(destination: Path, inputs: list[str]) -> None:
 
 def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
            batch_size: int, errors: str) -> None:
+    from common.files import atomic_open
+
     try:
         with ExitStack() as stack:
             if destination is None:
