@@ -35,7 +35,7 @@ def raw(tiny_tagger):
     return tiny_tagger[1] / "raw.txt"
 
 
-# ---- parsers of each format, written from the format descriptions in tagger/formats.py ----
+# ---- parsers of each format, written from the format descriptions in tagger/output_formats.py ----
 
 def parse_conll(out: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
     from tagger.tag_schemes import spans
