@@ -9,8 +9,8 @@ import click
 from common.errors import InputError, cli_errors
 
 from ..corpus_formats import FORMATS, SPLITS
-from ..pooled_memory import DEFAULT_MAX_WORDS
-from ..tag_schemes import SCHEMES
+from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
+from ..tag_schemes import SCHEMES, spans
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 
@@ -61,7 +61,6 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     from .. import evaluation
     from ..corpora import to_sentences
     from ..model import load_tagger
-    from ..pooled_memory import bound_pooled_memory
 
     tagger = load_tagger(model_path, device)
     _check_types(tagger, part, model_path)
@@ -92,8 +91,6 @@ def _run_config(model: Path, corpus: str) -> dict:
 
 def _check_types(tagger, part, model: Path) -> None:
     """A model that predicts none of the split's entity types was trained on another task: say so."""
-    from ..tag_schemes import spans
-
     predicted = {item.split("-", 1)[-1] for item in tagger.label_dictionary.get_items()
                  if "-" in item and item[0] in "BIES"}
     gold = {kind for tags in part.tags for _, _, kind in spans(tags)}
