@@ -14,10 +14,7 @@ With `--device cuda` and several GPUs, worker slot k runs on cuda:(k mod GPUs).
 """
 from __future__ import annotations
 
-import os
 import queue
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -25,13 +22,10 @@ from pathlib import Path
 import click
 import torch
 
-import nas
-
 from common.errors import InputError
 from common.files import atomic_write_json, read_json
+from common.subprocesses import last_error, run_module
 from .genotype import load
-
-REPO_ROOT = Path(nas.__file__).resolve().parent.parent  # where `nas` is imported from, for the child processes
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -122,21 +116,21 @@ class SeedRuns:
         home.mkdir(parents=True, exist_ok=True)
         click.echo(f"seed {seed}: searching on {device}", err=True)
         search = home / "search"
-        code = _run(["nas.cli.search_lm", *self.search_args, "--seed", str(seed), "--device", device,
-                     "--run-dir", str(search)], home / "search.log")
+        code = run_module("nas.cli.search_lm", [*self.search_args, "--seed", str(seed), "--device", device,
+                                                "--run-dir", str(search)], home / "search.log")
         if code != 0:
-            entry.update(failed_stage="search", exit_code=code, error=_last_error(home / "search.log"))
+            entry.update(failed_stage="search", exit_code=code, error=last_error(home / "search.log"))
             return
         metrics = read_json(search / "metrics.json")
         entry.update(search_valid_ppl=metrics["search_valid_ppl"], genotype=metrics["genotype"])
         click.echo(f"seed {seed}: retraining its cell for {self.select_budget:g} min", err=True)
         retrain = home / "retrain"
-        code = _run(["nas.cli.train_lm", "--cell", str(search / "genotype.json"), "--train", self.splits["train"],
-                     "--valid", self.splits["valid"], "--test", self.splits["test"], "--device", device,
-                     "--time-budget", str(self.select_budget), "--test-batch-size", "10", *self.select_args,
-                     "--out", str(retrain)], home / "retrain.log")
+        code = run_module("nas.cli.train_lm", [
+            "--cell", str(search / "genotype.json"), "--train", self.splits["train"], "--valid", self.splits["valid"],
+            "--test", self.splits["test"], "--device", device, "--time-budget", str(self.select_budget),
+            "--test-batch-size", "10", *self.select_args, "--out", str(retrain)], home / "retrain.log")
         if code != 0:
-            entry.update(failed_stage="retrain", exit_code=code, error=_last_error(home / "retrain.log"))
+            entry.update(failed_stage="retrain", exit_code=code, error=last_error(home / "retrain.log"))
             return
         entry.update(status="ok", retrain_valid_ppl=read_json(retrain / "metrics.json")["best_valid_ppl"])
 
@@ -154,18 +148,3 @@ def leaderboard(entries: list[dict], seeds: list[int], select_budget: float) -> 
     return {"winner": ok[0]["seed"] if ok else None, "ranked_by": "retrain_valid_ppl", "select_budget": select_budget,
             "pending": [s for s in seeds if s not in done], "entries": ok + failed}
 
-
-def _run(module_and_args: list[str], log: Path) -> int:
-    """Run `python -m MODULE ARGS` with this toolkit importable; stdout and stderr to `log`; the exit code."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    with open(log, "w", encoding="utf-8") as handle:
-        return subprocess.run([sys.executable, "-m", *module_and_args], stdout=handle, stderr=subprocess.STDOUT,
-                              env=env).returncode
-
-
-def _last_error(log: Path) -> str:
-    """The last `error: ...` line of a log, else its last non-empty line (a traceback's exception)."""
-    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("error: ")]
-    return (errors or lines or ["(no output)"])[-1][:500]

@@ -12,11 +12,11 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.files import atomic_open
 
-from ..formats import EXTENSIONS, FORMATS, Writer
-from ..pooled_memory import DEFAULT_MAX_WORDS
-from ..text_input import ENCODING_ERRORS, check_file, check_text, read_chunks
+from ..output_formats import EXTENSIONS, FORMATS, Writer
+from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
+from ..prediction import tag
+from ..text_input import ENCODING_ERRORS, check_file, check_text, open_text, read_chunks, sentences
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 STDIN = "-"
@@ -72,7 +72,6 @@ def main(inputs, model, fmt, out, tokenized, columns, batch_size, encoding_error
         flair_logs_to_stderr(logging.WARNING)
         use_device(device, threads)
         from ..model import load_tagger
-        from ..pooled_memory import bound_pooled_memory
 
         tagger = load_tagger(model, device)
         bound_pooled_memory(tagger, pooled_memory)
@@ -123,6 +122,8 @@ def _not_an_input(destination: Path, inputs: list[str]) -> None:
 
 def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
            batch_size: int, errors: str) -> None:
+    from common.files import atomic_open
+
     try:
         with ExitStack() as stack:
             if destination is None:
@@ -144,9 +145,6 @@ def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt
 
 def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_size: int, errors: str) -> None:
     from tqdm import tqdm
-
-    from ..tagging import tag
-    from ..text_input import open_text, sentences
 
     name = "stdin" if name == STDIN else name
     count = entities = 0

@@ -26,8 +26,7 @@ import json
 import zlib
 from typing import TextIO
 
-from .tagging import Entity
-from .tags import from_spans
+from .prediction import Entity, entity_tags
 from .text_input import TextSentence
 
 FORMATS = ("conll", "jsonl", "inline", "html")
@@ -36,7 +35,7 @@ SCORE_DIGITS = 4
 
 
 def conll(sentence: TextSentence, entities: list[Entity]) -> str:
-    tags = from_spans(len(sentence.spans), [(e.start, e.end, e.label) for e in entities])
+    tags = entity_tags(len(sentence.spans), entities)
     return "".join(f"{token} {tag}\n" for token, tag in zip(sentence.tokens, tags)) + "\n"
 
 
