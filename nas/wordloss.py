@@ -8,16 +8,19 @@ frequent words (whose Δ is small).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .corpus import batchify, read_tokens, encode, vocabulary
 from common.errors import InputError
-from .model import RNNModel
 from common.runs import RunDir
-from .search import SearchConfig, build_search_model, token_losses
+
+from .config import SearchConfig
+from .corpus import batchify, encode, read_tokens, vocabulary
+from .lm_eval import token_losses
+from .model import RNNModel
+from .search_model import build_search_model
 
 
 @dataclass
@@ -41,8 +44,7 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
         raise InputError(f"{path}: not a language model (expected a search run directory with config.json "
                          "and checkpoint.pt)")
     run = RunDir(path)
-    stored = run.config()
-    config = SearchConfig(**{f.name: stored[f.name] for f in fields(SearchConfig) if f.name in stored})
+    config = SearchConfig.from_dict(run.config())
     train = Path(config.train)
     if not train.is_file():
         raise InputError(f"{path}: its training file {train} (the vocabulary) is missing")

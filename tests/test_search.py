@@ -16,7 +16,8 @@ from nas.corpus import Corpus
 from common.errors import InputError
 from nas.model import RNNModel, lm_loss
 from common.runs import Interrupted, RunDir
-from nas.search import SearchConfig, Searcher
+from nas.config import SearchConfig
+from nas.search import Searcher
 from nas.search_cell import SearchRNN
 
 REPO = Path(__file__).resolve().parent.parent
