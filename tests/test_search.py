@@ -184,7 +184,7 @@ def test_the_command_prints_no_traceback(tmp_path):
 
 def test_nas_commands_import_no_torch_before_their_work_starts():
     """--help and a flag error must not wait for torch: the command modules import it only in their body."""
-    commands = ["search_lm", "train_lm", "eval_lm", "compare_words", "plot_search", "plot_cell"]
+    commands = ["search_lm", "train_lm", "eval_lm", "compare_words", "plot_search", "plot_cell", "sample_cells"]
     code = (f"import sys; [__import__('nas.cli.' + c) for c in {commands}]; "
             "print(sorted(m for m in ('torch', 'matplotlib', 'flair') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
