@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -11,6 +12,9 @@ from common.errors import InputError, cli_errors
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
                       check_method_flags)
 from ..methods import METHODS
+
+if TYPE_CHECKING:
+    from common.runs import RunDir
 
 D = SearchConfig()
 
@@ -129,7 +133,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume")
 
 
-def _search_seeds(config: SearchConfig, run, seeds: str, workers: int, select_budget: float, select_args: str,
+def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float, select_args: str,
                   out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
     from ..seeds import SeedRuns, parse_seeds, seed_search_args
