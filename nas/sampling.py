@@ -26,7 +26,7 @@ Rng = random.Random | torch.Generator
 
 @dataclass(frozen=True)
 class Space:
-    """What is drawn; the field names and defaults are those of the search (`nas.search.SearchConfig`)."""
+    """What is drawn; the field names and defaults are those of the search (`nas.config.SearchConfig`)."""
 
     nodes: int = 8
     inter: bool = False  # draw the ESS gates f′ and g′ too

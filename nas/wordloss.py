@@ -8,18 +8,21 @@ frequent words (whose Δ is small).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .corpus import batchify, read_tokens, encode, vocabulary
 from common.errors import InputError
 from common.files import safe_torch_load
+from common.runs import RunDir
+
+from .config import SearchConfig
+from .corpus import batchify, encode, read_tokens, vocabulary
+from .lm_eval import token_losses
 from .lm_file import FORMAT as LM_FORMAT
 from .model import RNNModel
-from common.runs import RunDir
-from .search import SearchConfig, build_search_model, token_losses
+from .search_model import build_search_model
 from .train import load_for_evaluation
 
 
@@ -54,8 +57,7 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
     if isinstance(state, dict) and state.get("format") == LM_FORMAT:
         return _retrained(checkpoint, device)
     run = RunDir(path)
-    stored = run.config()
-    config = SearchConfig(**{f.name: stored[f.name] for f in fields(SearchConfig) if f.name in stored})
+    config = SearchConfig.from_dict(run.config())
     train = Path(config.train)
     if not train.is_file():
         raise InputError(f"{path}: its training file {train} (the vocabulary) is missing")

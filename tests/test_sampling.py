@@ -20,7 +20,7 @@ from nas.gates import predecessors
 from nas.genotype import ATTENTION_TYPES, load, loads
 from nas.lm_file import load_model_file
 from nas.sampling import CANDIDATE_OPS, Space, random_cells, sample
-from nas.search import SearchConfig
+from nas.config import SearchConfig
 
 REPO = Path(__file__).resolve().parent.parent
 DRAWS = 20_000
