@@ -61,6 +61,9 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
     root = Path(run_dir or default_run_dir("demo"))
     if (root / "summary.json").exists():
         raise InputError(f"{root}: holds a finished demo already; choose another --run-dir")
+    for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
+        if not folder.is_dir():
+            raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
     root.mkdir(parents=True, exist_ok=True)
     started = time.time()
     size = QUICK if quick else FULL
@@ -74,9 +77,6 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
             embeddings = f"glove:{root / 'vectors.txt'}"
     else:
         lm_dir, tag_dir, tag_corpus = Path(data) / lm_name, Path(data) / corpus, corpus
-        for folder in (lm_dir, tag_dir):
-            if not folder.is_dir():
-                raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
         raw = root / "raw.txt"
         raw.write_text(_raw_from_lm_test(lm_dir), encoding="utf-8")
         embeddings = embeddings or "glove:glove-6b-50d"
