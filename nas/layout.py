@@ -63,6 +63,8 @@ class Layout:
 
 
 def layered_layout(g: Graph) -> Layout:
+    """`g` placed as the module docstring says; if the columns cannot be moved far enough apart in
+    `TRIES` steps (never seen on real cells), the last try is returned."""
     rank = dict(g.column)
     chains = []
     for i, (src, dst, _) in enumerate(g.edges):
