@@ -3,7 +3,8 @@
 - cell: the derived cell as a graph with the op on each edge, and the ESS gates f′ and g′ below it;
 - alpha_intra / alpha_inter / attention: every op's mixing weight on every edge over training;
 - mad: mean absolute deviation of the intra- and inter-cell weights from uniform (ESS Fig. 6);
-- valid_ppl: validation and training perplexity over training.
+- valid_ppl: validation and training perplexity over training;
+- curves: the training and validation curves of any run (search, train-lm, tagger; `common.curves`).
 """
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Circle, FancyArrowPatch  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from common.curves import Curves, Series, run_kind  # noqa: E402
 from common.errors import InputError  # noqa: E402
 from common.files import atomic_write_bytes  # noqa: E402
 from .genotype import ATTENTION_TYPES, OPS, Genotype, load, validate  # noqa: E402
@@ -205,6 +208,9 @@ def search_genotype(run: RunDir, log: list[dict]) -> Genotype:
 def _read_run(run_dir: str | Path) -> tuple[RunDir, dict, list[dict]]:
     run = RunDir(run_dir)
     config = run.config()
+    kind = run_kind(config, run.path)
+    if kind != "search":
+        raise InputError(f"{run.path}: a {kind} run, not a search; draw its curves with bin/plot-run {run.path}")
     log = run.read_log()
     if not log:
         raise InputError(f"{run.path}: no epochs logged yet (log.jsonl is empty)")
@@ -265,12 +271,41 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
     ax.legend(fontsize=8)
     written += save_figure(fig, out / "mad")
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    for name, _, rlog in named:
-        line, = ax.plot(_steps(rlog), [r["valid_ppl"] for r in rlog], marker="o", ms=3, label=name + "validation")
-        ax.plot(_steps(rlog), [r["train_ppl"] for r in rlog], ls="--", color=line.get_color(),
-                label=name + "training (dropout on)")
+    draw_curves(ax, [Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
+                     for _, r, rlog in named for key, split in (("valid_ppl", "validation"),
+                                                                 ("train_ppl", "training (dropout on)"))])
     ax.set_yscale("log")
     ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
     ax.legend(fontsize=8)
     written += save_figure(fig, out / "valid_ppl")
     return written
+
+
+LOG_SCALE = ("perplexity", "learning rate")  # metrics that fall by factors: a log axis once they span more than 3×
+
+
+def draw_curves(ax: plt.Axes, series: list[Series]) -> None:
+    """Held-out curves solid with dots, training curves dashed, one colour per run."""
+    colours: dict[str, str] = {}
+    for s in series:
+        train = s.split.startswith("train")
+        ax.plot(s.x, s.values, color=colours.setdefault(s.run, f"C{len(colours)}"), ls="--" if train else "-",
+                marker="" if train else "o", ms=3, label=s.name)
+
+
+def plot_curves(curves: Curves, out_dir: str | Path) -> list[Path]:
+    """A panel per metric (perplexity; or loss, dev F1 and learning rate), as out_dir/curves.png and .svg."""
+    metrics = curves.metrics()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        series = [s for s in curves.series if s.metric == metric]
+        draw_curves(ax, series)
+        values = [v for s in series for v in s.values]
+        if metric in LOG_SCALE and min(values) > 0 and max(values) > 3 * min(values):
+            ax.set_yscale("log")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(xlabel=curves.x_label, ylabel=metric, title=metric)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{curves.path.name} ({curves.kind} run)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, Path(out_dir) / "curves")
