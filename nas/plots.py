@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Circle, FancyArrowPatch  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 
 from common.curves import Curves, Series, run_kind  # noqa: E402
 from common.errors import InputError  # noqa: E402
@@ -274,7 +274,7 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
     draw_curves(ax, [Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
                      for _, r, rlog in named for key, split in (("valid_ppl", "validation"),
                                                                  ("train_ppl", "training (dropout on)"))])
-    ax.set_yscale("log")
+    _log_axis(ax)
     ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
     ax.legend(fontsize=8)
     written += save_figure(fig, out / "valid_ppl")
@@ -282,6 +282,13 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
 
 
 LOG_SCALE = ("perplexity", "learning rate")  # metrics that fall by factors: a log axis once they span more than 3×
+
+
+def _log_axis(ax: plt.Axes) -> None:
+    """A log y axis with plain numbers (60, not 6×10¹), minor ticks labelled where a decade is short."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
 
 
 def draw_curves(ax: plt.Axes, series: list[Series]) -> None:
@@ -302,7 +309,7 @@ def plot_curves(curves: Curves, out_dir: str | Path) -> list[Path]:
         draw_curves(ax, series)
         values = [v for s in series for v in s.values]
         if metric in LOG_SCALE and min(values) > 0 and max(values) > 3 * min(values):
-            ax.set_yscale("log")
+            _log_axis(ax)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set(xlabel=curves.x_label, ylabel=metric, title=metric)
         ax.legend(fontsize=7)
