@@ -21,11 +21,10 @@ from .errors import InputError
 from .files import utf8_lines
 from .runs import RunDir
 
-KINDS = ("search", "train-lm", "tagger")
 PERPLEXITY = {"train_ppl": "train (dropout on)", "valid_ppl": "valid"}  # log.jsonl key → split
 # loss.tsv column → (metric, split); flair writes DEV_* only when there is a dev set it scores
-FLAIR_COLUMNS = {"TRAIN_LOSS": ("loss", "train"), "DEV_LOSS": ("loss", "dev"), "DEV_F1": ("F1 (flair's micro average)", "dev"),
-                 "LEARNING_RATE": ("learning rate", "train")}
+FLAIR_COLUMNS = {"TRAIN_LOSS": ("loss", "train"), "DEV_LOSS": ("loss", "dev"),
+                 "DEV_F1": ("F1 (flair's micro average)", "dev"), "LEARNING_RATE": ("learning rate", "train")}
 
 
 @dataclass
@@ -56,7 +55,7 @@ class Curves:
 
 
 def run_kind(config: dict, run_dir: str | Path) -> str:
-    """One of KINDS, from the run directory's config.json (`config`)."""
+    """search, train-lm or tagger, from the run directory's config.json (`config`)."""
     if "method" in config:
         return "search"
     if "embeddings" in config:

@@ -103,7 +103,8 @@ def draw_graph(ax: plt.Axes, g: Graph, where: Layout, title: str) -> None:
         ax.add_patch(FancyArrowPatch(path=path, arrowstyle="-|>", mutation_scale=9, lw=0.8 if grey else 1.2,
                                      color="#b0b0b0" if grey else OP_COLOURS.get(label, "#444444")))
         if centre is not None:
-            ax.text(*centre, label, fontsize=LABEL_FONT, ha="center", va="center", color=OP_COLOURS.get(label, "#222222"),
+            ax.text(*centre, label, fontsize=LABEL_FONT, ha="center", va="center",
+                    color=OP_COLOURS.get(label, "#222222"),
                     bbox={"boxstyle": f"round,pad={LABEL_PAD}", "fc": "white", "ec": "none", "alpha": 0.85})
     for key, (x, y) in where.pos.items():
         kind = g.kind[key]

@@ -25,8 +25,11 @@ def random_genotype(seed: int) -> Genotype:
     inter = None
     if seed % 2:
         m = rng.randint(1, 4)
-        gate = lambda: [[[rng.choice(OPS), pred] for pred in rng.sample([0] * (i <= m) + list(range(1, i)), 1)]  # noqa: E731
-                        for i in range(1, m + rng.randint(0, 2) + 1)]
+
+        def gate() -> list:  # node i reads its history vector (0, for i <= m) or an earlier node
+            return [[[rng.choice(OPS), rng.choice([0] * (i <= m) + list(range(1, i)))]]
+                    for i in range(1, m + rng.randint(0, 2) + 1)]
+
         inter = {"history": m, "squash": rng.choice(["sigmoid", "2sigmoid", "none"]), "size_match": "project",
                  "f": gate(), "g": gate()}
     return validate({"version": 1, "name": f"random {seed}", "nodes": nodes, "concat": concat, "inter": inter,

@@ -130,4 +130,5 @@ def test_no_line_breaks_is_for_raw_text_only(tmp_path):
     path = tmp_path / "in.txt"
     path.write_text("a b\n", encoding="utf-8")
     result = CliRunner().invoke(tag_main, ["--model", str(tmp_path), str(path), "--tokenized", "--no-line-breaks"])
-    assert result.exit_code == 2 and result.stderr == "error: --no-line-breaks is for raw text, not --tokenized or --columns\n"
+    assert result.exit_code == 2
+    assert result.stderr == "error: --no-line-breaks is for raw text, not --tokenized or --columns\n"

@@ -36,7 +36,8 @@ STDIN = "-"
 @click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice].")
 @cli_errors
-def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device, threads) -> None:
+def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
+         threads) -> None:
     """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.
 
     Raw text is split into sentences and tokens by segtok (flair's splitter), and a line break ends
@@ -135,7 +136,8 @@ def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt
                 stack.callback(out.flush)
             else:
                 out = stack.enter_context(atomic_open(destination))
-            writer = Writer(fmt, out, title=", ".join("stdin" if name == STDIN else Path(name).name for name, _ in inputs))
+            title = ", ".join("stdin" if name == STDIN else Path(name).name for name, _ in inputs)
+            writer = Writer(fmt, out, title=title)
             for name, path in inputs:
                 _tag_one(tagger, name, path, writer, layout, batch_size, errors)
             writer.close()
