@@ -23,10 +23,9 @@ from matplotlib.path import Path as CurvePath  # noqa: E402
 
 from common.errors import InputError  # noqa: E402
 from common.files import atomic_write_bytes  # noqa: E402
-from .genotype import ATTENTION_TYPES, OPS, Genotype, load, validate  # noqa: E402
-from .gates import GATES, predecessors  # noqa: E402
+from .genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
 from common.runs import RunDir  # noqa: E402
-from .search_cell import normalise  # noqa: E402
+from .ops import OPS, normalise  # noqa: E402
 
 RADIUS = {"input": 0.38, "node": 0.28, "output": 0.38, "gate": 0.28}
 OP_COLOURS = {"none": "#9e9e9e", "identity": "#1f77b4", "tanh": "#2ca02c", "relu": "#d62728", "sigmoid": "#9467bd"}

@@ -36,7 +36,8 @@ from .genotype import Genotype, validate
 from .gates import InterGates
 from .model import RNNModel, detach_hidden, regularised_loss
 from common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
-from .search_cell import SearchRNN, mean_abs_deviation
+from .ops import mean_abs_deviation
+from .search_cell import SearchRNN
 
 SEARCH_SPACES = ("intra", "inter", "joint")
 

@@ -14,8 +14,8 @@ from .. import distributed
 from common.splits import find_splits
 from ..corpus import Corpus
 from common.errors import InputError, cli_errors
-from ..genotype import load
-from ..gates import SIZE_MATCHES, SQUASHES
+from ..genotype import SIZE_MATCHES, load
+from ..ops import SQUASHES
 from common.runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
 from ..search import SEARCH_SPACES, SearchConfig, Searcher
 from ..seeds import SeedRuns, parse_seeds
