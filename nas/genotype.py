@@ -12,7 +12,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable
 
 from common.errors import InputError
 from common.files import atomic_write_text, read_json
@@ -46,13 +46,6 @@ class Genotype:
     @property
     def steps(self) -> int:
         return len(self.nodes)
-
-    @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, int]], concat: Sequence[int] | None = None, **kw: Any) -> "Genotype":
-        """Single-input cells as the papers print them: [(op, predecessor), ...]."""
-        nodes = tuple(((op, int(pred)),) for op, pred in pairs)
-        geno = cls(nodes=nodes, concat=tuple(concat or range(1, len(nodes) + 1)), **kw)
-        return validate(geno.to_dict(), "genotype")
 
     def to_dict(self) -> dict:
         return {
