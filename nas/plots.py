@@ -25,11 +25,10 @@ from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 from common.curves import Curves, Series, run_kind  # noqa: E402
 from common.errors import InputError  # noqa: E402
 from common.files import atomic_write_bytes  # noqa: E402
-from .genotype import ATTENTION_TYPES, OPS, Genotype, load, validate  # noqa: E402
-from .gates import GATES, predecessors  # noqa: E402
+from .genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
 from .layout import INCH, LABEL_FONT, LABEL_PAD, RADIUS, Graph, Layout, layered_layout  # noqa: E402
 from common.runs import RunDir  # noqa: E402
-from .search_cell import normalise  # noqa: E402
+from .ops import OPS, normalise  # noqa: E402
 
 TITLE_FONT, SUPTITLE_FONT = 9, 10
 OP_COLOURS = {"none": "#9e9e9e", "identity": "#1f77b4", "tanh": "#2ca02c", "relu": "#d62728", "sigmoid": "#9467bd"}
