@@ -28,7 +28,8 @@ from .lm_eval import evaluate, get_batch, ppl
 from .loop import TrainingLoop
 from .methods import METHODS, method_class
 from .model import detach_hidden
-from .search_cell import SearchRNN, mean_abs_deviation
+from .ops import mean_abs_deviation
+from .search_cell import SearchRNN
 from .search_model import build_search_model
 
 

@@ -18,7 +18,7 @@ import torch
 from click.testing import CliRunner
 
 from conftest import write_lm_corpus
-from nas.cli import compare_words, eval_lm, plot_cell, plot_search, sample_cells, search_lm, train_lm
+from nas.cli import compare_words, eval_lm, plot_cell, plot_run, plot_search, sample_cells, search_lm, train_lm
 from pipeline import demo
 from tagger.cli import evaluate, tag, train_charlm, train_tagger, train_wordvec
 from tagger_data import write_conll03
@@ -26,6 +26,7 @@ from tagger_data import write_conll03
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = {"search-lm": search_lm.main, "train-lm": train_lm.main, "eval-lm": eval_lm.main,
             "compare-words": compare_words.main, "plot-search": plot_search.main, "plot-cell": plot_cell.main,
+            "plot-run": plot_run.main,
             "sample-cells": sample_cells.main, "train-tagger": train_tagger.main, "tag": tag.main,
             "evaluate": evaluate.main, "train-charlm": train_charlm.main, "train-wordvec": train_wordvec.main,
             "demo": demo.main}
@@ -102,6 +103,9 @@ CASES = [
     # pictures, random cells
     ("plot-search", "{fx}/tagdata", "{fx}/tagdata: not a run directory (no config.json)"),
     ("plot-search", "{fx}/searchrun --out {fx}/afile", "--out: {fx}/afile: a file, not a folder"),
+    ("plot-run", "{fx}/searchrun --out {fx}/afile", "--out: {fx}/afile: a file, not a folder"),
+    ("plot-run", "{fx}/searchrun --out /proc/curves", "--out: /proc/curves: cannot make a file in /proc"),
+    ("plot-run", "{fx}/tagdata", "{fx}/tagdata: not a run directory"),
     ("plot-cell", "darts_v2 --out {fx}/afile/pictures", "--out: {fx}/afile/pictures: cannot be made: {fx}/afile is a file"),
     ("plot-cell", "darts_v2 --out /proc/pictures", "--out: /proc/pictures: cannot make a file in /proc"),
     ("plot-cell", "{fx}/badgeno.json --out {out}", "{fx}/badgeno.json: field 'nodes[0][0]'"),

@@ -10,7 +10,7 @@ from test_bad_inputs import COMMANDS
 
 COMPUTING = {"search-lm", "train-lm", "eval-lm", "compare-words", "train-tagger", "tag", "evaluate", "train-charlm",
              "train-wordvec", "demo"}
-SEVERAL_FILES = {"sample-cells", "plot-search", "plot-cell", "evaluate"}
+SEVERAL_FILES = {"sample-cells", "plot-search", "plot-cell", "plot-run", "evaluate"}
 RANDOM = {"search-lm", "train-lm", "sample-cells", "train-tagger", "evaluate", "train-charlm", "train-wordvec", "demo"}
 
 
