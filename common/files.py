@@ -90,16 +90,22 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line without newline); a non-UTF-8 line is an InputError naming it.
+    """Yield (line number, line without newline); a line that is not UTF-8, or holds a NUL byte (a
+    binary file, as `bin/tag` says too), is an InputError naming it.
 
     `complete` leaves out a last line with no newline: of a log that a process appends to, it is
     the line being written, or the torn end of one killed while writing it.
     """
     path = Path(path)
+    position = 0
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if complete and not raw.endswith(b"\n"):
                 return
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raise InputError(f"{path}: line {number}: a NUL byte (byte {position + nul}): a binary file, not text")
+            position += len(raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

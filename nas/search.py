@@ -26,7 +26,7 @@ from .distributed import sync_batch_norm
 from .genotype import Genotype
 from .lm_eval import evaluate, get_batch, ppl
 from .loop import TrainingLoop
-from .methods import method_class
+from .methods import METHODS, method_class
 from .model import detach_hidden
 from .ops import mean_abs_deviation
 from .search_cell import SearchRNN
@@ -105,14 +105,20 @@ class Searcher(TrainingLoop):
         self.steps_done += 1
 
     def giving_up(self, problem: str) -> str:
-        return f"{problem}; the last good checkpoint in {self.run_dir.path} is kept (try a lower --lr)"
+        """Says what the run directory keeps, which is nothing searched before the first epoch ends."""
+        if self.epoch == 0:
+            kept = "no epoch had finished, so no searched state is kept"
+        else:
+            unit = METHODS[self.config.method].unit
+            kept = (f"{self.run_dir.checkpoint} keeps the search as of its last checkpoint "
+                    f"({self.epoch} {unit}{'s' if self.epoch > 1 else ''} done)")
+        return f"{problem}; {kept} (try a lower --lr)"
 
     # -- epochs ------------------------------------------------------------------------------
 
     def validate(self) -> float:
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; "
-                             f"the last good checkpoint in {self.run_dir.path} is kept")
+            raise InputError(self.giving_up(f"weights became non-finite in epoch {self.epoch + 1}"))
         return evaluate(self.model, self.valid_data, self.config.bptt, self.config.eval_batches)
 
     def epoch_record(self, valid_nll: float, seconds: float) -> dict:

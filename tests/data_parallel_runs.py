@@ -65,7 +65,7 @@ def run_all(out: Path, corpus: Path) -> None:
         os.chdir(out)
         search_lm(["--data", str(corpus), *SEARCH, "--order", "1"], standalone_mode=False)
         interrupted_search(out / "search2", corpus)
-        train_lm(["--data", str(corpus), *TRAIN, "--out", str(out / "train")], standalone_mode=False)
+        train_lm(["--data", str(corpus), *TRAIN, "--run-dir", str(out / "train")], standalone_mode=False)
     finally:
         os.chdir(cwd)
         torch.set_default_dtype(before)

@@ -135,7 +135,7 @@ def test_cli_trains_two_seeds_and_prints_mean_and_std(setup):
     out = root / "two-seeds"
     result = CliRunner().invoke(main, ["--cell", "darts_v2", "--corpus", "conll03", "--data", str(root / "data"),
                                        "--embeddings", f"glove:{root / 'vectors.txt'}", "--hidden-size", "4",
-                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--out", str(out)])
+                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--run-dir", str(out)])
     assert result.exit_code == 0, result.stderr
     summary = json.loads((out / "metrics.json").read_text())
     f1s = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["test"]["f1"] for s in (5, 6)]
@@ -180,8 +180,8 @@ def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
     before = (out / "metrics.json").read_text()
     root = setup[0]
     result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
-                                       f"glove:{root / 'vectors.txt'}", "--out", str(out)])
-    assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --out\n"
+                                       f"glove:{root / 'vectors.txt'}", "--run-dir", str(out)])
+    assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --run-dir\n"
     assert (out / "metrics.json").read_text() == before
 
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, command, output_problem
+from common.errors import InputError
 
 from ..corpus_formats import FORMATS, SPLITS
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
@@ -14,7 +15,7 @@ from ..tag_schemes import SCHEMES, spans
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.option("--model", required=True, type=click.Path(), help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.")
 @click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format, as for bin/train-tagger.")
 @click.option("--data", type=click.Path(), required=True, help="Directory with the corpus files.")
@@ -23,12 +24,11 @@ from .runtime import flair_logs_to_stderr, offline, use_device
 @click.option("--tag-column", help="Named column holding the gold tags [default: the run's, else as bin/train-tagger].")
 @click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: the run's, else as bin/train-tagger].")
 @click.option("--seed", type=int, default=None, help="Seed of the dev split sampled from train when a corpus has none [default: the run's, else 1].")
-@click.option("--out", type=click.Path(file_okay=False), help="Directory for metrics.json and SPLIT.conll [default: eval-CORPUS-SPLIT beside the model file].")
-@click.option("--batch-size", type=int, default=64)
-@click.option("--pooled-memory", type=int, default=DEFAULT_MAX_WORDS, help="Word memory of pooled Flair embeddings (see bin/tag; 0: no limit).")
-@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
-@click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice].")
-@cli_errors
+@click.option("--out", type=OUTPUT_FOLDER, help="Directory for metrics.json and SPLIT.conll [default: eval-CORPUS-SPLIT beside the model file].")
+@click.option("--batch-size", type=COUNT, default=64)
+@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Word memory of pooled Flair embeddings (see bin/tag; 0: no limit).")
+@click.option("--device", type=DEVICE, default="cpu")
+@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out, batch_size, pooled_memory, device,
          threads) -> None:
     """Score a saved tagger on a corpus split: seqeval strict (IOB2) and lenient (conlleval), per type.
@@ -45,9 +45,11 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     from ..corpora import load_corpus, parse_columns
 
     offline()
-    if batch_size < 1 or pooled_memory < 0:
-        raise InputError("--batch-size must be at least 1 and --pooled-memory at least 0")
     model_path = Path(model)
+    target = Path(out) if out else (model_path if model_path.is_dir() else model_path.parent) / f"eval-{corpus}-{split}"
+    problem = None if out else output_problem(target, "folder")
+    if problem:
+        raise InputError(f"{target}: {problem} (the default --out; give another)")
     run = _run_config(model_path, corpus)
     spec = columns or run.get("columns")
     gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec else None,
@@ -67,7 +69,6 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     bound_pooled_memory(tagger, pooled_memory)
     with torch.inference_mode():
         report, predicted = evaluation.evaluate(tagger, to_sentences(part, gold.tag_type), part.tags, batch_size)
-    target = Path(out) if out else (model_path if model_path.is_dir() else model_path.parent) / f"eval-{corpus}-{split}"
     evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
     atomic_write_json(target / "metrics.json", {"model": str(model_path), "corpus": corpus, "data": str(data),
                                                 "split": split, "sentences": len(part.tokens), split: report})
