@@ -15,17 +15,13 @@ from typing import Any, Iterable, Sequence
 
 from common.errors import InputError
 from common.files import atomic_write_text, read_json
+from common.resources import resources_dir
 
 FORMAT = "nas-rnn-genotype"
 VERSION = 1
 OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # search candidates, `none` first as in DARTS
 ATTENTION_TYPES = ("dot", "multihead")
 _ENAS_FUNCS = ("tanh", "relu", "sigmoid", "identity")  # ENAS fixed-arc function codes 0..3
-
-
-def resources_dir() -> Path:
-    """`resources/` of this checkout (the project is installed editable), or $NAS_RESOURCES."""
-    return Path(os.environ.get("NAS_RESOURCES", Path(__file__).resolve().parent.parent / "resources"))
 
 
 @dataclass(frozen=True)

@@ -97,3 +97,7 @@ def _check_types(tagger, part, model: Path) -> None:
     if gold and predicted and not gold & predicted:
         raise InputError(f"{model}: the model predicts {', '.join(sorted(predicted))}, but the {part.name} split "
                          f"({part.path}) holds {', '.join(sorted(gold))}: a model for another task?")
+
+
+if __name__ == "__main__":
+    main()

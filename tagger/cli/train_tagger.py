@@ -50,7 +50,7 @@ D = TaggerConfig()
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory [default: runs/tagger-<time>].")
-@click.option("--dry-run", is_flag=True, help="Load and check everything, print sentence/token/entity counts as JSON, and exit.")
+@click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
 @cli_errors
 def main(out, dry_run, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
@@ -77,14 +77,19 @@ def main(out, dry_run, **options) -> None:
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     embeddings = build_embeddings(config.embeddings, config.pooling)
+    for note in corpus.notes:
+        click.echo(note, err=True)
     if dry_run:
+        from ..train import build_model
+
+        model = build_model(config, corpus, embeddings, genotype)
+        click.echo(f"model: {config.cell} cell, hidden {config.hidden_size}: "
+                   f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} trainable parameters", err=True)
         click.echo(json.dumps(corpus.counts()))
         return
     from ..evaluation import summary_table, table
     from ..train import train_runs
 
-    for note in corpus.notes:
-        click.echo(note, err=True)
     click.echo(f"run directory: {run_dir}", err=True)
     metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
