@@ -91,6 +91,7 @@ def main(out, dry_run, **options) -> None:
     from ..train import train_runs
 
     click.echo(f"run directory: {run_dir}", err=True)
+    config.data = str(Path(config.data).resolve())  # config.json is read back from anywhere (bin/evaluate)
     metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
 
