@@ -61,6 +61,8 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec else None,
                        tag_column=tag_column or run.get("tag_column"), scheme=tag_scheme or run.get("tag_scheme"),
                        seed=seed if seed is not None else run.get("seed", 1))
+    for note in gold.notes:
+        click.echo(note, err=True)
     part = getattr(gold, split)
     flair_logs_to_stderr(logging.WARNING)
     use_device(device, threads)
