@@ -147,3 +147,16 @@ def test_export_refuses_a_crafted_pickle_and_writes_nothing(tmp_path):
     with pytest.raises(InputError, match="not a model file of this toolkit"):  # flair's entry point, same loader
         CellTagger.load(tmp_path / "evil.pt")
     assert not marker.exists()
+
+
+def test_the_readme_python_api_tags_a_string_with_character_offsets(tiny_tagger):
+    import tagger
+    from flair.data import Sentence
+
+    text = "Dorva visited Baposa on Monday with Kelo Vanor ."
+    model = tagger.load_tagger(tiny_tagger[0])
+    sentence = Sentence(text)
+    model.predict(sentence)
+    spans = sentence.get_spans()
+    assert spans and all(text[s.start_position:s.end_position] == s.text and s.tag in {"PER", "LOC", "ORG", "MISC"}
+                         for s in spans)
