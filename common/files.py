@@ -8,7 +8,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Sequence
 
 import torch
 
@@ -54,13 +54,16 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
-    """Load tensors and plain containers only (weights_only=True): a crafted pickle never runs."""
+def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed: Sequence[type] = ()) -> Any:
+    """Load tensors and plain containers only (weights_only=True), and instances of the `allowed`
+    data classes (built from their saved attributes, no code of the file's choosing): a crafted
+    pickle never runs."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with torch.serialization.safe_globals(list(allowed)):
+            return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for foreign or corrupt files
         raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({_load_problem(err)})") from None
 

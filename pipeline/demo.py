@@ -16,7 +16,7 @@ import click
 
 from common.cli import COUNT, OUTPUT_FOLDER, command
 from common.errors import InputError
-from common.subprocesses import last_error, run_bin
+from common.subprocesses import IMPORT_ROOT, last_error, run_module
 
 FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
         "tagger_hidden": "64", "tagger_epochs": "4"}
@@ -24,12 +24,18 @@ QUICK = {"data": {"train": 150, "dev": 40, "test": 40, "lm_lines": 400, "raw_par
          "emsize": "16", "search_batches": "3", "lm_batches": "4", "tagger_hidden": "16", "tagger_epochs": "1"}
 
 
+STEPS = {"train-wordvec": "tagger.cli.train_wordvec", "search-lm": "nas.cli.search_lm", "train-lm": "nas.cli.train_lm",
+         "train-tagger": "tagger.cli.train_tagger", "tag": "tagger.cli.tag"}
+
+
 def _run(name: str, args: list[str], log: Path) -> None:
-    """Run `bin/NAME ARGS`, echoing the command; its stdout and stderr go to LOG."""
-    shown = " ".join(shlex.quote(a) for a in [f"bin/{name}", *args])
-    click.echo(f"$ {shown}", err=True)
+    """Run the command NAME (its module, so an installed toolkit runs too), echoing it as a user would
+    type it: `bin/NAME` in a checkout, the console script `nas-NAME` once installed. Its stdout and
+    stderr go to LOG."""
+    command = f"bin/{name}" if (IMPORT_ROOT / "bin" / name).is_file() else f"nas-{name}"
+    click.echo(f"$ {' '.join(shlex.quote(a) for a in [command, *args])}", err=True)
     started = time.time()
-    code = run_bin(name, args, log)
+    code = run_module(STEPS[name], args, log)
     if code != 0:
         raise InputError(f"step {name} failed (exit {code}): {last_error(log)} — full log in {log}")
     click.echo(f"  done in {time.time() - started:.0f} s", err=True)

@@ -207,3 +207,10 @@ def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cel
     before = prediction.predict_tags(model, sentences)
     model.save(tmp_path / "m.pt")
     assert prediction.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before
+
+
+def test_the_training_log_says_how_the_test_set_is_scored_and_nothing_false(darts_run, setup):
+    out, _ = darts_run
+    log = (out / "training.log").read_text()
+    assert "Test data not provided" not in log and "0 test sentences" not in log
+    assert f"Corpus: 40 train + 12 dev sentences (+ {len(setup[1].test.tokens)} test sentences, scored after training)" in log

@@ -157,3 +157,7 @@ def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_s
             count, entities = count + 1, entities + len(found)
             bar.update(1)
     click.echo(f"{name}: {count} sentences, {entities} entities", err=True)
+
+
+if __name__ == "__main__":
+    main()

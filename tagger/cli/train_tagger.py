@@ -30,7 +30,7 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--tag-column", help="Which named column holds the tags to learn [default: ner; chunk for conll2000; the only tag column for column].")
 @click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: iob1 for conll03, else iob2].")
 @click.option("--train-scheme", type=click.Choice(["bioes", "iob2"]), default=D.train_scheme, help="Tags the CRF learns (evaluation is always on IOB2 spans).")
-@click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR.")
+@click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a character LM may be a shipped name (flair:wt2-forward:wt2-backward).")
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
 @click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction.")
 @click.option("--locked-dropout", type=T["locked_dropout"], default=D.locked_dropout, help="Locked (variational) dropout on the RNN input and output.")
@@ -52,7 +52,7 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
 @click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/tagger-<time>].")
-@click.option("--dry-run", is_flag=True, help="Load and check everything, print sentence/token/entity counts as JSON, and exit.")
+@click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
 def main(run_dir, dry_run, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
 
@@ -78,15 +78,21 @@ def main(run_dir, dry_run, **options) -> None:
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     embeddings = build_embeddings(config.embeddings, config.pooling)
+    for note in corpus.notes:
+        click.echo(note, err=True)
     if dry_run:
+        from ..train import build_model
+
+        model = build_model(config, corpus, embeddings, genotype)
+        click.echo(f"model: {config.cell} cell, hidden {config.hidden_size}: "
+                   f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} trainable parameters", err=True)
         click.echo(json.dumps(corpus.counts()))
         return
     from ..evaluation import summary_table, table
     from ..train import train_runs
 
-    for note in corpus.notes:
-        click.echo(note, err=True)
     click.echo(f"run directory: {run_dir}", err=True)
+    config.data = str(Path(config.data).resolve())  # config.json is read back from anywhere (bin/evaluate)
     metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
 
