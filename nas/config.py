@@ -115,6 +115,13 @@ class SearchConfig(LMConfig):
     cell: dict | None = None  # the fixed intra cell (genotype dict) of an inter-only search
     attention: str = "none"
     attention_heads: int = 4
+    # random search with weight sharing (Li & Talwalkar 2019) and ENAS (Pham et al. 2018); sources in
+    # nas/methods/random_search.py, nas/methods/enas.py and nas/controller.py
+    candidates: int = 100  # architectures scored at the end, the best kept
+    controller_steps: int = 2000  # ENAS: REINFORCE updates of the controller after each epoch (paper §2.2)
+    controller_lr: float = 3.5e-4  # ENAS: Adam learning rate of the controller (paper §3.1)
+    entropy_weight: float = 1e-4  # ENAS: weight of the controller's sample entropy in the reward (paper §3.1)
+    baseline_decay: float = 0.99  # ENAS: decay of the reward's moving-average baseline (the ENAS code's PTB setting)
 
     @property
     def total_epochs(self) -> int:
@@ -126,7 +133,16 @@ class SearchConfig(LMConfig):
         if self.method not in METHODS:
             raise InputError(f"--method: unknown method {self.method!r} (one of {', '.join(METHODS)})")
         self._at_least_one("epochs", "rounds", "nodes", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt",
-                           "top_n", "history", "inter_nodes", "attention_heads", "intra_steps", "inter_steps")
+                           "top_n", "history", "inter_nodes", "attention_heads", "intra_steps", "inter_steps",
+                           "candidates")
+        if self.controller_steps < 0:
+            raise InputError(f"--controller-steps: must not be negative, got {self.controller_steps}")
+        if not self.controller_lr > 0:
+            raise InputError(f"--controller-lr: must be positive, got {self.controller_lr}")
+        if self.entropy_weight < 0:
+            raise InputError(f"--entropy-weight: must not be negative, got {self.entropy_weight}")
+        if not 0 <= self.baseline_decay < 1:
+            raise InputError(f"--baseline-decay: must be in [0, 1), got {self.baseline_decay}")
         if self.history > self.inter_nodes:
             raise InputError(f"--history {self.history}: needs at least as many --inter-nodes (got {self.inter_nodes}); "
                              "gate node i reads history vector i")
