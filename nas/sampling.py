@@ -17,8 +17,8 @@ from typing import Sequence
 import torch
 
 from . import __version__
-from .gates import GATES, SIZE_MATCHES, SQUASHES, predecessors
-from .genotype import ATTENTION_TYPES, OPS, Genotype
+from .genotype import ATTENTION_TYPES, GATES, SIZE_MATCHES, Genotype, predecessors
+from .ops import OPS, SQUASHES
 
 CANDIDATE_OPS = OPS[1:]  # a derived cell never keeps `none`
 Rng = random.Random | torch.Generator

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import write_lm_corpus
 from nas.cli.sample_cells import main as sample_cells
 from nas.cli.train_lm import main as train_lm
-from nas.gates import predecessors
+from nas.genotype import predecessors
 from nas.genotype import ATTENTION_TYPES, load, loads
 from nas.lm_file import load_model_file
 from nas.sampling import CANDIDATE_OPS, Space, random_cells, sample

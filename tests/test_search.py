@@ -196,7 +196,8 @@ def test_the_light_flag_choices_match_what_the_library_accepts():
     from common.runs import PRECISIONS
     from nas import config
     from nas.attention import SEARCH_CHOICES
-    from nas.gates import SIZE_MATCHES, SQUASHES
+    from nas.genotype import SIZE_MATCHES
+    from nas.ops import SQUASHES
 
     assert config.PRECISIONS == PRECISIONS and config.ATTENTION_CHOICES == SEARCH_CHOICES
     assert config.GATE_SQUASHES == tuple(SQUASHES) and config.GATE_SIZE_MATCHES == SIZE_MATCHES

@@ -27,6 +27,11 @@ TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "
         "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]
 
 
+def cell(pairs: list[tuple[str, int]]) -> Genotype:
+    """A cell of one input (op, predecessor) per node, every node in the output."""
+    return Genotype(tuple(((op, pred),) for op, pred in pairs), tuple(range(1, len(pairs) + 1)))
+
+
 def _shared_and_frozen(geno: Genotype, ninp: int, nhid: int, dropout: float) -> tuple[SampledRNN, FrozenRNN]:
     shared = SampledRNN(ninp, nhid, geno.steps, dropout, dropout)
     shared.use(geno)
@@ -63,7 +68,7 @@ def test_shared_layer_running_a_drawn_cell_is_the_frozen_cell_on_the_same_weight
 def _p_node2_reads_s0_through_relu(controller: Controller) -> float:
     """The exact marginal probability, summing over node 1's op (its predecessor is always s0)."""
     with torch.no_grad():
-        return sum(math.exp(float(controller.log_prob(Genotype.from_pairs([(op, 0), ("relu", 0)]))))
+        return sum(math.exp(float(controller.log_prob(cell([(op, 0), ("relu", 0)]))))
                    for op in CANDIDATE_OPS)
 
 
@@ -94,7 +99,7 @@ def test_controller_samples_follow_its_log_prob():
     with torch.no_grad():
         controller.op_logits.weight.normal_(0, 20)  # a policy far from uniform, so a mismatch would show
         controller.score.weight.normal_(0, 20)
-        cells = [Genotype.from_pairs([(a, 0), (b, p)]) for a in CANDIDATE_OPS for b in CANDIDATE_OPS for p in (0, 1)]
+        cells = [cell([(a, 0), (b, p)]) for a in CANDIDATE_OPS for b in CANDIDATE_OPS for p in (0, 1)]
         probs = [math.exp(float(controller.log_prob(c))) for c in cells]
         rng = torch.Generator().manual_seed(1)
         counts = {c.nodes: 0 for c in cells}

@@ -22,7 +22,8 @@ from ..distributed import current
 from ..genotype import Genotype
 from ..lm_eval import evaluate, get_batch
 from ..model import RNNModel
-from ..search_cell import SearchRNN, mean_abs_deviation
+from ..ops import mean_abs_deviation
+from ..search_cell import SearchRNN
 
 
 @dataclass

@@ -25,11 +25,12 @@ from common.errors import InputError
 
 from ..attention import SearchAttention
 from ..config import SearchConfig
-from ..genotype import OPS, Genotype
+from ..genotype import Genotype
 from ..lm_eval import ppl
 from ..model import RNNModel
+from ..ops import OPS, edge_offsets
 from ..sampling import Space
-from ..search_cell import SearchRNN, edge_offsets
+from ..search_cell import SearchRNN
 from .base import Conclusion, SearchMethod, Validation
 
 
