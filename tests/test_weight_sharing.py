@@ -107,8 +107,8 @@ def test_controller_samples_follow_its_log_prob():
             counts[controller.sample(rng).genotype.nodes] += 1
     assert sum(probs) == pytest.approx(1.0, abs=1e-5)
     assert max(probs) > 0.1
-    for cell, p in zip(cells, probs):
-        assert abs(counts[cell.nodes] / 4000 - p) < 4 * math.sqrt(p * (1 - p) / 4000) + 1e-3
+    for c, p in zip(cells, probs):
+        assert abs(counts[c.nodes] / 4000 - p) < 4 * math.sqrt(p * (1 - p) / 4000) + 1e-3
 
 
 def _searcher(corpus, run_dir, method, epochs=2, **settings):
