@@ -19,6 +19,7 @@ from nas.config import SearchConfig
 from nas.controller import Controller, Reinforce
 from nas.corpus import Corpus
 from nas.genotype import Genotype
+from nas.plots import plot_search
 from nas.methods.weight_sharing import SampledRNN
 from nas.sampling import CANDIDATE_OPS, Space, sample
 from nas.search import Searcher
@@ -188,6 +189,9 @@ def test_search_command_writes_a_genotype_that_loads_and_every_candidate(lm_corp
         assert 0 < controller["reward"] < 80  # 80 / ppl, and a perplexity is above 1
     model = torch.load(run_dir / "checkpoint.pt", weights_only=True)["model"]
     assert "rnn.alpha" not in model and not any("bn" in k for k in model)
+    assert f"best of 5 candidates: valid ppl {min(scores):.1f}" in result.stderr
+    if method == "random":  # pictures of a search without α: the cell and the perplexities
+        assert sorted(p.name for p in plot_search(run_dir)) == ["cell.png", "cell.svg", "valid_ppl.png", "valid_ppl.svg"]
 
 
 @pytest.mark.parametrize("args,expected", [

@@ -89,6 +89,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
         bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
+    from common.files import read_json
     from common.runs import RunDir, check_device, default_run_dir
     from common.splits import find_splits
 
@@ -131,6 +132,12 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     target = Path(out) if out else searcher.run_dir.path / "genotype.json"
     if out:
         genotype.save(target)
+    metrics = read_json(searcher.run_dir.path / "metrics.json")
+    if "candidate_ppl" in metrics:  # a method that chose among candidates: how the chosen one ranks
+        ranks = metrics["candidate_ppl"]
+        click.echo(f"best of {len(metrics['candidates'])} candidates: valid ppl {ranks['best']:.1f} "
+                   f"(median {ranks['median']:.1f}, worst {ranks['worst']:.1f}; all in metrics.json); "
+                   f"on the validation split {genotype.provenance['search_valid_ppl']:.1f}", err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 
