@@ -1,10 +1,12 @@
 """The bilevel search (NOTES §3, §6; DARTS's rnn/train_search.py): α on validation batches, weights on train batches.
 
 `Searcher` runs a search method (`nas.methods`) on the training loop (`nas.loop`): each batch,
-the method's α group of that batch takes one step on a validation batch of the same length,
-then the weights take one SGD step on the train batch. At each epoch end the log records the
-perplexities, every α, their distance from uniform and the genotype derived so far; at the end
-the derived genotype and the search's metrics are written to the run directory.
+the method's α group of that batch takes one step on a validation batch of the same length (random
+search and ENAS draw the batch's cell instead), then the weights take one SGD step on the train
+batch. At each epoch end the method may run a phase of its own (ENAS: the controller's), and the
+log records the perplexities, what the method records of its state (every α and their distance
+from uniform) and the genotype derived so far; at the end the method concludes (random search
+and ENAS score candidates) and the genotype and the search's metrics are written to the run directory.
 """
 from __future__ import annotations
 
