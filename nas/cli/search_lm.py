@@ -79,7 +79,7 @@ D = SearchConfig()
 @cli_errors
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
          workers, select_budget, select_args, **options) -> None:
-    """Search a recurrent cell by differentiable architecture search and write its genotype.
+    """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
 

@@ -63,9 +63,9 @@ class Validation:
                 self.model.train(was_training)
                 yield self._mean(float(nll))
 
-    @staticmethod
-    def _mean(value: float) -> float:
-        return float(current().average([torch.tensor([value], dtype=torch.float64)])[0])
+    def _mean(self, value: float) -> float:
+        device = self.columns.device  # NCCL reduces tensors on the GPU
+        return float(current().average([torch.tensor([value], dtype=torch.float64, device=device)])[0])
 
 
 @dataclass

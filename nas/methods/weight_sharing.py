@@ -23,6 +23,7 @@ import torch.nn as nn
 
 from common.errors import InputError
 
+from ..architect import Architect, Batch
 from ..attention import SearchAttention
 from ..config import SearchConfig
 from ..genotype import Genotype
@@ -51,9 +52,10 @@ class SampledRNN(SearchRNN):
     def use(self, genotype: Genotype) -> None:
         """Run `genotype`'s cell from now on (one input per node, concat = all nodes)."""
         rows = edge_offsets(self.steps)
-        self.choice.zero_()
+        choice = torch.zeros(self.choice.shape)  # built on the CPU, copied to the device in one go
         for i, ((op, pred),) in enumerate(genotype.nodes):
-            self.choice[rows[i] + pred, OPS.index(op)] = 1.0
+            choice[rows[i] + pred, OPS.index(op)] = 1.0
+        self.choice.copy_(choice)
 
     def mixing_weights(self) -> torch.Tensor:
         return self.choice
@@ -78,7 +80,7 @@ class WeightSharing(SearchMethod):
                              "give a fixed type (dot, multihead) or none")
         return SampledRNN(c.emsize, c.nhid, c.nodes, c.dropoutx, c.dropouth, attention, c.compile)
 
-    def make_architects(self, model: RNNModel) -> dict:
+    def make_architects(self, model: RNNModel) -> dict[str, Architect]:
         return {}
 
     def draw(self) -> Genotype:
@@ -93,7 +95,7 @@ class WeightSharing(SearchMethod):
         """The validation NLL of the architecture in use, by which the candidates are ranked."""
         raise NotImplementedError
 
-    def step_alpha(self, batch, train, train_hidden, valid, valid_hidden, eta):
+    def step_alpha(self, batch: int, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
         """No α: the batch's architecture is drawn instead."""
         self.rnn.use(self.draw())
         return valid_hidden
