@@ -132,6 +132,13 @@ class SearchConfig(LMConfig):
     cell: dict | None = None  # the fixed intra cell (genotype dict) of an inter-only search
     attention: str = "none"
     attention_heads: int = 4
+    # random search with weight sharing (Li & Talwalkar 2019) and ENAS (Pham et al. 2018); sources in
+    # nas/methods/random_search.py, nas/methods/enas.py and nas/controller.py
+    candidates: int = 100  # architectures scored at the end, the best kept
+    controller_steps: int = 2000  # ENAS: REINFORCE updates of the controller after each epoch (paper §2.2)
+    controller_lr: float = 3.5e-4  # ENAS: Adam learning rate of the controller (paper §3.1)
+    entropy_weight: float = 1e-4  # ENAS: weight of the controller's sample entropy in the reward (paper §3.1)
+    baseline_decay: float = 0.99  # ENAS: decay of the reward's moving-average baseline (the ENAS code's PTB setting)
 
     COMMAND: ClassVar[str] = "bin/search-lm"
     RANGES: ClassVar[dict[str, Range]] = {
@@ -139,6 +146,8 @@ class SearchConfig(LMConfig):
         **dict.fromkeys(("nodes", "top_n", "rounds", "intra_steps", "inter_steps", "history", "inter_nodes",
                          "attention_heads"), AT_LEAST_1),
         **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE), "arch_wdecay": NON_NEGATIVE,
+        "candidates": AT_LEAST_1, "controller_steps": NON_NEGATIVE_INT, "controller_lr": POSITIVE,
+        "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
     }
 
     @property

@@ -29,7 +29,7 @@ T = flag_types(SearchConfig.RANGES)
 @click.option("--test", "test_file", type=click.Path(), help="Test file.")
 @click.option("--method", type=click.Choice(list(METHODS)), default=D.method, help="; ".join(f"{name}: {m.summary}" for name, m in METHODS.items()) + ".")
 @click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
-@click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
+@click.option("--order", type=click.Choice(["1", "2"]), default=None, help=f"1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product [default: {D.order}].")
 @click.option("--epochs", type=T["epochs"], default=None, help=f"Search epochs [default: {D.epochs}].")
 @click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
 @click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
@@ -67,6 +67,11 @@ T = flag_types(SearchConfig.RANGES)
 @click.option("--gate-size-match", type=click.Choice(GATE_SIZE_MATCHES), default=None, help=f"ess: how emsize and nhid meet in a gate: project (the history edges' matrices map sizes) or pad (zero-pad/truncate the history vectors) [default: {D.gate_size_match}].")
 @click.option("--attention", type=click.Choice(ATTENTION_CHOICES), default=None, help="NASABN attention after the layer: search (softmax mix of dot and multihead, derived by argmax), a fixed type, or none [default: none; with --cell, the cell's].")
 @click.option("--attention-heads", type=T["attention_heads"], default=D.attention_heads, help="Heads of multi-head attention.")
+@click.option("--candidates", type=T["candidates"], default=None, help=f"random, enas: architectures scored at the end with the shared weights, the best kept: random draws them uniformly and scores each on the validation split, enas samples them from its controller and scores each on one validation batch [default: {D.candidates}].")
+@click.option("--controller-steps", type=T["controller_steps"], default=None, help=f"enas: REINFORCE updates of the controller after each epoch, one sampled cell and one validation batch each [default: {D.controller_steps}].")
+@click.option("--controller-lr", type=T["controller_lr"], default=None, help=f"enas: Adam learning rate of the controller [default: {D.controller_lr}].")
+@click.option("--entropy-weight", type=T["entropy_weight"], default=None, help=f"enas: weight of the controller's sample entropy added to the reward 80/ppl [default: {D.entropy_weight}].")
+@click.option("--baseline-decay", type=T["baseline_decay"], default=None, help=f"enas: decay of the reward's moving-average baseline [default: {D.baseline_decay}].")
 @click.option("--max-batches-per-epoch", type=T["max_batches_per_epoch"], default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
@@ -77,7 +82,7 @@ T = flag_types(SearchConfig.RANGES)
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
          workers, select_budget, select_args, threads, **options) -> None:
-    """Search a recurrent cell by differentiable architecture search and write its genotype.
+    """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
 
@@ -89,6 +94,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     \b
         bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
+    from common.files import read_json
     from common.runs import RunDir, default_run_dir
     from common.splits import find_splits
 
@@ -103,13 +109,14 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         config = SearchConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs, rounds=rounds)
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
-        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, **options})
+        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, "order": order,
+                                               **options})
         cell = load(cell_spec) if cell_spec else None
         if options["attention"] is None:
             options["attention"] = (cell.attention if cell is not None else None) or "none"
         resolved = {k: v for k, v in options.items() if v is not None}
         config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                              order=int(order), epochs=epochs if epochs is not None else D.epochs,
+                              order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                               rounds=rounds if rounds is not None else D.rounds,
                               cell=None if cell is None else cell.to_dict(), command=command_line("bin/search-lm"),
                               **resolved)
@@ -130,6 +137,12 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     target = Path(out) if out else searcher.run_dir.path / "genotype.json"
     if out:
         genotype.save(target)
+    metrics = read_json(searcher.run_dir.path / "metrics.json")
+    if "candidate_ppl" in metrics:  # a method that chose among candidates: how the chosen one ranks
+        ranks = metrics["candidate_ppl"]
+        click.echo(f"best of {len(metrics['candidates'])} candidates: valid ppl {ranks['best']:.1f} "
+                   f"(median {ranks['median']:.1f}, worst {ranks['worst']:.1f}; all in metrics.json); "
+                   f"on the validation split {genotype.provenance['search_valid_ppl']:.1f}", err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 
