@@ -30,7 +30,8 @@ D = TaggerConfig()
 @click.option("--train-scheme", type=click.Choice(["bioes", "iob2"]), default=D.train_scheme, help="Tags the CRF learns (evaluation is always on IOB2 spans).")
 @click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR.")
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
-@click.option("--hidden-size", type=int, default=D.hidden_size, help="Hidden units per direction.")
+@click.option("--hidden-size", type=int, default=D.hidden_size, help="Hidden units per direction (with --cell lstm --match-params CELL: CELL's).")
+@click.option("--match-params", help="Equal parameters: with --cell lstm, a cell (darts_v2, FILE) whose recurrent layer at --hidden-size the LSTM's matches; with a cell, lstm:H, the LSTM of hidden size H the cell's layer matches. The hidden size is chosen, the two counts printed and kept in metrics.json.")
 @click.option("--locked-dropout", type=float, default=D.locked_dropout, help="Locked (variational) dropout on the RNN input and output.")
 @click.option("--word-dropout", type=float, default=D.word_dropout)
 @click.option("--dropout-x", type=float, default=D.dropout_x, help="Variational dropout on x inside the cell.")
@@ -45,6 +46,7 @@ D = TaggerConfig()
 @click.option("--min-lr", type=float, default=D.min_lr, help="Stop when the lr falls below this.")
 @click.option("--clip", type=float, default=D.clip, help="Gradient norm clipping.")
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
+@click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
 @click.option("--seed", type=int, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
 @click.option("--runs", type=int, default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
@@ -71,12 +73,18 @@ def main(out, dry_run, **options) -> None:
     run_dir = Path(out) if out else default_run_dir("tagger")
     if not dry_run and (run_dir / "config.json").exists():
         raise InputError(f"{run_dir}: already holds a run; choose another --out")
+    if config.match_params and config.match_params.lower().startswith("lstm:") and \
+            click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE:
+        raise InputError(f"--hidden-size: not with --match-params {config.match_params} (the cell's hidden size "
+                         "is chosen to match the LSTM's parameters)")
     genotype = _genotype(config.cell)
+    reference = _genotype(config.match_reference()[0]) if config.match_params else None  # a bad cell fails now
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     embeddings = build_embeddings(config.embeddings, config.pooling)
+    click.echo(_size_layer(config, genotype, reference, embeddings.embedding_length), err=True)
     if dry_run:
         click.echo(json.dumps(corpus.counts()))
         return
@@ -88,6 +96,23 @@ def main(out, dry_run, **options) -> None:
     click.echo(f"run directory: {run_dir}", err=True)
     metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
+
+
+def _size_layer(config: TaggerConfig, genotype: dict | None, reference: dict | None, input_size: int) -> str:
+    """With --match-params (`reference`: the genotype of the layer matched, None for the LSTM), set
+    config.hidden_size to the matching size and config.matched_to; a line that says the recurrent
+    layer's size and parameter count (and the matched layer's)."""
+    from ..sizing import match_layer, rnn_parameters
+
+    name = "flair's LSTM" if genotype is None else config.cell
+    if not config.match_params:
+        count = rnn_parameters(genotype, input_size, config.hidden_size)
+        return f"recurrent layer: {name}, hidden {config.hidden_size}, {count:,} parameters (both directions)"
+    cell, hidden = config.match_reference()
+    match = match_layer(genotype, cell, reference, hidden, input_size)
+    config.hidden_size, config.matched_to = match.hidden_size, match.reference
+    return (f"recurrent layer: {name}, hidden {match.hidden_size}, {match.rnn_parameters:,} parameters (both "
+            f"directions, input {input_size}); matched to {cell} at hidden {hidden}: {match.reference['rnn_parameters']:,}")
 
 
 def _genotype(cell: str) -> dict | None:
