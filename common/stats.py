@@ -1,4 +1,4 @@
-"""The paired t-test that says whether one model beats another over seeds, without scipy.
+"""Spread over seeds, and the paired t-test that says whether one model beats another, without scipy.
 
 Runs of two models with the same seeds are pairs (same seed: same data order and dev split); the
 test asks whether the mean of the per-seed differences is zero. Its two-sided p-value is the
@@ -47,6 +47,12 @@ def t_two_sided_p(t: float, df: float) -> float:
     if math.isinf(t):
         return 0.0
     return regularized_incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def mean_std(values: list[float]) -> dict:
+    """{"mean", "std" (sample; 0 for one value), "runs" (the values)}."""
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "runs": list(values)}
 
 
 @dataclass(frozen=True)
