@@ -58,6 +58,7 @@ class LMConfig:
     eval_batches: int | None = None
     device: str = "cpu"
     precision: str = "fp32"
+    preset: str | None = None  # common.presets: the flags it set are recorded with the others
     command: str = ""
 
     @classmethod

@@ -44,6 +44,7 @@ class TaggerConfig:
     runs: int = 1
     device: str = "cpu"
     threads: int | None = None
+    preset: str | None = None  # common.presets: the flags it set are recorded with the others
     command: str = ""
 
     def check(self) -> None:

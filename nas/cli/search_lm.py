@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from common.errors import InputError, cli_errors
+from common.flag_defaults import defaults_option
+from common.presets import preset_values, presets_help
 
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
                       check_method_flags)
@@ -20,6 +22,7 @@ D = SearchConfig()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "search-lm"), help=presets_help("search-lm"))
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (the α step and model selection).")

@@ -10,6 +10,8 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
+from common.flag_defaults import defaults_option
+from common.presets import preset_values, presets_help
 
 from ..config import TaggerConfig
 from ..corpus_formats import FORMATS
@@ -21,6 +23,7 @@ D = TaggerConfig()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "train-tagger"), help=presets_help("train-tagger"))
 @click.option("--cell", default=D.cell, help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.")
 @click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format; column: any column file, see --columns.")
 @click.option("--data", type=click.Path(), required=True, help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).")
