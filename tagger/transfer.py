@@ -20,6 +20,7 @@ JSON, and a plot of dev F1 by epoch (mean over seeds).
 from __future__ import annotations
 
 import io
+import math
 import shutil
 import statistics
 from dataclasses import asdict, dataclass
@@ -224,19 +225,21 @@ def _run_figures(metrics: dict) -> dict:
 
 
 def _row(cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None) -> dict:
+    """The summary of one cell on one corpus; `lstm` (seed → test F1) pairs it with the LSTM's runs."""
     dev = [r["dev_f1"] for r in runs if r["dev_f1"] is not None]
+    speeds = [r["seconds_per_epoch"] for r in runs if r["seconds_per_epoch"] is not None]
     row = {"cell": cell, "corpus": corpus, "seeds": [r["seed"] for r in runs],
            "hidden_size": runs[0]["hidden_size"], "rnn_parameters": runs[0]["rnn_parameters"],
-           "epochs": [r["epochs"] for r in runs],
-           "seconds_per_epoch": statistics.fmean(r["seconds_per_epoch"] for r in runs if r["seconds_per_epoch"]) if
-           any(r["seconds_per_epoch"] for r in runs) else None,
+           "epochs": [r["epochs"] for r in runs], "seconds_per_epoch": statistics.fmean(speeds) if speeds else None,
            "dev_f1": mean_std(dev) if dev else None, "test_f1": mean_std([r["test_f1"] for r in runs]),
            "vs_lstm": None}
     if lstm is not None:
-        paired = [(r["test_f1"], lstm[r["seed"]]) for r in runs if r["seed"] in lstm]
-        test = paired_t_test([a for a, _ in paired], [b for _, b in paired])
-        row["vs_lstm"] = {"seeds": len(paired), **(asdict(test) if test else {"mean_difference": (
-            paired[0][0] - paired[0][1]) if paired else None, "t": None, "df": None, "p": None})}
+        pairs = [(r["test_f1"], lstm[r["seed"]]) for r in runs if r["seed"] in lstm]
+        test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
+        row["vs_lstm"] = {"seeds": len(pairs),
+                          "mean_difference": statistics.fmean(a - b for a, b in pairs) if pairs else None,
+                          "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
+                          "df": test.df if test else None, "p": test.p if test else None}
     return row
 
 

@@ -76,12 +76,13 @@ def main(out, dry_run, **options) -> None:
     run_dir = Path(out) if out else default_run_dir("tagger")
     if not dry_run and (run_dir / "config.json").exists():
         raise InputError(f"{run_dir}: already holds a run; choose another --out")
-    if config.match_params and config.match_params.lower().startswith("lstm:") and \
+    matched = config.match_reference()[0] if config.match_params else None
+    if matched == "lstm" and \
             click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE:
         raise InputError(f"--hidden-size: not with --match-params {config.match_params} (the cell's hidden size "
                          "is chosen to match the LSTM's parameters)")
     genotype = _genotype(config.cell)
-    reference = _genotype(config.match_reference()[0]) if config.match_params else None  # a bad cell fails now
+    reference = _genotype(matched) if matched else None  # a cell that does not load fails before the corpus loads
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
