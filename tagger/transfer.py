@@ -38,7 +38,7 @@ CORPUS_FORMATS = (*FORMATS, "column")
 LSTM = "lstm"
 # train-tagger flags the benchmark sets for each run itself
 OWN_FLAGS = ("--cell", "--corpus", "--data", "--seed", "--runs", "--out", "--run-dir", "--hidden-size",
-             "--match-params", "--time-budget", "--dry-run")
+             "--match-params", "--time-budget", "--threads", "--dry-run")
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ class Corpus:
 
 def parse_cells(text: str) -> list[Cell]:
     """`darts_v2,ess_ptb,FILE,lstm`: shipped names, genotype files (named by their stem) and lstm."""
-    cells = [Cell(Path(s).stem if s.lower().endswith(".json") else s.lower() if s.lower() == LSTM else s, s)
-             for s in (part.strip() for part in text.split(",")) if s]
+    specs = [part.strip() for part in text.split(",") if part.strip()]
+    cells = [Cell(LSTM if s.lower() == LSTM else Path(s).stem if s.lower().endswith(".json") else s, s) for s in specs]
     if not cells:
         raise InputError("--cells: no cell given")
     _unique("--cells", [c.name for c in cells])
@@ -94,7 +94,7 @@ def check_passed_args(args: list[str]) -> None:
         flag = arg.split("=", 1)[0]
         if flag in OWN_FLAGS:
             raise InputError(f"{flag}: bin/transfer sets it for each run; give bin/transfer's own flags "
-                             "(--cells, --corpora, --seeds, --hidden-size, --time-budget, --run-dir) instead")
+                             "(--cells, --corpora, --seeds, --hidden-size, --time-budget, --threads, --run-dir) instead")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class Benchmark:
 
     def __init__(self, run_dir: Path, cells: list[Cell], corpora: list[Corpus], seeds: int, hidden_size: int,
                  sizes: str = "params", time_budget: float | None = None, tagger_args: tuple[str, ...] = (),
-                 report: Callable[[str], None] = lambda line: None):
+                 threads: int | None = None, report: Callable[[str], None] = lambda line: None):
         if seeds < 1:
             raise InputError(f"--seeds: must be at least 1, got {seeds}")
         if hidden_size < 1:
@@ -127,7 +127,7 @@ class Benchmark:
         check_passed_args(list(tagger_args))
         self.run_dir, self.cells, self.corpora, self.seeds = Path(run_dir), cells, corpora, list(range(1, seeds + 1))
         self.hidden_size, self.sizes, self.time_budget, self.tagger_args = hidden_size, sizes, time_budget, tagger_args
-        self.report = report
+        self.threads, self.report = threads, report  # threads: of each run; a resume may change them
         self.runs = [Run(cell, corpus, seed, self.run_dir / corpus.name / cell.name / f"seed-{seed}")
                      for corpus in corpora for cell in cells for seed in self.seeds]
 
@@ -161,8 +161,9 @@ class Benchmark:
         else:
             size = ["--hidden-size", str(self.hidden_size)]
         budget = ["--time-budget", str(self.time_budget)] if self.time_budget is not None else []
-        return ["--cell", run.cell.spec, "--corpus", run.corpus.format, "--data", run.corpus.path,
-                "--seed", str(run.seed), "--runs", "1", *size, *budget, *self.tagger_args, "--out", str(run.path)]
+        threads = ["--threads", str(self.threads)] if self.threads is not None else []
+        return ["--cell", run.cell.spec, "--corpus", run.corpus.format, "--data", run.corpus.path, "--seed",
+                str(run.seed), "--runs", "1", *size, *budget, *threads, *self.tagger_args, "--out", str(run.path)]
 
     def _check_plan(self) -> None:
         """Write the settings, or check them against those of the runs already there."""

@@ -37,9 +37,8 @@ def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, thread
 
     from ..transfer import Benchmark, parse_cells, parse_corpora
 
-    passed = (*(["--threads", str(threads)] if threads is not None else []), *tagger_args)
     bench = Benchmark(Path(run_dir) if run_dir else default_run_dir("transfer"), parse_cells(cells),
-                      parse_corpora(corpora), seeds, hidden_size, sizes, time_budget, passed,
+                      parse_corpora(corpora), seeds, hidden_size, sizes, time_budget, tagger_args, threads,
                       report=lambda line: click.echo(line, err=True))
     bench.run()
     _, table = bench.write_report()
