@@ -14,6 +14,7 @@ With `--device cuda` and several GPUs, worker slot k runs on cuda:(k mod GPUs).
 """
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
