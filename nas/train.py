@@ -28,13 +28,14 @@ from typing import Iterator
 import torch
 
 from common.errors import InputError
+from common.parameters import count_parameters
 from common.runs import RunDir
 
 from .config import RetrainConfig
 from .corpus import Corpus, batchify
 from .genotype import load
 from .lm_eval import evaluate, ppl
-from .lm_file import LMSpec, build_lm, count_parameters, load_model_file, model_file, rnn_parameters
+from .lm_file import LMSpec, build_lm, load_model_file, model_file, rnn_parameters
 from .loop import NonFinite, TrainingLoop
 from .lstm import matching_nhid
 from .model import RNNModel

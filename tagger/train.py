@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from common.files import atomic_write_json
+from common.parameters import count_parameters
 
 from . import evaluation
 from .config import TaggerConfig
@@ -45,16 +46,24 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
         locked_dropout=config.locked_dropout)
 
 
-def _timer_plugin(notes: list[str]):
-    """A trainer plugin that times each epoch's training pass and logs the corpus notes to training.log."""
-    from flair.trainers.plugins.base import TrainerPlugin
+def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None):
+    """A trainer plugin that logs the corpus notes to training.log, times each epoch, keeps the dev F1
+    of each epoch, and stops before an epoch that would end past `time_budget` minutes.
 
-    class EpochTimer(TrainerPlugin):
+    The budget counts the wall-clock time since the first epoch started (training, dev evaluation,
+    saving the best model). An epoch starts only if the mean epoch so far still fits, so a run stops
+    before its budget rather than one epoch after; the first epoch always runs.
+    """
+    from flair.trainers.plugins.base import TrainerPlugin, TrainingInterrupt
+
+    class EpochPlugin(TrainerPlugin):
         def __init__(self):
             super().__init__()
             self.train_seconds: list[float] = []
             self.epoch_seconds: list[float] = []
-            self._start = 0.0
+            self.dev_f1: list[float] = []
+            self.stopped: str | None = None
+            self._start = self._first = 0.0
 
         @TrainerPlugin.hook
         def after_setup(self, **kw):
@@ -62,18 +71,27 @@ def _timer_plugin(notes: list[str]):
                 log.info(note)
 
         @TrainerPlugin.hook
-        def before_training_epoch(self, **kw):
-            self._start = time.perf_counter()
+        def before_training_epoch(self, epoch, **kw):
+            now = time.perf_counter()
+            done = len(self.epoch_seconds)
+            if not done:
+                self._first = now
+            elif time_budget is not None and (now - self._first) * (done + 1) / done > 60 * time_budget:
+                self.stopped = f"time budget of {time_budget:g} minutes: the next epoch would end past it"
+                raise TrainingInterrupt(f"stopping before epoch {epoch}: {self.stopped}")
+            self._start = now
 
         @TrainerPlugin.hook
         def after_training_epoch(self, **kw):
             self.train_seconds.append(time.perf_counter() - self._start)
 
         @TrainerPlugin.hook
-        def after_evaluation(self, **kw):
+        def after_evaluation(self, validation_scores, **kw):
             self.epoch_seconds.append(time.perf_counter() - self._start)
+            if records_dev:
+                self.dev_f1.append(float(validation_scores[0]))
 
-    return EpochTimer()
+    return EpochPlugin()
 
 
 class _OwnTestScoring(logging.Filter):
@@ -128,7 +146,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     model = build_model(config, corpus, embeddings, genotype)
     untrained = (evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
                  if scored_dev is not None else None)
-    timer = _timer_plugin(corpus.notes)
+    timer = _epoch_plugin(corpus.notes, scored_dev is not None, config.time_budget)
     splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
                     name=corpus.train.path.parent.name, sample_missing_splits=False)
     trainer = ModelTrainer(model, splits)
@@ -154,8 +172,14 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         "seconds_per_epoch": {"train": _mean(timer.train_seconds), "with_dev_evaluation": _mean(timer.epoch_seconds),
                               "each_train": timer.train_seconds},
         "dev_f1_untrained": untrained,
+        "dev_f1_by_epoch": timer.dev_f1,
+        "stopped": timer.stopped,
+        "rnn_parameters": count_parameters(model.rnn),
+        "hidden_size": config.hidden_size,
         "test": report,
     }
+    if config.matched_to:
+        metrics["matched_to"] = config.matched_to
     if scored_dev is not None:
         metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
     atomic_write_json(out / "metrics.json", metrics)
@@ -176,6 +200,7 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     runs = [train_run(config, corpus, embeddings, genotype, config.seed + k, out / f"seed-{config.seed + k}")
             for k in range(config.runs)]
     summary = {"runs": [{"seed": r["seed"], "test_f1": r["test"]["f1"], "epochs": r["epochs"]} for r in runs],
-               "test": evaluation.summarise([r["test"] for r in runs])}
+               "test": evaluation.summarise([r["test"] for r in runs]),
+               **{k: runs[0][k] for k in ("rnn_parameters", "hidden_size", "matched_to") if k in runs[0]}}
     atomic_write_json(out / "metrics.json", summary)
     return summary

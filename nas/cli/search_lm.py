@@ -10,6 +10,8 @@ import click
 from common.cli import COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, flag_types, use_threads
 from common.errors import InputError
 from common.ranges import MINUTES
+from common.flag_defaults import defaults_option
+from common.presets import preset_values, presets_help
 
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
                       check_method_flags)
@@ -23,6 +25,7 @@ T = flag_types(SearchConfig.RANGES)
 
 
 @command()
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "search-lm"), help=presets_help("search-lm"))
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (the α step and model selection).")

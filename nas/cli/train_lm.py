@@ -6,6 +6,8 @@ import json
 import click
 
 from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, flag_types, use_threads
+from common.flag_defaults import defaults_option
+from common.presets import preset_values, presets_help
 
 from ..config import PRECISIONS, RetrainConfig
 
@@ -14,6 +16,7 @@ T = flag_types(RetrainConfig.RANGES)
 
 
 @command()
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "train-lm"), help=presets_help("train-lm"))
 @click.option("--cell", default=D.cell, help="A shipped cell (darts_v2, enas, ...), a genotype JSON file from bin/search-lm, or lstm.")
 @click.option("--match-cell", default="darts_v2", help="--cell lstm without --nhid: choose nhid so the LSTM has as many parameters as this cell's layer.")
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")

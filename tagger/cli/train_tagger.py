@@ -11,6 +11,8 @@ import click
 
 from common.cli import DEVICE, OUTPUT_FOLDER, command, flag_types
 from common.errors import InputError
+from common.flag_defaults import defaults_option
+from common.presets import preset_values, presets_help
 
 from ..config import TaggerConfig
 from ..corpus_formats import FORMATS
@@ -23,6 +25,7 @@ T = flag_types(TaggerConfig.RANGES)
 
 
 @command()
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "train-tagger"), help=presets_help("train-tagger"))
 @click.option("--cell", default=D.cell, help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.")
 @click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format; column: any column file, see --columns.")
 @click.option("--data", type=click.Path(), required=True, help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).")
@@ -32,7 +35,8 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--train-scheme", type=click.Choice(["bioes", "iob2"]), default=D.train_scheme, help="Tags the CRF learns (evaluation is always on IOB2 spans).")
 @click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a character LM may be a shipped name (flair:wt2-forward:wt2-backward).")
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
-@click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction.")
+@click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction (with --cell lstm --match-params CELL: CELL's).")
+@click.option("--match-params", help="Equal parameters: with --cell lstm, a cell (darts_v2, FILE) whose recurrent layer at --hidden-size the LSTM's matches; with a cell, lstm:H, the LSTM of hidden size H the cell's layer matches. The hidden size is chosen, the two counts printed and kept in metrics.json.")
 @click.option("--locked-dropout", type=T["locked_dropout"], default=D.locked_dropout, help="Locked (variational) dropout on the RNN input and output.")
 @click.option("--word-dropout", type=T["word_dropout"], default=D.word_dropout)
 @click.option("--dropout-x", type=T["dropout_x"], default=D.dropout_x, help="Variational dropout on x inside the cell.")
@@ -47,6 +51,7 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--min-lr", type=T["min_lr"], default=D.min_lr, help="Stop when the lr falls below this.")
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
+@click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
 @click.option("--seed", type=int, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
 @click.option("--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
 @click.option("--device", type=DEVICE, default=D.device)
@@ -72,7 +77,13 @@ def main(run_dir, dry_run, **options) -> None:
     run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     if not dry_run and (run_dir / "config.json").exists():
         raise InputError(f"{run_dir}: already holds a run; choose another --run-dir")
+    matched = config.match_reference()[0] if config.match_params else None
+    if matched == "lstm" and \
+            click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE:
+        raise InputError(f"--hidden-size: not with --match-params {config.match_params} (the cell's hidden size "
+                         "is chosen to match the LSTM's parameters)")
     genotype = _genotype(config.cell)
+    reference = _genotype(matched) if matched else None  # a cell that does not load fails before the corpus loads
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
@@ -80,6 +91,7 @@ def main(run_dir, dry_run, **options) -> None:
     embeddings = build_embeddings(config.embeddings, config.pooling)
     for note in corpus.notes:
         click.echo(note, err=True)
+    click.echo(_size_layer(config, genotype, reference, embeddings.embedding_length), err=True)
     if dry_run:
         from ..train import build_model
 
@@ -95,6 +107,23 @@ def main(run_dir, dry_run, **options) -> None:
     config.data = str(Path(config.data).resolve())  # config.json is read back from anywhere (bin/evaluate)
     metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
+
+
+def _size_layer(config: TaggerConfig, genotype: dict | None, reference: dict | None, input_size: int) -> str:
+    """With --match-params (`reference`: the genotype of the layer matched, None for the LSTM), set
+    config.hidden_size to the matching size and config.matched_to; a line that says the recurrent
+    layer's size and parameter count (and the matched layer's)."""
+    from ..sizing import match_layer, rnn_parameters
+
+    name = "flair's LSTM" if genotype is None else config.cell
+    if not config.match_params:
+        count = rnn_parameters(genotype, input_size, config.hidden_size)
+        return f"recurrent layer: {name}, hidden {config.hidden_size}, {count:,} parameters (both directions)"
+    cell, hidden = config.match_reference()
+    match = match_layer(genotype, cell, reference, hidden, input_size)
+    config.hidden_size, config.matched_to = match.hidden_size, match.reference
+    return (f"recurrent layer: {name}, hidden {match.hidden_size}, {match.rnn_parameters:,} parameters (both "
+            f"directions, input {input_size}); matched to {cell} at hidden {hidden}: {match.reference['rnn_parameters']:,}")
 
 
 def _genotype(cell: str) -> dict | None:
