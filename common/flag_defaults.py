@@ -13,21 +13,16 @@ from typing import Any, Callable
 
 import click
 
-from .errors import InputError
 
 
 def defaults_option(*param_decls: str, lookup: Callable[[str], dict[str, Any]], **attrs: Any) -> Callable:
     """A click option whose value `v` sets the defaults `lookup(v)` ({parameter name: value}) of the
-    command's other flags. An InputError from `lookup` is the usual `error: ...` line and exit 2."""
+    command's other flags."""
 
     def fill(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
         if value is None:
             return None
-        try:
-            values = lookup(value)
-        except InputError as err:  # during parsing, before cli_errors runs: the same one line, exit 2
-            click.echo(f"error: {err}", err=True)
-            ctx.exit(2)
+        values = lookup(value)  # an InputError becomes the usual one line (common.cli.Command)
         unknown = sorted(set(values) - {p.name for p in ctx.command.params})
         if unknown:
             raise ValueError(f"{param.opts[0]} {value}: {ctx.info_name} has no option {', '.join(unknown)}")

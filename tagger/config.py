@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from common.devices import device_problem
 from common.errors import InputError
-from common.ranges import AT_LEAST_1, FACTOR, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
+from common.ranges import AT_LEAST_1, FACTOR, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
 
 
 @dataclass

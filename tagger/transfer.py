@@ -30,7 +30,7 @@ from typing import Callable
 from common.errors import InputError
 from common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from common.stats import mean_std, paired_t_test
-from common.subprocesses import last_error, run_bin
+from common.subprocesses import last_error, run_module
 
 from .corpus_formats import FORMATS
 
@@ -146,7 +146,7 @@ class Benchmark:
             run.path.mkdir(parents=True)
             self.report(f"[{k}/{len(todo)}] {run.label()}: training")
             log = run.path / "train-tagger.log"
-            code = run_bin("train-tagger", self.tagger_argv(run), log)
+            code = run_module("tagger.cli.train_tagger", self.tagger_argv(run), log)
             if code != 0 or not run.finished:
                 raise InputError(f"{run.label()}: bin/train-tagger failed (exit {code}): {last_error(log)} "
                                  f"(log: {log}); run the same command again to go on from here")

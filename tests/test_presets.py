@@ -62,7 +62,7 @@ def test_train_tagger_preset_records_resolved_values_and_a_given_flag_wins(tmp_p
     td.write_conll03(tmp_path / "data", sizes=(12, 6, 6))
     out = tmp_path / "run"
     args = ["--preset", "flair-ner", "--batch-size", "6", "--runs", "1", "--hidden-size", "4", "--max-epochs", "1",
-            "--corpus", "conll03", "--data", str(tmp_path / "data"), "--out", str(out),
+            "--corpus", "conll03", "--data", str(tmp_path / "data"), "--run-dir", str(out),
             "--embeddings", f"glove:{td.write_vectors(tmp_path / 'vectors.txt')}"]
     result = CliRunner().invoke(train_tagger, args)
     assert result.exit_code == 0, result.stderr
@@ -94,7 +94,7 @@ def test_the_ess_wt103_preset_makes_the_cell_train_tagger_asks_for(tmp_path, lm_
 def test_train_lm_preset_records_resolved_values(tmp_path, lm_corpus):
     out = tmp_path / "run"
     result = CliRunner().invoke(train_lm, ["--preset", "darts-retrain-wt2", "--cell", "darts_v2", "--data",
-                                           str(lm_corpus), "--out", str(out), "--emsize", "8", "--batch-size", "8",
+                                           str(lm_corpus), "--run-dir", str(out), "--emsize", "8", "--batch-size", "8",
                                            "--bptt", "6", "--epochs", "1", "--max-batches-per-epoch", "2",
                                            "--eval-batches", "1"])
     assert result.exit_code == 0, result.stderr

@@ -83,7 +83,7 @@ def test_an_lstm_matched_to_a_cell_prints_and_keeps_both_counts(data, restore_fl
     root, common = data
     out = root / "lstm-matched"
     torch.set_num_threads(1)
-    result = invoke(["--cell", "lstm", "--match-params", "darts_v2", "--hidden-size", "8", *common, "--out", str(out)])
+    result = invoke(["--cell", "lstm", "--match-params", "darts_v2", "--hidden-size", "8", *common, "--run-dir", str(out)])
     assert result.exit_code == 0, result.stderr
     hidden = match_layer(None, "darts_v2", load("darts_v2").to_dict(), 8, 16).hidden_size
     assert hidden == 12  # 2·(4h·16 + 4h² + 8h) = 2,880 at 12 against the cell's 2·(2·8·24 + 16·64) = 2,816
@@ -104,7 +104,7 @@ def test_an_lstm_matched_to_a_cell_prints_and_keeps_both_counts(data, restore_fl
 ])
 def test_match_params_errors_name_the_problem(data, args, says):
     root, common = data
-    result = invoke([*args, *common, "--out", str(root / "never")])
+    result = invoke([*args, *common, "--run-dir", str(root / "never")])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
     assert not (root / "never").exists()
 

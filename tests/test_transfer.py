@@ -70,21 +70,21 @@ def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench
     (unfinished / "stale.txt").write_text("left by the interrupted run")
     calls = []
 
-    def fake_run_bin(name, argv, log):  # stands in for the one train-tagger run still to do
+    def fake_run_module(name, argv, log):  # stands in for the one train-tagger run still to do
         calls.append((name, argv, sorted(p.name for p in unfinished.iterdir())))
         (unfinished / "metrics.json").write_bytes(kept)
         return 0
 
-    monkeypatch.setattr(transfer, "run_bin", fake_run_bin)
+    monkeypatch.setattr(transfer, "run_module", fake_run_module)
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.stderr
-    assert len(calls) == 1 and calls[0][0] == "train-tagger" and calls[0][2] == []  # started in an empty directory
+    assert len(calls) == 1 and calls[0][0] == "tagger.cli.train_tagger" and calls[0][2] == []  # started in an empty directory
     argv = calls[0][1]
     assert argv[argv.index("--cell") + 1] == "lstm" and argv[argv.index("--seed") + 1] == "2"
-    assert argv[argv.index("--out") + 1] == str(unfinished) and argv[argv.index("--hidden-size") + 1] == "8"
+    assert argv[argv.index("--run-dir") + 1] == str(unfinished) and argv[argv.index("--hidden-size") + 1] == "8"
     assert "3 finished before, 1 to train" in result.stderr
 
-    monkeypatch.setattr(transfer, "run_bin", lambda *a: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(transfer, "run_module", lambda *a: pytest.fail("a finished run was trained again"))
     assert CliRunner().invoke(main, args).exit_code == 0
 
 
