@@ -105,14 +105,13 @@ class Searcher(TrainingLoop):
         self.steps_done += 1
 
     def giving_up(self, problem: str) -> str:
-        return f"{problem}; the last good checkpoint in {self.run_dir.path} is kept (try a lower --lr)"
+        return f"{problem}; {self.kept_note()} (try a lower --lr)"
 
     # -- epochs ------------------------------------------------------------------------------
 
     def validate(self) -> float:
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; "
-                             f"the last good checkpoint in {self.run_dir.path} is kept")
+            raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; {self.kept_note()}")
         return evaluate(self.model, self.valid_data, self.config.bptt, self.config.eval_batches)
 
     def epoch_record(self, valid_nll: float, seconds: float) -> dict:
