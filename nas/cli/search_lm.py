@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from common.config_file import config_option, loaded_config, not_from_config
 from common.errors import InputError, cli_errors
 
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from common.runs import RunDir
 
 D = SearchConfig()
+# config.json keys that fill another flag, or none (the fixed cell is stored as a genotype, see main)
+CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file", "cell": None}
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -71,6 +74,7 @@ D = SearchConfig()
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
 @click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
+@config_option(CONFIG_KEYS)
 @cli_errors
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
          workers, select_budget, select_args, **options) -> None:
@@ -87,7 +91,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from common.runs import RunDir, check_device, default_run_dir
     from common.splits import find_splits
 
-    from ..genotype import load
+    from ..genotype import load, validate
     from ..search import Searcher
     from .terminal import Terminal, command_line, run_loop
 
@@ -99,8 +103,10 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     else:
         check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
-        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, **options})
-        cell = load(cell_spec) if cell_spec else None
+        check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,
+                                                               **options}))
+        stored_cell = loaded_config().get("cell")
+        cell = load(cell_spec) if cell_spec else validate(stored_cell, "--config cell") if stored_cell else None
         if options["attention"] is None:
             options["attention"] = (cell.attention if cell is not None else None) or "none"
         resolved = {k: v for k, v in options.items() if v is not None}

@@ -5,6 +5,7 @@ import json
 
 import click
 
+from common.config_file import config_option
 from common.errors import cli_errors
 
 from ..config import PRECISIONS, RetrainConfig
@@ -48,6 +49,7 @@ D = RetrainConfig()
 @click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end (the test is always complete).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
+@config_option({"train": "train_file", "valid": "valid_file", "test": "test_file"})
 @cli_errors
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
          **options) -> None:
@@ -59,6 +61,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     \b
         bin/train-lm --cell darts_v2 --data ../shared/data/ptb --out runs/dartsv2 --emsize 200 --time-budget 10
     """
+    from common.paths import absolute_if_exists
     from common.runs import RunDir, check_device, default_run_dir
     from common.splits import find_splits
 
@@ -73,10 +76,10 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
         config = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                               cell=cell, epochs=epochs if epochs is not None else D.epochs, time_budget=time_budget,
-                               command=command_line("bin/train-lm"), **options)
+                               cell=absolute_if_exists(cell), epochs=epochs if epochs is not None else D.epochs,
+                               time_budget=time_budget, command=command_line("bin/train-lm"), **options)
         config.validate()
-        resolve_cell(config, nhid, match_cell)
+        resolve_cell(config, nhid, absolute_if_exists(match_cell))
         run = RunDir(run_dir or default_run_dir("train"))
     trainer = Trainer.open(config, run, bool(resume))
     name = (config.genotype or {}).get("name") or config.cell
