@@ -20,6 +20,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -149,12 +150,13 @@ def check_device(device: str) -> None:
         raise InputError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
 
 
-def rng_state(py_rng: random.Random) -> dict:
+def rng_state(py_rng: random.Random | ModuleType) -> dict:
+    """torch's generator and a Python one (a `random.Random`, or the module `random` for its global generator)."""
     version, internal, gauss = py_rng.getstate()
     return {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
 
 
-def set_rng_state(state: dict, py_rng: random.Random) -> None:
+def set_rng_state(state: dict, py_rng: random.Random | ModuleType) -> None:
     torch.set_rng_state(state["torch"])
     version, internal, gauss = state["python"]
     py_rng.setstate((version, tuple(internal), gauss))

@@ -4,11 +4,12 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import click
 
+from common.config_file import config_option
 from common.errors import InputError, cli_errors
 
 from ..config import TaggerConfig
@@ -22,8 +23,8 @@ D = TaggerConfig()
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--cell", default=D.cell, help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.")
-@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format; column: any column file, see --columns.")
-@click.option("--data", type=click.Path(), required=True, help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).")
+@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), help="Corpus format; column: any column file, see --columns.  [required]")
+@click.option("--data", type=click.Path(), help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).  [required]")
 @click.option("--columns", help="column corpus: INDEX:NAME items, e.g. 0:text,3:ner [default: 0:text,1:ner].")
 @click.option("--tag-column", help="Which named column holds the tags to learn [default: ner; chunk for conll2000; the only tag column for column].")
 @click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: iob1 for conll03, else iob2].")
@@ -51,27 +52,39 @@ D = TaggerConfig()
 @click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
 @click.option("--out", type=click.Path(file_okay=False), help="Run directory [default: runs/tagger-<time>].")
 @click.option("--dry-run", is_flag=True, help="Load and check everything, print sentence/token/entity counts as JSON, and exit.")
+@click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")
+@config_option()
 @cli_errors
-def main(out, dry_run, **options) -> None:
+def main(out, dry_run, resume, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
 
     Example, DARTS_V2 on CoNLL-2000 chunking with the packaged GloVe vectors (a short run):
 
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --out runs/chunk-darts
     """
-    from common.runs import check_device, default_run_dir
+    from common.paths import absolute, absolute_if_exists
+    from common.runs import Interrupted, RunDir, check_device, default_run_dir
 
     from ..corpora import load_corpus, parse_columns
+    from ..embeddings import absolute_spec
 
     offline()
-    config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
-                          command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
+    if resume:
+        config, genotype = _resumed(RunDir(resume))
+        run_dir = Path(resume)
+    else:
+        _require("corpus", "data")
+        config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
+                              command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
+        run_dir = Path(out) if out else default_run_dir("tagger")
     check_device(config.device)
     config.check()
-    run_dir = Path(out) if out else default_run_dir("tagger")
-    if not dry_run and (run_dir / "config.json").exists():
-        raise InputError(f"{run_dir}: already holds a run; choose another --out")
-    genotype = _genotype(config.cell)
+    if not resume and not dry_run and RunDir(run_dir).holds_run():
+        if (run_dir / "metrics.json").exists():
+            raise InputError(f"{run_dir}: already holds a run; choose another --out")
+        raise InputError(f"{run_dir}: already holds a run; continue it with --resume {run_dir} or choose another --out")
+    if not resume:
+        genotype = _genotype(config.cell)
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
@@ -86,8 +99,37 @@ def main(out, dry_run, **options) -> None:
     for note in corpus.notes:
         click.echo(note, err=True)
     click.echo(f"run directory: {run_dir}", err=True)
-    metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
+    if not resume:  # config.json names files from the root, so a resume or a rerun works from any folder
+        config = replace(config, data=str(absolute(config.data)), cell=absolute_if_exists(config.cell),
+                         embeddings=absolute_spec(config.embeddings))
+    try:
+        metrics = train_runs(config, corpus, embeddings, genotype, run_dir, resume=bool(resume))
+    except Interrupted as stop:
+        click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
+        sys.exit(130)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
+
+
+def _require(*names: str) -> None:
+    """Options needed unless --resume (or --config) gives them: click's own error when missing."""
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        if param.name in names and ctx.params[param.name] is None:
+            raise click.MissingParameter(ctx=ctx, param=param)
+
+
+def _resumed(run) -> tuple[TaggerConfig, dict | None]:
+    """The settings and genotype of the interrupted run in `run`."""
+    stored = run.config()
+    if "embeddings" not in stored:
+        raise InputError(f"{run.path / 'config.json'}: not a run of bin/train-tagger")
+    if (run.path / "metrics.json").exists():
+        raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
+    try:
+        config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
+    except TypeError as err:
+        raise InputError(f"{run.path / 'config.json'}: {err}") from None
+    return config, stored.get("genotype")
 
 
 def _genotype(cell: str) -> dict | None:
