@@ -207,7 +207,7 @@ class TrainingLoop:
         """What a failure leaves on disk, for its error line."""
         if self.kept:
             return f"the last good checkpoint in {self.run_dir.path} is kept"
-        return f"nothing was kept (no epoch had finished; {self.run_dir.path} is removed)"
+        return f"nothing was kept: no epoch had finished, and {self.run_dir.path} is removed"
 
     # -- loop --------------------------------------------------------------------------------
 
