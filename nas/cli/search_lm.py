@@ -136,12 +136,15 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
 
 # Flags of the multi-seed run itself, not passed on to each seed's bin/search-lm.
-SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume")
+SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume",
+             "data", "train_file", "valid_file", "test_file")  # the splits go on as absolute --train/--valid/--test
 
 
 def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float, select_args: str,
                   out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
+    from common.paths import absolute_if_exists
+
     from ..seeds import SeedRuns, parse_seeds, seed_search_args
 
     ctx = click.get_current_context()
@@ -150,6 +153,9 @@ def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, s
     given = {param.opts[0]: ctx.params[param.name] for param in ctx.command.params
              if param.name not in SEEDS_OWN and ctx.get_parameter_source(param.name) != click.core.ParameterSource.DEFAULT}
     splits = {"train": config.train, "valid": config.valid, "test": config.test}
+    if "--cell" in given:
+        given["--cell"] = absolute_if_exists(given["--cell"])
+    given = {**{f"--{k}": v for k, v in splits.items()}, **given}
     board = SeedRuns(run.path, parse_seeds(seeds), workers, seed_search_args(given), splits, config.device,
                      select_budget, shlex.split(select_args), config.command,
                      report=lambda line: click.echo(line, err=True)).run(Path(out) if out else None)
