@@ -66,13 +66,18 @@ class RunDir:
             if self.holds_run():
                 raise InputError(f"{self.path}: already holds a run; continue it with --resume {self.path} "
                                  "or choose another --run-dir")
-            self._made = next((p for p in reversed([self.path, *self.path.parents]) if not p.exists()), None)
-            self._before = None if self._made is not None else {p.name for p in self.path.iterdir()}
+            self.claim()
         self.path.mkdir(parents=True, exist_ok=True)
         self.clean_temp_files()
         if afresh:
             (self.path / "log.jsonl").unlink(missing_ok=True)
         atomic_write_json(self.path / "config.json", config)
+
+    def claim(self) -> None:
+        """Make the folder, noting what was there before, so that `discard` removes only what came after."""
+        self._made = next((p for p in reversed([self.path, *self.path.parents]) if not p.exists()), None)
+        self._before = None if self._made is not None else {p.name for p in self.path.iterdir()}
+        self.path.mkdir(parents=True, exist_ok=True)
 
     def discard(self) -> None:
         """Remove what `start` made, after a failure before the run's first checkpoint: the folder

@@ -261,3 +261,34 @@ def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory
         {k: v for k, v in json.loads((root / "straight" / "config.json").read_text()).items()
          if k not in ("command", "max_epochs")}
     assert Path(stored["data"]).is_absolute() and Path(stored["embeddings"].split(":")[1]).is_absolute()
+
+
+# -- the character LM ---------------------------------------------------------------------------
+
+
+def test_train_charlm_failing_before_its_first_model_leaves_nothing_and_reruns_from_its_config(
+        tmp_path, monkeypatch, restore_flair_logging):
+    import tagger.charlm
+    from tagger.cli.train_charlm import main as train_charlm
+    from tagger.synthetic import generate
+
+    text = generate(tmp_path / "syn", seed=3, train=5, dev=5, test=5, lm_lines=300, raw_paragraphs=1) / "lm" / "train.txt"
+    small = ["--corpus", str(text), "--direction", "forward", "--hidden", "8", "--embedding", "4", "--batch-size", "8",
+             "--seq-len", "30"]
+
+    def crash(self, base_path, **kwargs):
+        (Path(base_path) / "training.log").write_text("started")
+        raise RuntimeError("the machine went away")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(tagger.charlm.LanguageModelTrainer, "train", crash)
+        failed = CliRunner().invoke(train_charlm, [*small, "--epochs", "1", "--out", str(tmp_path / "cut")])
+    assert isinstance(failed.exception, RuntimeError) and not (tmp_path / "cut").exists()
+
+    ok = CliRunner().invoke(train_charlm, [*small, "--epochs", "1", "--out", str(tmp_path / "a")])
+    assert ok.exit_code == 0, ok.output
+    again = CliRunner().invoke(train_charlm, ["--config", str(tmp_path / "a" / "config.json"), "--out",
+                                              str(tmp_path / "b"), "--direction", "backward"])
+    assert again.exit_code == 0, again.output
+    a, b = (json.loads((tmp_path / d / "config.json").read_text()) for d in ("a", "b"))
+    assert {k for k in a if a[k] != b[k]} - {"command"} == {"direction"} and a["corpus"] == str(text)

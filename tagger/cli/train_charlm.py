@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from common.config_file import config_option
 from common.errors import InputError, cli_errors
 
 
@@ -25,6 +26,7 @@ from common.errors import InputError, cli_errors
 @click.option("--split-chars", type=int, default=2_000_000, help="Characters per train split; flair validates and keeps the best model after each.")
 @click.option("--seed", type=int, default=1)
 @click.option("--device", default="cpu")
+@config_option()
 @cli_errors
 def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
          device) -> None:
@@ -35,6 +37,8 @@ def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len
         bin/train-charlm --corpus ../shared/data/wikitext-2 --direction forward --out charlm-fwd --time-budget 20
     """
     from common.files import atomic_write_json
+    from common.paths import absolute
+    from common.runs import RunDir
 
     from ..charlm import train_charlm
 
@@ -42,11 +46,22 @@ def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len
         raise InputError("give --epochs N or --time-budget MIN")
     if hidden < 1 or (epochs is not None and epochs < 1) or (time_budget is not None and time_budget <= 0):
         raise InputError("--hidden and --epochs must be at least 1, --time-budget above 0")
-    result = train_charlm(corpus, out, direction, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr,
-                          seed, device, split_chars)
-    provenance = {"command": " ".join(shlex.quote(a) for a in ["bin/train-charlm", *sys.argv[1:]]),
-                  "corpus": str(Path(corpus)), "direction": direction, "hidden": hidden, "epochs": epochs,
-                  "time_budget_min": time_budget, **result,
+    command = " ".join(shlex.quote(a) for a in ["bin/train-charlm", *sys.argv[1:]])
+    settings = {"corpus": str(absolute(corpus)), "direction": direction, "hidden": hidden, "embedding": embedding,
+                "epochs": epochs, "time_budget": time_budget, "seq_len": seq_len, "batch_size": batch_size, "lr": lr,
+                "split_chars": split_chars, "seed": seed, "device": device, "command": command}
+    run = RunDir(out)
+    run.claim()
+    try:
+        atomic_write_json(run.path / "config.json", settings)
+        result = train_charlm(corpus, out, direction, hidden, embedding, epochs, time_budget, seq_len, batch_size,
+                              lr, seed, device, split_chars)
+    except BaseException:
+        if not (run.path / "best-lm.pt").is_file():  # failed before its first model: leave nothing half-made
+            run.discard()
+        raise
+    provenance = {"command": command, "corpus": settings["corpus"], "direction": direction, "hidden": hidden,
+                  "epochs": epochs, "time_budget_min": time_budget, **result,
                   "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     atomic_write_json(Path(out) / "provenance.json", provenance)
     click.echo(f"{Path(out) / 'best-lm.pt'}: validation {result['valid_bpc']:.3f} bits per character, "
