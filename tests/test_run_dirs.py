@@ -189,6 +189,7 @@ def _weights(path: Path) -> dict:
 
 def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_unfinished_meanwhile(
         tagging, restore_flair_logging):
+    from tagger.cli.evaluate import main as evaluate
     from tagger.cli.tag import main as tag
     from tagger.train import train_runs
 
@@ -209,6 +210,9 @@ def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_u
     tagged = CliRunner().invoke(tag, ["--model", str(cut), str(text)])
     assert tagged.exit_code == 0, tagged.output
     assert f"warning: {cut}: saved after epoch 2 by a training that has not finished" in tagged.stderr
+    scored = CliRunner().invoke(evaluate, ["--model", str(cut), "--corpus", "conll03", "--data", config.data,
+                                           "--out", str(root / "eval")])
+    assert scored.exit_code == 0 and "by a training that has not finished" in scored.stderr
 
     train_runs(config, corpus, embeddings, genotype, cut, resume=True)
     assert _loss_rows(cut) == _loss_rows(straight)
