@@ -8,8 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from tagger.cli.tag import main as tag_main
-from tagger.formats import PALETTE, Colours, Writer
-from tagger.tagging import Entity
+from tagger.output_formats import PALETTE, Colours, Writer
+from tagger.prediction import Entity
 from tagger.text_input import TextSentence
 
 

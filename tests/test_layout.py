@@ -106,8 +106,6 @@ def test_nas_never_imports_tagger():
     assert not bad, bad
 
 
-@pytest.mark.xfail(strict=False, reason="issue 14: nas.search, nas.seeds and nas.train still print through click; "
-                                        "moving that into the commands is another part of the issue")
 def test_library_modules_never_import_click():
     bad = []
     for package in PACKAGES:

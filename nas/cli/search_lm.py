@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.config_file import config_option, loaded_config, not_from_config
+from common.cli import config_option, loaded_config, not_from_config
 from common.errors import InputError, cli_errors
 
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,

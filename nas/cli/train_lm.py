@@ -5,7 +5,7 @@ import json
 
 import click
 
-from common.config_file import config_option
+from common.cli import config_option
 from common.errors import cli_errors
 
 from ..config import PRECISIONS, RetrainConfig

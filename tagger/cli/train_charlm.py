@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from common.config_file import config_option
+from common.cli import config_option
 from common.errors import InputError, cli_errors
 
 

@@ -1,4 +1,5 @@
-"""`--config RUN_DIR/config.json`: rerun a run from its saved settings, as `spacy train config.cfg` does.
+"""What the commands share on the command line (click only): `--config RUN_DIR/config.json`, which
+reruns a run from its saved settings, as `spacy train config.cfg` does.
 
 The settings in the file become the defaults of the command's flags (click's `default_map`), so a
 flag given on the command line wins over the file. A key is a flag's parameter name (the
