@@ -10,7 +10,8 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
   loaded with weights_only (`common.runs`);
 - `best-model.pt`, by flair's own rule (dev micro F1 strictly above the best so far, from 0; the
   train loss when there is no dev split): flair is told to keep none (`use_final_model_for_eval`),
-  since after a resume it would compare against 0 again;
+  since after a resume it would compare against 0 again (its log line naming the model the
+  final evaluation uses is put right);
 - the mark of an unfinished training: every model file written while training carries
   `"training_complete": false` in its model card, and the run flips it once training ends
   (`final-model.pt` is written complete; `best-model.pt` is written again); `bin/tag` and
@@ -120,6 +121,7 @@ class TrainingState(TrainerPlugin):
 
     @TrainerPlugin.hook
     def after_setup(self, **kw) -> None:
+        log.addFilter(self._final_model_line)
         self.model.model_card[COMPLETE] = False
         if self.state is None:
             return
@@ -155,6 +157,7 @@ class TrainingState(TrainerPlugin):
     def _training_finally(self, **kw) -> None:
         """Training ended: write final-model.pt (the model now holds the last epoch's weights), complete.
         flair ends on its own KeyboardInterrupt too, which here is a second Ctrl-C: stop there instead."""
+        log.removeFilter(self._final_model_line)
         if self.failed:
             return
         if self.stop.requested:
@@ -166,6 +169,13 @@ class TrainingState(TrainerPlugin):
         """Write best-model.pt again, marked complete (after flair loaded its weights into the model)."""
         if self.model.model_card.get(COMPLETE) and (self.run.path / "best-model.pt").is_file():
             self._save_model(self.run.path / "best-model.pt")
+
+    def _final_model_line(self, record: logging.LogRecord) -> bool:
+        """flair names the final model from `use_final_model_for_eval`, which says nothing here: name the model tested."""
+        if record.getMessage().startswith("Final evaluation on model"):
+            record.msg, record.args = "Final evaluation on " + (
+                "model from best epoch (best-model.pt)" if self.keep_best else "model after last epoch (final-model.pt)"), ()
+        return True
 
     def checkpoint(self) -> dict:
         return {"format": FORMAT, "epoch": self.epoch, "model": self.model.state_dict(),
