@@ -200,6 +200,8 @@ class Trainer(TrainingLoop):
                 "rollbacks": self.rollbacks}
 
     def giving_up(self, problem: str) -> str:
+        if not self.kept:
+            return f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.kept_note()} (lower --lr or --clip)"
         return (f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.run_dir.checkpoint} holds the "
                 f"last good state (lower --lr or --clip, then --resume)")
 
