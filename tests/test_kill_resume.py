@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 from conftest import write_lm_corpus
 from killing import run, run_killed
+from tagger import model_file
 
 TINY_SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
                "--eval-batch-size", "2", "--max-batches-per-epoch", "5", "--lr", "2", "--epochs", "3"]
@@ -132,8 +133,8 @@ def test_train_tagger_killed_between_a_loss_row_and_a_checkpoint(tmp_path, resto
     assert [r[2:] for r in rows] == [r[2:] for r in expected]  # all but the time of day
     assert float(rows[4][2]) == 0.25  # the annealed lr survived the kill
     for name in ("best-model.pt", "final-model.pt"):
-        a, b = (torch.load(d / name, weights_only=True) for d in (cut, straight))
-        assert same_tensors(a["state"]["state_dict"], b["state"]["state_dict"]), name
-        assert json.loads(a["model_card"])["training_complete"] is True
+        a, b = (model_file.load(d / name) for d in (cut, straight))
+        assert same_tensors(a["state_dict"], b["state_dict"]), name
+        assert a["model_card"]["training_complete"] is True
     full, again = (json.loads((d / "metrics.json").read_text()) for d in (straight, cut))
     assert again["test"] == full["test"] and again["dev"] == full["dev"] and again["epochs"] == 4

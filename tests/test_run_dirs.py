@@ -184,7 +184,9 @@ def _loss_rows(folder: Path) -> list[list[str]]:
 
 
 def _weights(path: Path) -> dict:
-    return torch.load(path, weights_only=True)["state"]["state_dict"]
+    from tagger import model_file
+
+    return model_file.load(path)["state_dict"]
 
 
 def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_unfinished_meanwhile(
