@@ -34,7 +34,8 @@ Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
 
 
-def language_model_loss(model: nn.Module, params: dict[str, torch.Tensor], batch: Batch, hidden) -> tuple[torch.Tensor, Any]:
+def language_model_loss(model: nn.Module, params: dict[str, torch.Tensor], batch: Batch,
+                        hidden) -> tuple[torch.Tensor, Any]:
     """The LM's NLL on (words, targets), carrying the hidden state on."""
     logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
     return lm_loss(logits, batch[1]), hidden
