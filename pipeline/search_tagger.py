@@ -6,7 +6,9 @@ from pathlib import Path
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command
+from common.errors import InputError
+from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
 from tagger.cli import train_tagger
 
@@ -35,32 +37,33 @@ def tagger_flags(command: click.Command) -> click.Command:
 
 
 @tagger_flags
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.option("--method", type=click.Choice(METHOD_CHOICES), default=D.method,
               help="; ".join(f"{name}: {METHODS[name].summary}" for name in METHOD_CHOICES) + ".")
 @click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
-@click.option("--arch-split", type=float, default=D.arch_split, help="Fraction of the training sentences held apart for the α step (the weights train on the rest; dev is only scored, test never used).")
-@click.option("--epochs", type=int, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
-@click.option("--nodes", type=int, default=D.nodes, help="Intermediate nodes of the cell.")
-@click.option("--top-n", type=int, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
-@click.option("--arch-lr", type=float, default=D.arch_lr, help="Adam learning rate of α.")
-@click.option("--arch-wdecay", type=float, default=D.arch_wdecay, help="Adam weight decay of α.")
-@click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
+@click.option("--arch-split", type=bounded(FACTOR), default=D.arch_split, help="Fraction of the training sentences held apart for the α step (the weights train on the rest; dev is only scored, test never used).")
+@click.option("--epochs", type=COUNT, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
+@click.option("--nodes", type=COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
+@click.option("--top-n", type=COUNT, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
+@click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")
+@click.option("--arch-wdecay", type=bounded(NON_NEGATIVE), default=D.arch_wdecay, help="Adam weight decay of α.")
+@click.option("--max-batches-per-epoch", type=COUNT, default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the held-apart sentences, the batch order (and of a sampled dev split).")
-@click.option("--out", type=click.Path(dir_okay=False), help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
-@click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-tagger-<time>].")
+@click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
+@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-tagger-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the search in this run directory (its config is reused).")
-@cli_errors
 def main(out, run_dir, resume, epochs, order, **options) -> None:
     """Search a recurrent cell as the BiRNN layer of the CRF tagger, on the tagging corpus itself.
 
     Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
 
+    \b
         bin/search-tagger --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --method idarts --hidden-size 32 --nodes 4 --epochs 2 --max-batches-per-epoch 40 --out chunk-cell.json
 
         bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data ../shared/data/conll2000
     """
-    from common.runs import RunDir, check_device, default_run_dir
+    from common.devices import device_problem
+    from common.runs import RunDir, default_run_dir
     from nas.cli.terminal import Terminal, command_line, run_loop
     from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
 
@@ -78,7 +81,9 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
                                      command=command_line("bin/search-tagger"), **options)
         run = RunDir(run_dir or default_run_dir("search-tagger"))
     config.check()
-    check_device(config.device)
+    problem = device_problem(config.device)
+    if problem:
+        raise InputError(f"--device: {problem}")
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     search = TaggingSearch.open(config, run, bool(resume))

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ("train-tagger", "tag", "evaluate", "train-charlm", "train-wordvec", "demo", "search-tagger")
+COMMANDS = ("train-tagger", "tag", "evaluate", "export", "train-charlm", "train-wordvec", "demo", "transfer",
+            "search-tagger")
 HEAVY = {"flair", "torch", "gensim", "seqeval", "transformers", "numpy"}
 
 

@@ -28,13 +28,24 @@ def flair_logs_to_stderr(level: int = logging.INFO) -> None:
 
 
 def use_device(device: str, threads: int | None = None) -> None:
-    """flair's device and torch's CPU threads (None: torch's choice)."""
+    """flair's device (checked when the flag was parsed) and torch's CPU threads (None: torch's choice)."""
     import flair
     import torch
 
-    from common.runs import check_device
+    from common.cli import use_threads
 
-    check_device(device)
     flair.device = torch.device(device)
-    if threads:
-        torch.set_num_threads(threads)
+    use_threads(threads)
+
+
+def warn_if_unfinished(tagger, model: str) -> None:
+    """One line on stderr when the model was saved by a training that has not finished (killed, or still running)."""
+    import click
+
+    from ..resume import is_complete
+
+    if not is_complete(tagger):
+        epoch = ((tagger.model_card or {}).get("training_parameters") or {}).get("epoch")
+        after = f" after epoch {epoch}" if epoch else ""
+        click.echo(f"warning: {model}: saved{after} by a training that has not finished (continue it with "
+                   "bin/train-tagger --resume RUN_DIR)", err=True)
