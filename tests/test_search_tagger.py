@@ -57,7 +57,7 @@ def test_found_cell_trains_with_train_tagger(setup, tmp_path, restore_flair_logg
     from tagger.cli.train_tagger import main as train_tagger
 
     result = CliRunner().invoke(train_tagger, ["--cell", str(tmp_path / "cell.json"), *flags, "--hidden-size", "4",
-                                               "--max-epochs", "1", "--out", str(tmp_path / "tagger")])
+                                               "--max-epochs", "1", "--run-dir", str(tmp_path / "tagger")])
     assert result.exit_code == 0, result.output
     trained = json.loads((tmp_path / "tagger" / "config.json").read_text())["genotype"]
     assert trained["name"] == "darts_tagger_search_seed1" and trained["nodes"] == log[-1]["genotype"]
@@ -142,7 +142,7 @@ def test_bidirectional_layer_reads_each_sentence_alone():
 
 
 @pytest.mark.parametrize("flags, says", [
-    (["--arch-split", "1.5"], "--arch-split: must be a fraction of the training split in (0, 1), got 1.5"),
+    (["--arch-split", "1.5"], "--arch-split: must be in (0, 1), got 1.5"),
     (["--arch-split", "0.01"], "--arch-split 0.01: leaves 0 of 40 training sentences for α and 40 for the weights"),
     (["--corpus", None], "--corpus: required (unless --resume)"),
     (["--batch-size", "1"], "--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, got 1"),
