@@ -14,8 +14,13 @@ the α step leaves the BatchNorm statistics alone. Only the gradients each formu
 computed: the first-order step asks autograd for ∇α alone, so no weight gradient (the decoder's
 10k×emsize included) is ever formed. The second-order step allocates w' once and w ± R·v in one
 buffer, shifted in place between the two sides.
+
+The loss is the language model's by default; a caller on another task (the tagger search,
+`pipeline.tagging_search`) gives its own `loss_fn`, which runs the model on the parameters it is handed.
 """
 from __future__ import annotations
+
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -25,6 +30,15 @@ from .distributed import current
 from .model import lm_loss
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
+# loss_fn(model, parameters and buffers by name, batch, carried hidden state) -> (loss, hidden state to carry on)
+LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
+
+
+def language_model_loss(model: nn.Module, params: dict[str, torch.Tensor], batch: Batch,
+                        hidden) -> tuple[torch.Tensor, Any]:
+    """The LM's NLL on (words, targets), carrying the hidden state on."""
+    logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
+    return lm_loss(logits, batch[1]), hidden
 
 
 def is_arch(name: str) -> bool:
@@ -33,16 +47,20 @@ def is_arch(name: str) -> bool:
 
 
 def split_parameters(model: nn.Module) -> tuple[dict[str, nn.Parameter], dict[str, nn.Parameter]]:
+    """(weights, α) by name; parameters that do not require grad (frozen embeddings) are neither."""
     weights, arch = {}, {}
     for name, p in model.named_parameters():
-        (arch if is_arch(name) else weights)[name] = p
+        if p.requires_grad:
+            (arch if is_arch(name) else weights)[name] = p
     return weights, arch
 
 
 class Architect:
     def __init__(self, model: nn.Module, lr: float = 3e-3, weight_decay: float = 1e-3, order: int = 1,
-                 weight_wd: float = 5e-7, arch_names: list[str] | None = None, weight_clip: float | None = None):
+                 weight_wd: float = 5e-7, arch_names: list[str] | None = None, weight_clip: float | None = None,
+                 loss_fn: LossFn = language_model_loss):
         self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
+        self.loss_fn = loss_fn
         self.weights, arch = split_parameters(model)
         self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
@@ -55,9 +73,7 @@ class Architect:
                 self._buffers[name].copy_(b)
             else:
                 self._buffers[name] = b.clone()
-        params = {**weights, **self.arch}
-        logits, hidden, _, _ = functional_call(self.model, {**params, **self._buffers}, (batch[0], hidden))
-        return lm_loss(logits, batch[1]), hidden
+        return self.loss_fn(self.model, {**weights, **self.arch, **self._buffers}, batch, hidden)
 
     def step(self, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
         """One α update; returns the validation hidden state to carry to the next batch."""

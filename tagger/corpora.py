@@ -43,6 +43,12 @@ class Split:
         return Split(name, self.path, [self.tokens[i] for i in indices], [self.tags[i] for i in indices],
                      [self.doc_starts[i] for i in indices])
 
+    def sample_out(self, count: int, seed: int, name: str) -> tuple["Split", "Split"]:
+        """(a seeded sample of `count` sentences, named `name`; the other sentences), both in file order."""
+        picked = set(random.Random(seed).sample(range(len(self.tokens)), count))
+        return (self.subset(sorted(picked), name),
+                self.subset([i for i in range(len(self.tokens)) if i not in picked], self.name))
+
     def counts(self) -> dict:
         """Sentences, tokens and entities per type, as `--dry-run` prints them."""
         entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tag_schemes.spans(sent))
@@ -111,9 +117,7 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
             raise InputError(f"{train.path}: {len(train.tokens)} sentence in the train split, but {kind} has no dev "
                              f"split and one is sampled from train ({DEV_FRACTION:.0%}), so train needs at least 2")
         n_dev = max(1, round(DEV_FRACTION * len(train.tokens)))
-        picked = set(random.Random(seed).sample(range(len(train.tokens)), n_dev))
-        splits["dev"] = train.subset(sorted(picked), "dev")
-        splits["train"] = train.subset([i for i in range(len(train.tokens)) if i not in picked], "train")
+        splits["dev"], splits["train"] = train.sample_out(n_dev, seed, "dev")
         notes.append(f"{kind}: no dev split in {root}; took {n_dev} of {len(train.tokens)} train sentences "
                      f"({DEV_FRACTION:.0%}, seed {seed}) as dev")
     return TaggingCorpus(splits["train"], splits["dev"], splits["test"], tag_column, notes)

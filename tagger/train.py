@@ -40,11 +40,13 @@ def tag_dictionary(corpus: TaggingCorpus):
     return dictionary
 
 
-def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None):
+def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, rnn=None):
+    """The tagger of `config`; `rnn`, a module behind flair's `nn.LSTM` interface, replaces the
+    genotype's layer (the tagger search passes its search layer; such a model trains but does not reload)."""
     from .model import CellTagger
 
     return CellTagger(
-        embeddings, tag_dictionary(corpus), corpus.tag_type, genotype=genotype,
+        embeddings, tag_dictionary(corpus), corpus.tag_type, genotype=genotype, rnn=rnn,
         cell_dropout_x=config.dropout_x, cell_dropout_h=config.dropout_h, hidden_size=config.hidden_size,
         tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
         reproject_embeddings=config.reproject, dropout=0.0, word_dropout=config.word_dropout,

@@ -1,4 +1,4 @@
-"""`--help` and flag errors of the tagger commands and the demo answer without loading flair or torch.
+"""`--help` and flag errors of the tagger commands, the demo and search-tagger answer without loading flair or torch.
 
 Loading flair takes seconds (about 14 s on a busy machine), so each command imports it only when
 its work starts. Checked by the modules Python reports importing (`-X importtime`), not by a clock.
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ("train-tagger", "tag", "evaluate", "export", "train-charlm", "train-wordvec", "demo", "transfer")
+COMMANDS = ("train-tagger", "tag", "evaluate", "export", "train-charlm", "train-wordvec", "demo", "transfer",
+            "search-tagger")
 HEAVY = {"flair", "torch", "gensim", "seqeval", "transformers", "numpy"}
 
 

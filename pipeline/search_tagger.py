@@ -1,0 +1,103 @@
+"""`bin/search-tagger`: search a recurrent cell on a tagging corpus (I-DARTS's NER search) and write its genotype."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import click
+
+from common.cli import COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command
+from common.errors import InputError
+from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
+from nas.methods import METHODS
+from tagger.cli import train_tagger
+
+from .tagging_search_config import TaggingSearchConfig
+
+D = TaggingSearchConfig()
+# bin/train-tagger's flags that the search takes with the same meaning (its defaults are D's)
+TAGGER_FLAGS = ("corpus", "data", "columns", "tag_column", "tag_scheme", "train_scheme", "embeddings", "pooling",
+                "hidden_size", "locked_dropout", "word_dropout", "dropout_x", "dropout_h", "reproject", "lr",
+                "batch_size", "eval_batch_size", "clip", "device", "threads")
+METHOD_CHOICES = ("darts", "idarts")
+REQUIRED = ("corpus", "data")  # required unless --resume
+
+
+def tagger_flags(command: click.Command) -> click.Command:
+    """Give `command` train-tagger's own TAGGER_FLAGS, first, with the search's defaults; none is
+    required, since `--resume` reads them from the run directory."""
+    given = {param.name: param for param in train_tagger.main.params}
+    shared = []
+    for name in TAGGER_FLAGS:
+        flag = copy.copy(given[name])
+        flag.required, flag.default = False, None if name in REQUIRED else getattr(D, name)
+        shared.append(flag)
+    command.params[:0] = shared
+    return command
+
+
+@tagger_flags
+@command()
+@click.option("--method", type=click.Choice(METHOD_CHOICES), default=D.method,
+              help="; ".join(f"{name}: {METHODS[name].summary}" for name in METHOD_CHOICES) + ".")
+@click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
+@click.option("--arch-split", type=bounded(FACTOR), default=D.arch_split, help="Fraction of the training sentences held apart for the α step (the weights train on the rest; dev is only scored, test never used).")
+@click.option("--epochs", type=COUNT, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
+@click.option("--nodes", type=COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
+@click.option("--top-n", type=COUNT, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
+@click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")
+@click.option("--arch-wdecay", type=bounded(NON_NEGATIVE), default=D.arch_wdecay, help="Adam weight decay of α.")
+@click.option("--max-batches-per-epoch", type=COUNT, default=None, help="Cap the batches of an epoch (quick runs).")
+@click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the held-apart sentences, the batch order (and of a sampled dev split).")
+@click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
+@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-tagger-<time>].")
+@click.option("--resume", type=click.Path(file_okay=False), help="Continue the search in this run directory (its config is reused).")
+def main(out, run_dir, resume, epochs, order, **options) -> None:
+    """Search a recurrent cell as the BiRNN layer of the CRF tagger, on the tagging corpus itself.
+
+    Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
+
+    \b
+        bin/search-tagger --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --method idarts --hidden-size 32 --nodes 4 --epochs 2 --max-batches-per-epoch 40 --out chunk-cell.json
+
+        bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data ../shared/data/conll2000
+    """
+    from common.devices import device_problem
+    from common.runs import RunDir, default_run_dir
+    from nas.cli.terminal import Terminal, command_line, run_loop
+    from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
+
+    from .tagging_search import TaggingSearch
+
+    offline()
+    if resume:
+        run = RunDir(resume)
+        config = TaggingSearchConfig.from_dict(run.config(), epochs=epochs)
+    else:
+        for name in REQUIRED:
+            if options[name] is None:
+                raise InputError(f"--{name}: required (unless --resume)")
+        config = TaggingSearchConfig(order=int(order), epochs=epochs if epochs is not None else D.epochs,
+                                     command=command_line("bin/search-tagger"), **options)
+        run = RunDir(run_dir or default_run_dir("search-tagger"))
+    config.check()
+    problem = device_problem(config.device)
+    if problem:
+        raise InputError(f"--device: {problem}")
+    flair_logs_to_stderr()
+    use_device(config.device, config.threads)
+    search = TaggingSearch.open(config, run, bool(resume))
+    click.echo(f"run directory: {run.path}", err=True)
+    genotype = run_loop(search, Terminal(
+        lambda s: f"search epoch {s.epoch + 1}/{config.epochs}",
+        lambda s, r: f"epoch {r['epoch']}: train loss {r['train_loss']:.3f}  dev F1 {100 * r['dev_f1']:.2f}  "
+                     f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
+    target = Path(out) if out else run.path / "genotype.json"
+    if out:
+        genotype.save(target)
+    click.echo(f"genotype written to {target}", err=True)
+    click.echo(repr(genotype.to_dict()["nodes"]))
+
+
+if __name__ == "__main__":
+    main()

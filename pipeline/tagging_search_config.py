@@ -1,0 +1,75 @@
+"""The settings of a cell search on the tagging task (`bin/search-tagger`) and their checks.
+
+Light on purpose (no torch, no flair), so `--help` and a bad flag answer at once. The tagger's
+settings keep `bin/train-tagger`'s names and defaults, except the hidden size: I-DARTS searched
+its NER cell at 256 (paper 001 §3.1). The search settings are DARTS's (NOTES §3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from common.errors import InputError
+from tagger.config import TaggerConfig
+
+T = TaggerConfig  # train-tagger's defaults
+
+
+@dataclass
+class TaggingSearchConfig:
+    # the tagger, as bin/train-tagger takes it
+    corpus: str = ""
+    data: str = ""
+    columns: str | None = None
+    tag_column: str | None = None
+    tag_scheme: str | None = None
+    train_scheme: str = T.train_scheme
+    embeddings: str = T.embeddings
+    pooling: str = T.pooling
+    hidden_size: int = 256
+    locked_dropout: float = T.locked_dropout
+    word_dropout: float = T.word_dropout
+    dropout_x: float = T.dropout_x
+    dropout_h: float = T.dropout_h
+    reproject: bool = T.reproject
+    lr: float = T.lr
+    batch_size: int = T.batch_size
+    eval_batch_size: int = T.eval_batch_size
+    clip: float = T.clip
+    # the search
+    method: str = "darts"
+    order: int = 1
+    nodes: int = 8
+    top_n: int = 1
+    arch_lr: float = 3e-3
+    arch_wdecay: float = 1e-3
+    arch_split: float = 0.5
+    epochs: int = 40
+    max_batches_per_epoch: int | None = None
+    seed: int = 1
+    device: str = T.device
+    threads: int | None = None
+    command: str = ""
+
+    @classmethod
+    def from_dict(cls, stored: dict, **limits: Any) -> "TaggingSearchConfig":
+        """A run directory's config.json, with the limits given on the command line (not None) in place."""
+        config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
+        return replace(config, **{k: v for k, v in limits.items() if v is not None})
+
+    def tagger(self) -> TaggerConfig:
+        """The tagger settings as `tagger.train.build_model` reads them."""
+        return TaggerConfig(**{f.name: getattr(self, f.name) for f in fields(TaggerConfig) if hasattr(self, f.name)})
+
+    def check(self) -> None:
+        """The first setting out of range, as an InputError naming its flag."""
+        self.tagger().check()
+        for name in ("nodes", "top_n", "epochs", "max_batches_per_epoch"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
+        if self.batch_size < 2:
+            raise InputError(f"--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, "
+                             f"got {self.batch_size}")
+        if not 0 < self.arch_split < 1:
+            raise InputError(f"--arch-split: must be a fraction of the training split in (0, 1), got {self.arch_split}")

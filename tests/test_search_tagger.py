@@ -1,0 +1,157 @@
+"""The search on the tagging task: it writes a genotype train-tagger trains, α moves on held-apart
+training sentences only, a resumed search equals an uninterrupted one, second order runs."""
+import json
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import tagger_data as td
+from common.runs import Interrupted, RunDir
+from nas.genotype import load
+from pipeline import tagging_search
+from pipeline.search_tagger import main
+from pipeline.tagging_search import BiSearchRNN, TaggingSearch
+from pipeline.tagging_search_config import TaggingSearchConfig
+from tagger.corpora import load_corpus
+from tagger.embeddings import build_embeddings
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search-tagger")
+    td.write_conll03(root / "data")
+    vectors = td.write_vectors(root / "vectors.txt")
+    config = TaggingSearchConfig(corpus="conll03", data=str(root / "data"), embeddings=f"glove:{vectors}",
+                                 hidden_size=8, nodes=3, batch_size=8, epochs=2, seed=4)
+    return root, config, load_corpus("conll03", root / "data"), build_embeddings(config.embeddings)
+
+
+def search(setup, path, **changes) -> TaggingSearch:
+    _, config, corpus, embeddings = setup
+    return TaggingSearch(replace(config, **changes), RunDir(path), corpus, embeddings)
+
+
+def test_found_cell_trains_with_train_tagger(setup, tmp_path, restore_flair_logging):
+    root, config, _, _ = setup
+    flags = ["--corpus", "conll03", "--data", config.data, "--embeddings", config.embeddings]
+    result = CliRunner().invoke(main, [*flags, "--hidden-size", "8", "--nodes", "3", "--batch-size", "8",
+                                       "--epochs", "2", "--run-dir", str(tmp_path / "run"), "--out",
+                                       str(tmp_path / "cell.json")])
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "run"
+    assert {p.name for p in run.iterdir()} == {"config.json", "log.jsonl", "metrics.json", "checkpoint.pt",
+                                               "genotype.json"}
+    log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2] and all(0 <= r["dev_f1"] <= 1 for r in log)
+    cell = load(tmp_path / "cell.json")
+    assert cell == load(run / "genotype.json") and cell.steps == 3
+    assert [[list(edge) for edge in node] for node in cell.nodes] == log[-1]["genotype"]
+    assert cell.provenance["task"] == "tagging" and cell.provenance["arch_split"] == 0.5
+    assert json.loads((run / "metrics.json").read_text())["search_dev_f1"] == log[-1]["dev_f1"]
+
+    from tagger.cli.train_tagger import main as train_tagger
+
+    result = CliRunner().invoke(train_tagger, ["--cell", str(tmp_path / "cell.json"), *flags, "--hidden-size", "4",
+                                               "--max-epochs", "1", "--run-dir", str(tmp_path / "tagger")])
+    assert result.exit_code == 0, result.output
+    trained = json.loads((tmp_path / "tagger" / "config.json").read_text())["genotype"]
+    assert trained["name"] == "darts_tagger_search_seed1" and trained["nodes"] == log[-1]["genotype"]
+
+
+def test_alpha_moves_and_steps_on_held_apart_training_sentences_only(setup, tmp_path, monkeypatch):
+    _, _, corpus, _ = setup
+    converted = []
+    to_sentences = tagging_search.to_sentences
+    monkeypatch.setattr(tagging_search, "to_sentences", lambda split, kind: converted.append(split.name) or
+                        to_sentences(split, kind))
+    s = search(setup, tmp_path)
+    assert "test" not in converted
+    held, weights = {id(x) for x in s.alpha_sentences}, {id(x) for x in s.train_sentences}
+    words = Counter(" ".join(t.text for t in x) for x in [*s.alpha_sentences, *s.train_sentences])
+    assert words == Counter(" ".join(t) for t in corpus.train.tokens)  # a partition of the training split
+    assert len(held) == round(0.5 * len(corpus.train.tokens))
+    seen = {"alpha": set(), "weights": set()}
+    step = s.architect.step
+
+    def spy(train, train_hidden, valid, valid_hidden, eta):
+        seen["weights"].update(map(id, train))
+        seen["alpha"].update(map(id, valid))
+        return step(train, train_hidden, valid, valid_hidden, eta)
+
+    s.architect.step = spy
+    before = s.layer.cell.alpha.detach().clone()
+    s.start()
+    s.run()
+    assert seen["alpha"] == held and seen["weights"] == weights
+    assert (s.layer.cell.alpha - before).abs().max() > s.config.arch_lr  # more than one Adam step's worth
+    assert s.layer.directions[1].alpha is s.layer.cell.alpha  # both directions mix with the one α
+
+
+def test_resumed_search_equals_uninterrupted(setup, tmp_path):
+    whole = search(setup, tmp_path / "whole")
+    whole.start()
+    expected = whole.run()
+
+    def stop_in_second_epoch(s):
+        if s.epoch == 1 and s.batch == 1:
+            s.stop.request()
+
+    cut = search(setup, tmp_path / "cut")
+    cut.start()
+    with pytest.raises(Interrupted, match="stopped in epoch 2 after batch 1"):
+        cut.run(on_batch=stop_in_second_epoch)
+    resumed = search(setup, tmp_path / "cut")
+    resumed.resume()
+    assert resumed.run() == expected
+    for name, value in whole.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[name]), name
+    logs = [RunDir(tmp_path / d).read_log() for d in ("whole", "cut")]
+    for a, b in zip(*logs):
+        assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
+               {k: v for k, v in b.items() if k not in ("seconds", "tokens_per_s")}
+    assert len(logs[1]) == 2
+
+
+def test_second_order_steps_alpha_otherwise(setup, tmp_path):
+    alphas = {}
+    for order in (1, 2):
+        s = search(setup, tmp_path / str(order), order=order, method="idarts", epochs=1, max_batches_per_epoch=2)
+        s.start()
+        s.run()
+        alphas[order] = s.layer.cell.alpha.detach()
+    assert torch.isfinite(alphas[2]).all() and not torch.allclose(alphas[1], alphas[2])
+
+
+def test_bidirectional_layer_reads_each_sentence_alone():
+    torch.manual_seed(0)
+    layer = BiSearchRNN(5, 6, nodes=3, method="darts").eval()
+    lengths = torch.tensor([4, 2, 3])
+    x = torch.randn(3, 4, 5)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, _ = torch.nn.utils.rnn.pad_packed_sequence(layer(packed)[0], batch_first=True)
+    for i, n in enumerate(lengths.tolist()):
+        sentence = x[i, :n].unsqueeze(1)
+        forward, _ = layer.directions[0](sentence)
+        backward, _ = layer.directions[1](sentence.flip(0))
+        torch.testing.assert_close(out[i, :n], torch.cat([forward, backward.flip(0)], -1)[:, 0])
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--arch-split", "1.5"], "--arch-split: must be in (0, 1), got 1.5"),
+    (["--arch-split", "0.01"], "--arch-split 0.01: leaves 0 of 40 training sentences for α and 40 for the weights"),
+    (["--corpus", None], "--corpus: required (unless --resume)"),
+    (["--batch-size", "1"], "--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, got 1"),
+])
+def test_bad_settings_are_one_line_errors(setup, tmp_path, flags, says, restore_flair_logging):
+    _, config, _, _ = setup
+    args = {"--corpus": "conll03", "--data": config.data, "--embeddings": config.embeddings,
+            "--run-dir": str(tmp_path / "run")}
+    args.update(dict(zip(flags[::2], flags[1::2])))
+    result = CliRunner().invoke(main, [a for k, v in args.items() if v is not None for a in (k, v)])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists()
