@@ -16,6 +16,7 @@ from common.ranges import MINUTES
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
                       check_method_flags)
 from ..methods import METHODS
+from .lm_flags import weight_step_options
 
 if TYPE_CHECKING:
     from common.runs import RunDir
@@ -49,13 +50,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
 @click.option("--bptt", type=T["bptt"], default=D.bptt)
 @click.option("--lr", type=T["lr"], default=D.lr, help="SGD learning rate of the weights.")
-@click.option("--wdecay", type=T["wdecay"], default=D.wdecay)
-@click.option("--clip", type=T["clip"], default=D.clip)
-@click.option("--dropout", type=T["dropout"], default=D.dropout, help="Locked dropout on the layer output.")
-@click.option("--dropout-h", "dropouth", type=T["dropouth"], default=D.dropouth, help="Variational dropout on h inside the cell.")
-@click.option("--dropout-x", "dropoutx", type=T["dropoutx"], default=D.dropoutx, help="Variational dropout on x inside the cell.")
-@click.option("--dropout-i", "dropouti", type=T["dropouti"], default=D.dropouti, help="Locked dropout on the embeddings.")
-@click.option("--dropout-e", "dropoute", type=T["dropoute"], default=D.dropoute, help="Embedding-row dropout.")
+@weight_step_options(D, T)
 @click.option("--tar", type=T["tar"], default=D.tar, help="Temporal activation regularisation β.")
 @click.option("--arch-lr", type=T["arch_lr"], default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=T["arch_wdecay"], default=D.arch_wdecay)

@@ -9,6 +9,7 @@ from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, config_option, def
 from common.presets import preset_values, presets_help
 
 from ..config import PRECISIONS, RetrainConfig
+from .lm_flags import weight_step_options
 
 D = RetrainConfig()
 T = flag_types(RetrainConfig.RANGES)
@@ -36,13 +37,7 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--seq-len-std", type=T["seq_len_std"], default=D.seq_len_std)
 @click.option("--max-seq-len-delta", type=T["max_seq_len_delta"], default=D.max_seq_len_delta, help="Sequence lengths are at most bptt + this.")
 @click.option("--lr", type=T["lr"], default=D.lr, help="SGD/ASGD learning rate (scaled by seq_len/bptt per batch).")
-@click.option("--wdecay", type=T["wdecay"], default=D.wdecay)
-@click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
-@click.option("--dropout", type=T["dropout"], default=D.dropout, help="Locked dropout on the layer output.")
-@click.option("--dropout-h", "dropouth", type=T["dropouth"], default=D.dropouth, help="Variational dropout on h inside the cell (lstm: DropConnect on the hidden weights).")
-@click.option("--dropout-x", "dropoutx", type=T["dropoutx"], default=D.dropoutx, help="Variational dropout on x inside the cell (lstm: on the layer input).")
-@click.option("--dropout-i", "dropouti", type=T["dropouti"], default=D.dropouti, help="Locked dropout on the embeddings.")
-@click.option("--dropout-e", "dropoute", type=T["dropoute"], default=D.dropoute, help="Embedding-row dropout.")
+@weight_step_options(D, T)
 @click.option("--ar", type=T["ar"], default=D.ar, help="Activation regularisation α (DARTS retrains without it).")
 @click.option("--tar", type=T["tar"], default=D.tar, help="Temporal activation regularisation β.")
 @click.option("--nonmono", type=T["nonmono"], default=D.nonmono, help="Switch SGD to ASGD when validation is worse than the best from before the last N epochs.")
