@@ -8,22 +8,40 @@ line of the log that says what went wrong.
 from __future__ import annotations
 
 import os
+import re
 import site
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 IMPORT_ROOT = Path(__file__).resolve().parent.parent  # the folder this toolkit's packages are imported from
 
 
-def run_module(module: str, args: list[str], log: Path) -> int:
+def run_module(module: str, args: list[str], log: Path, on_line: Callable[[str], None] | None = None) -> int:
     """`python -m MODULE ARGS` under this interpreter, with this toolkit importable in the child;
-    stdout and stderr to `log`; the exit code."""
+    stdout and stderr to `log`; the exit code. With `on_line`, the child writes unbuffered and each
+    line it prints (a progress bar's `\\r` ends a line too) is also passed to `on_line` as it comes,
+    so a caller can show progress while the log keeps the full output."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*_toolkit_path(), env.get("PYTHONPATH")]))
-    with open(log, "w", encoding="utf-8") as handle:
-        return subprocess.run([sys.executable, "-m", module, *args], stdout=handle, stderr=subprocess.STDOUT,
-                              env=env).returncode
+    command = [sys.executable, "-m", module, *args]
+    with open(log, "wb") as handle:
+        if on_line is None:
+            return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env).returncode
+        env["PYTHONUNBUFFERED"] = "1"
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env) as child:
+            pending = b""
+            while chunk := child.stdout.read1(65536):
+                handle.write(chunk)
+                handle.flush()
+                *lines, pending = re.split(rb"[\r\n]", pending + chunk)
+                for line in lines:
+                    if line.strip():
+                        on_line(line.decode("utf-8", errors="replace").rstrip())
+            if pending.strip():
+                on_line(pending.decode("utf-8", errors="replace").rstrip())
+            return child.wait()
 
 
 def _toolkit_path() -> list[str]:

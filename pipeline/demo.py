@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -20,8 +22,10 @@ from common.subprocesses import IMPORT_ROOT, last_error, run_module
 
 FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
         "tagger_hidden": "64", "tagger_epochs": "4"}
-QUICK = {"data": {"train": 150, "dev": 40, "test": 40, "lm_lines": 400, "raw_paragraphs": 3}, "wordvec_epochs": "2",
-         "emsize": "16", "search_batches": "3", "lm_batches": "4", "tagger_hidden": "16", "tagger_epochs": "1"}
+# --quick: the tagger needs word vectors from the full LM text and ten short epochs to tag anything
+# (fewer, or vectors from fewer lines, leave it tagging everything O); the rest is as small as runs.
+QUICK = {"data": {"train": 300, "dev": 40, "test": 40, "raw_paragraphs": 3}, "wordvec_epochs": "10",
+         "emsize": "16", "search_batches": "3", "lm_batches": "4", "tagger_hidden": "16", "tagger_epochs": "10"}
 
 
 STEPS = {"train-wordvec": "tagger.cli.train_wordvec", "search-lm": "nas.cli.search_lm", "train-lm": "nas.cli.train_lm",
@@ -31,14 +35,43 @@ STEPS = {"train-wordvec": "tagger.cli.train_wordvec", "search-lm": "nas.cli.sear
 def _run(name: str, args: list[str], log: Path) -> None:
     """Run the command NAME (its module, so an installed toolkit runs too), echoing it as a user would
     type it: `bin/NAME` in a checkout, the console script `nas-NAME` once installed. Its stdout and
-    stderr go to LOG."""
+    stderr go to LOG, and its latest line is shown while it runs."""
     command = f"bin/{name}" if (IMPORT_ROOT / "bin" / name).is_file() else f"nas-{name}"
     click.echo(f"$ {' '.join(shlex.quote(a) for a in [command, *args])}", err=True)
+    click.echo(f"  (output in {log})", err=True)
     started = time.time()
-    code = run_module(STEPS[name], args, log)
+    progress = _Progress(sys.stderr.isatty())
+    code = run_module(STEPS[name], args, log, on_line=progress.show)
+    progress.clear()
     if code != 0:
         raise InputError(f"step {name} failed (exit {code}): {last_error(log)} — full log in {log}")
     click.echo(f"  done in {time.time() - started:.0f} s", err=True)
+
+
+class _Progress:
+    """A step's latest output line on stderr: on a terminal one line rewritten in place; otherwise (CI,
+    a captured run) a new line at most every EVERY seconds, so that such output stays short."""
+
+    EVERY = 10.0
+
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.shown, self.last = tty, False, time.time()
+
+    def show(self, line: str) -> None:
+        if self.tty:
+            width = shutil.get_terminal_size().columns - 3
+            sys.stderr.write(f"\r\033[K  {line[:width]}")
+            sys.stderr.flush()
+            self.shown = True
+        elif time.time() - self.last >= self.EVERY:
+            click.echo(f"  {line[:200]}", err=True)
+            self.last = time.time()
+
+    def clear(self) -> None:
+        """Erase the rewritten line before the next message."""
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
 
 
 @command()
@@ -52,9 +85,9 @@ def _run(name: str, args: list[str], log: Path) -> None:
               "on the LM text for the default data; glove:glove-6b-50d with --data].")
 @click.option("--seed", type=int, default=1)
 @click.option("--threads", type=COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
-@click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step): checks the chain, learns little.")
+@click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.")
 def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
-    """Search a cell, retrain it, train a tagger with it, and tag raw text, in about 5 minutes on 2 CPU cores.
+    """Search a cell, retrain it, train a tagger with it, and tag raw text (44 s on 2 shared CPU cores, 2026-11-23).
 
     \b
         bin/demo                       # the embedded default data (generated from --seed)

@@ -1,4 +1,5 @@
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,10 @@ def test_demo_runs_every_step_end_to_end_at_the_smallest_size(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary["genotype"]) == 4 and summary["retrain_valid_ppl"] > 1
     assert 0 <= summary["tagger_test_f1"] <= 1
+    assert summary["tagger_test_f1"] > 0  # --quick still learns to tag: not the all-O tagger's 0
+    assert re.search(r"^  .*\[(PER|LOC|ORG|MISC) ", proc.stdout, re.M), proc.stdout  # a tagged entity shown
+    assert f"(output in {out / 'train-tagger.log'})" in proc.stderr
+    assert "epoch 1" in (out / "train-tagger.log").read_text()  # the log keeps the full output
     raw = (out / "data" / "raw.txt").read_text().split()
     tagged = (out / "tagged.txt").read_text()
     assert raw[0] in tagged and "tagger test F1" in proc.stdout

@@ -19,3 +19,14 @@ def test_a_child_module_runs_with_its_output_in_the_log_and_its_error_line_found
     assert last_error(tmp_path / "raises.log") == "ValueError: boom"
     (tmp_path / "empty.log").write_text("")
     assert last_error(tmp_path / "empty.log") == "(no output)"
+
+
+def test_a_child_module_streams_each_line_to_the_caller_as_the_log_keeps_it_all(tmp_path, monkeypatch):
+    (tmp_path / "child_progress.py").write_text(
+        "import sys\nprint('loading')\nfor i in (1, 2, 3):\n    sys.stderr.write(f'\\rstep {i}/3')\n"
+        "print('\\nerror: out of data', file=sys.stderr)\nsys.exit(2)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    seen = []
+    assert run_module("child_progress", [], tmp_path / "progress.log", on_line=seen.append) == 2
+    assert seen == ["loading", "step 1/3", "step 2/3", "step 3/3", "error: out of data"]
+    assert (tmp_path / "progress.log").read_bytes() == b"loading\n\rstep 1/3\rstep 2/3\rstep 3/3\nerror: out of data\n"
