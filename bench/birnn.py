@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from common import GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
+from harness import GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
