@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from .attention import build_attention
 from .distributed import batch_mask
+from .fused_cell import fused_frozen_cell, plan
 from .genotype import Genotype
 from .step_weights import StepWeight
 
@@ -95,10 +96,7 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
     if packing is None:
         out = torch.stack(outputs)
     else:  # outputs and histories are packed, step after step; unpack them, and take each sequence's last
-        packed = torch.cat(outputs, -2)
-        out = packed.new_zeros(*packed.shape[:-2], steps * B, packed.size(-1)).index_copy(-2, packing.rows, packed)
-        out = out.view(*packed.shape[:-2], steps, B, -1).movedim(-3, 0)
-        h = packed.index_select(-2, packing.last)
+        out, h = unpack(torch.cat(outputs, -2), packing, steps)
         if gates is not None:
             h_hist = torch.cat(histories, -2).index_select(-2, packing.last)
     if gates is None:
@@ -119,6 +117,13 @@ class Packing(NamedTuple):
     counts: list[int]  # per step, the sequences still going (a prefix of the batch)
     rows: torch.Tensor  # each packed row's index t·B + b in the padded (T, B) layout
     last: torch.Tensor  # (B,) the packed row of each sequence's last step
+
+
+def unpack(packed: torch.Tensor, packing: Packing, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Packed rows (..., R, H) as the padded (T, ..., B, H), zero past each length, and each sequence's last row."""
+    B = packing.lengths.numel()
+    out = packed.new_zeros(*packed.shape[:-2], steps * B, packed.size(-1)).index_copy(-2, packing.rows, packed)
+    return out.view(*packed.shape[:-2], steps, B, -1).movedim(-3, 0), packed.index_select(-2, packing.last)
 
 
 def pack_batch(lengths: torch.Tensor, steps: int) -> Packing:
@@ -155,12 +160,17 @@ class FrozenRNN(nn.Module):
     (m, directions, B, ·) hold the last m layer inputs and states, so a language model carries
     them across batches; otherwise it is h (directions, B, nhid). `inter` and `attention` replace
     the genotype's own (the inter-only search wraps a fixed cell in searchable gates).
+
+    Without gates the time loop runs as one autograd Function with a hand-written backward
+    (`nas.fused_cell`, the attention layer after it stays on autograd); `fused=False` (or setting
+    `.fused`) runs it op by op through autograd instead, as it always does with gates.
     """
 
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, attention_heads: int = 4,
-                 inter: nn.Module | None = None, attention: nn.Module | None = None):
+                 inter: nn.Module | None = None, attention: nn.Module | None = None, fused: bool = True):
         super().__init__()
+        self.fused = fused
         self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         steps = genotype.steps
@@ -175,6 +185,7 @@ class FrozenRNN(nn.Module):
         self.inter, self.attention = inter, attention
         self._waves = _plan_waves(genotype)
         self._runs = [_runs(wave) for wave in self._waves]
+        self._plan = plan(self._waves, genotype.concat, steps)
         # The node matrices of every edge in wave order: one gather per forward (one zero-filled
         # gradient of ws in the backward pass), then split into the waves.
         self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self._waves for i, _, _ in wave]),
@@ -231,10 +242,12 @@ class FrozenRNN(nn.Module):
             # the real positions only (padding would cost as much as the sentences), packed step
             # after step so that step t gets exactly the rows of the sequences still going.
             xin = xin.transpose(0, 1).reshape(D, T * B, self.ninp)
-            if pack is None:
-                xproj = torch.bmm(xin, w0x).view(D, T, B, 2 * H).unbind(1)
-            else:
-                xproj = torch.bmm(xin[:, pack.rows], w0x).split(pack.counts, 1)
+            if pack is not None:
+                xin = xin[:, pack.rows]
+            if self.fused:
+                return self._finish(*self._fused(xin, h, mh, pack, T), None, lengths, order)
+            xproj = torch.bmm(xin, w0x)
+            xproj = xproj.view(D, T, B, 2 * H).unbind(1) if pack is None else xproj.split(pack.counts, 1)
         else:
             xsteps, w0x_steps = xin.unbind(0), StepWeight(w0x)
         # Weights the time loop multiplies by at every step: their gradients are summed in one GEMM.
@@ -251,6 +264,22 @@ class FrozenRNN(nn.Module):
             return self._step(xp, h_in, w0h, wave_w, None if mh is None else mh[:, :n])
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, pack)
+        return self._finish(out, h, history, lengths, order)
+
+    def _fused(self, xin: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, pack: Packing | None,
+               steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The time loop as one Function over packed rows xin (D, R, ninp): outputs (T, D, B, H), last h."""
+        B = h.size(-2)
+        packed = fused_frozen_cell(xin, h, self.w0, self.ws, mh, self._plan, [B] * steps if pack is None else pack.counts)
+        if pack is not None:
+            return unpack(packed, pack, steps)
+        return packed.view(packed.size(0), steps, B, -1).movedim(1, 0), packed[:, -B:]
+
+    def _finish(self, out: torch.Tensor, h: torch.Tensor, history: tuple | None, lengths: torch.Tensor | None,
+                order: torch.Tensor | None):
+        """From the loop's outputs (T, D, B, H) in sorted order to the layer's: directions side by side, the
+        caller's batch order, then attention."""
+        T, D = out.size(0), self.directions
         if D == 2:
             out = torch.cat([out[:, 0], reverse_padded(out[:, 1], lengths)], -1)
         else:
@@ -263,7 +292,7 @@ class FrozenRNN(nn.Module):
             # causal for one direction (the LM); a BiRNN has seen the whole sentence anyway
             out = self.attention(out, causal=D == 1, lengths=None if order is None else lengths)
             if order is not None:
-                out = out * (torch.arange(T, device=x.device).unsqueeze(1) < lengths).unsqueeze(-1)
+                out = out * (torch.arange(T, device=out.device).unsqueeze(1) < lengths).unsqueeze(-1)
         return out, state
 
     def _step(self, xp: torch.Tensor, h: torch.Tensor, w0h: StepWeight,

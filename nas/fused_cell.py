@@ -4,15 +4,14 @@ Autograd records a node for each of the hundreds of small ops per time step and 
 intermediate; here the forward runs the loop under no_grad into a few preallocated buffers and
 the backward is written out (NOTES §1, equations in `nas.cell`). Both directions are stacked on
 a leading axis; the batch is packed step after step (step t runs the first `counts[t]`
-sequences, a length-sorted batch) and the variational mask m_h is fixed.
+sequences of a length-sorted batch) and the variational mask m_h is fixed.
 
-Every GEMM of the loop is a "slot": slot 0 is (h_{t-1}⊙m_h)·W0h, slot 1 + e is edge e's
-(s_j⊙m_h)·W_i, edges in wave order. Per slot, step and row the forward keeps
-    X: the GEMM input (D, R, H),   A: [σ(c) | f(h)] (D, R, 2H),
-and per node the state S (D, R, H); nothing else. The backward fills G = ∂[c | h] (D, R, 2H)
-per slot, step by step in reverse and wave by wave in reverse, and then forms every weight
-gradient at once, ∂W = Xᵀ·G summed over all R packed rows: one batched GEMM for all slots.
-Slot 0's G is the gradient of the input projection, which is computed outside, as one GEMM.
+Every recurrent GEMM is a "slot": slot 0 is (h_{t-1}⊙m_h)·W0h, slot 1 + e is edge e's
+(s_j⊙m_h)·W_i, edges in wave order. Per direction, slot and packed row the forward keeps
+    X: the GEMM input (H),   A: [σ(c) | f(h)] (2H),   S: every node's state (H),
+nothing else. The backward fills G = ∂[c | h] per slot and row, step by step and wave by wave
+in reverse, then forms each weight's gradient as one GEMM over all R rows, ∂W = Xᵀ·G (and
+∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways).
 
 The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0];
 for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ.
@@ -26,35 +25,74 @@ import torch
 Edge = tuple[int, int, str]  # (node, predecessor, op)
 
 
+class Wave(NamedTuple):
+    """Edges whose inputs are ready together, sorted by node: one batched GEMM per step."""
+
+    start: int  # the first edge's index; its slot is 1 + start
+    nodes: list[int]
+    preds: list[int]
+    ops: list[str]
+
+
 class Plan(NamedTuple):
-    """A genotype's edges as the Function runs them: waves of GEMM slots."""
+    """A genotype's edges as the Function runs them."""
 
     steps: int  # nodes besides s0
-    bounds: list[tuple[int, int]]  # per wave, its edges [start, stop) in wave order
-    preds: list[torch.Tensor]  # per wave, each edge's predecessor node
-    nodes: list[torch.Tensor]  # per wave, each edge's node
-    runs: list[list[tuple[str, int, int]]]  # per wave, runs (op, start, stop) of edges with the same op
-    edge_nodes: torch.Tensor  # every edge's node − 1 (its index into ws), in wave order
-    concat: torch.Tensor  # the nodes averaged into h_t
+    waves: list[Wave]
+    concat: list[int]  # the nodes averaged into h_t
+    multi_input: bool  # some node sums several edges
 
 
 def plan(waves: Sequence[Sequence[Edge]], concat: Sequence[int], steps: int) -> Plan:
-    """The Plan of waves of edges (each wave's edges sorted so equal ops are contiguous)."""
-    bounds, preds, nodes, runs, start = [], [], [], [], 0
+    """The Plan of a genotype's waves of edges (as `nas.cell` groups them)."""
+    out, start = [], 0
     for wave in waves:
-        bounds.append((start, start + len(wave)))
-        start += len(wave)
-        preds.append(torch.tensor([pred for _, pred, _ in wave]))
-        nodes.append(torch.tensor([node for node, _, _ in wave]))
-        wave_runs: list[tuple[str, int, int]] = []
-        for e, (_, _, op) in enumerate(wave):
-            if wave_runs and wave_runs[-1][0] == op:
-                wave_runs[-1] = (op, wave_runs[-1][1], e + 1)
-            else:
-                wave_runs.append((op, e, e + 1))
-        runs.append(wave_runs)
-    edge_nodes = torch.tensor([node - 1 for wave in waves for node, _, _ in wave])
-    return Plan(steps, bounds, preds, nodes, runs, edge_nodes, torch.tensor(list(concat)))
+        edges = sorted(wave)
+        out.append(Wave(start, [e[0] for e in edges], [e[1] for e in edges], [e[2] for e in edges]))
+        start += len(edges)
+    nodes = [node for wave in out for node in wave.nodes]
+    return Plan(steps, out, list(concat), len(set(nodes)) < len(nodes))
+
+
+def _step_of(index: list[int]) -> int | None:
+    """The common difference of an arithmetic progression (0 for repeats), None if there is none."""
+    step = index[1] - index[0] if len(index) > 1 else 1
+    return step if step >= 0 and all(b - a == step for a, b in zip(index, index[1:])) else None
+
+
+def _pick(t: torch.Tensor, dim: int, index: list[int]) -> torch.Tensor:
+    """t.index_select(dim, index), as a view when the indices are evenly spaced (a copy otherwise)."""
+    step = _step_of(index)
+    if step is None:
+        return t.index_select(dim, torch.tensor(index, device=t.device))
+    view = t.narrow(dim, index[0], 1) if step == 0 else t.narrow(dim, index[0], (len(index) - 1) * step + 1)
+    if step == 0:
+        return view.expand(*t.shape[:dim], len(index), *t.shape[dim + 1:])
+    return view if step == 1 else view.unfold(dim, 1, step).squeeze(-1)
+
+
+def _add_at(t: torch.Tensor, dim: int, index: list[int], src: torch.Tensor) -> None:
+    """t.index_add_(dim, index, src), without the index where the indices allow."""
+    step = _step_of(index)
+    if step == 0:
+        t.narrow(dim, index[0], 1).add_(src.sum(dim, keepdim=True))
+    elif step is not None:
+        _pick(t, dim, index).add_(src)
+    else:
+        t.index_add_(dim, torch.tensor(index, device=t.device), src)
+
+
+def _distinct_view(index: list[int]) -> bool:
+    step = _step_of(index)
+    return step is not None and (step > 0 or len(index) == 1)
+
+
+def _put(t: torch.Tensor, dim: int, index: list[int], src: torch.Tensor) -> None:
+    """Writes src at index along dim; repeated indices add up (into a t that starts at zero there)."""
+    if len(set(index)) == len(index):
+        t.index_copy_(dim, torch.tensor(index, device=t.device), src)
+    else:
+        _add_at(t, dim, index, src)
 
 
 def _activate_(op: str, h: torch.Tensor) -> None:
@@ -81,131 +119,147 @@ def _activation_grad(op: str, a: torch.Tensor, grad: torch.Tensor, out: torch.Te
         out.copy_(grad)
 
 
-def _highway(prev: torch.Tensor, act: torch.Tensor, H: int, out: torch.Tensor) -> torch.Tensor:
-    """out = prev + σ(c)(f(h) − prev), from act = [σ(c) | f(h)]."""
-    return torch.addcmul(prev, act[..., :H], act[..., H:] - prev, out=out)
+def _highway_(act: torch.Tensor, prev: torch.Tensor, ops: list[str], out: torch.Tensor) -> torch.Tensor:
+    """From act = [c | h] (edges at dim 1), in place [σ(c) | f(h)]; out = prev + σ(c)(f(h) − prev)."""
+    H = prev.size(-1)
+    sig, a = act[..., :H], act[..., H:]
+    sig.sigmoid_()
+    for e, op in enumerate(ops):
+        _activate_(op, a[:, e])
+    return torch.addcmul(prev, sig, a - prev, out=out)
 
 
-def _highway_grad(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor, H: int,
-                  runs: list[tuple[str, int, int]], out: torch.Tensor) -> torch.Tensor:
-    """Fills out = [∂c | ∂h] of s = prev + σ(c)(f(h) − prev); returns ∂prev through the highway alone."""
+def _highway_grad(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor, ops: list[str],
+                  out: torch.Tensor) -> torch.Tensor:
+    """Fills out = [∂c | ∂h] of s = prev + σ(c)(f(h) − prev) from act = [σ(c) | f(h)]; returns ∂prev
+    through the highway alone."""
+    H = prev.size(-1)
     sig, a = act[..., :H], act[..., H:]
     torch.mul(grad * (a - prev), sig - sig * sig, out=out[..., :H])
     grad_a = grad * sig
-    for op, start, stop in runs:
-        _activation_grad(op, a[start:stop], grad_a[start:stop], out[start:stop, ..., H:])
+    for e, op in enumerate(ops):
+        _activation_grad(op, a[:, e], grad_a[:, e], out[:, e, ..., H:])
     return grad - grad_a
 
 
-class FusedFrozenCell(torch.autograd.Function):
-    """Packed outputs (D, R, H) of the frozen cell over packed input projections (D, R, 2H).
+def _masked(h: torch.Tensor, mh: torch.Tensor | None, out: torch.Tensor) -> None:
+    """out = h ⊙ m_h, or h itself."""
+    if mh is None:
+        out.copy_(h)
+    else:
+        torch.mul(h, mh, out=out)
 
-    Inputs: xproj = (x_t ⊙ m_x)·W0x of every packed row, h0 (D, B, H) the initial state
-    (B = counts[0]), w0h (D, H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, and
-    counts (the rows of each step, non-increasing). Row r of step t is sequence r − offset_t.
+
+def _unmask(direct: torch.Tensor, through: torch.Tensor, mh: torch.Tensor | None) -> torch.Tensor:
+    """∂ of a state used both directly and, masked, as a GEMM input."""
+    return direct + through if mh is None else torch.addcmul(direct, through, mh)
+
+
+class FusedFrozenCell(torch.autograd.Function):
+    """Packed outputs (D, R, H) of the frozen cell over packed inputs x (D, R, ninp).
+
+    Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
+    w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, and counts (the
+    rows of each step, non-increasing). Row r of step t is sequence r − offset_t.
     """
 
     @staticmethod
-    def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
+    def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
                 mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
-        D, R, H = xproj.size(0), xproj.size(1), h0.size(-1)
-        slots = 1 + len(plan.edge_nodes)
-        device = xproj.device
-        plan = _on(plan, device)
-        weights = torch.cat([w0h.unsqueeze(0), ws[:, plan.edge_nodes].transpose(0, 1)])  # (slots, D, H, 2H)
-        X = xproj.new_empty(slots, D, R, H)
-        A = xproj.new_empty(slots, D, R, 2 * H)
-        S = xproj.new_zeros(plan.steps + 1, D, R, H)
-        out = xproj.new_empty(D, R, H)
+        D, R, ninp = x.shape
+        H = h0.size(-1)
+        slots = 1 + sum(len(w.nodes) for w in plan.waves)
+        X = x.new_empty(D, slots, R, H)
+        A = x.new_empty(D, slots, R, 2 * H)
+        S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.steps + 1, R, H)
+        out = x.new_empty(D, R, H)
+        torch.bmm(x, w0[:, :ninp], out=A[:, 0])  # the input projection of every row at once
+        w0h = w0[:, ninp:]
+        wave_w = [_pick(ws, 1, [i - 1 for i in wave.nodes]) for wave in plan.waves]
         h, start = h0, 0
         for n in counts:
             rows = slice(start, start + n)
             h = h[:, :n]
-            x0, a0 = X[0, :, rows], A[0, :, rows]
-            _mask(h, mh, n, x0)
-            torch.baddbmm(xproj[:, rows], x0, weights[0], out=a0)
-            a0[..., :H].sigmoid_()
-            a0[..., H:].tanh_()
-            states = S[:, :, rows]
-            _highway(h, a0, H, states[0])
-            for (e0, e1), preds, nodes, runs in zip(plan.bounds, plan.preds, plan.nodes, plan.runs):
-                prev = states.index_select(0, preds)
-                xs, act = X[1 + e0: 1 + e1, :, rows], A[1 + e0: 1 + e1, :, rows]
-                _mask(prev, mh, n, xs)
-                torch.bmm(xs.view(-1, n, H), weights[1 + e0: 1 + e1].view(-1, H, 2 * H), out=act.view(-1, n, 2 * H))
-                act[..., :H].sigmoid_()
-                for op, r0, r1 in runs:
-                    _activate_(op, act[r0:r1, ..., H:])
-                states.index_add_(0, nodes, _highway(prev, act, H, torch.empty_like(prev)))
+            m = None if mh is None else mh[:, None, :n]
+            x0, a0, states = X[:, :1, rows], A[:, :1, rows], S[:, :, rows]
+            _masked(h.unsqueeze(1), m, x0)
+            torch.baddbmm(a0.squeeze(1), x0.squeeze(1), w0h, out=a0.squeeze(1))
+            _highway_(a0, h.unsqueeze(1), ["tanh"], states[:, :1])
+            for wave, w in zip(plan.waves, wave_w):
+                e = slice(1 + wave.start, 1 + wave.start + len(wave.nodes))
+                prev, xs, act = _pick(states, 1, wave.preds), X[:, e, rows], A[:, e, rows]
+                _masked(prev, m, xs)
+                for d in range(D):
+                    torch.bmm(xs[d], w[d], out=act[d])
+                if _distinct_view(wave.nodes):
+                    _highway_(act, prev, wave.ops, _pick(states, 1, wave.nodes))
+                else:
+                    _put(states, 1, wave.nodes, _highway_(act, prev, wave.ops, torch.empty_like(prev)))
             h = out[:, rows]
-            torch.mean(states.index_select(0, plan.concat), 0, out=h)
+            torch.mean(_pick(states, 1, plan.concat), 1, out=h)
             start += n
-        ctx.save_for_backward(h0, weights, mh, X, A, S, out)
-        ctx.plan, ctx.counts, ctx.ws_shape = plan, counts, ws.shape
+        ctx.save_for_backward(x, h0, w0, ws, mh, X, A, S, out)
+        ctx.plan, ctx.counts = plan, counts
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
-        h0, weights, mh, X, A, S, out = ctx.saved_tensors
+        x, h0, w0, ws, mh, X, A, S, out = ctx.saved_tensors
         plan, counts = ctx.plan, ctx.counts
-        slots, D, R, H = X.shape
+        D, slots, R, H = X.shape
+        ninp = x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every slot and row
         scale = 1.0 / len(plan.concat)
+        w0h = w0[:, ninp:]
+        wave_w = [_pick(ws, 1, [i - 1 for i in wave.nodes]) for wave in plan.waves]
+        grad_states = grad_out.new_empty(D, plan.steps + 1, counts[0], H)
         carry = None  # ∂h_t from step t + 1, whose h_{t-1} it was
-        grad_h0 = None
         end = R
         for t in range(len(counts) - 1, -1, -1):
             n = counts[t]
             rows = slice(end - n, end)
             end -= n
+            m = None if mh is None else mh[:, None, :n]
             grad_h = grad_out[:, rows]
             if carry is not None:
                 grad_h = grad_h.clone()
                 grad_h[:, : carry.size(1)] += carry
-            grad_s = grad_out.new_zeros(plan.steps + 1, D, n, H)
-            grad_s.index_copy_(0, plan.concat, (grad_h * scale).unsqueeze(0).expand(len(plan.concat), -1, -1, -1))
+            grad_s = grad_states[:, :, :n].zero_()
+            _put(grad_s, 1, plan.concat, (grad_h * scale).unsqueeze(1).expand(-1, len(plan.concat), -1, -1))
             states = S[:, :, rows]
-            for (e0, e1), preds, nodes, runs in reversed(list(zip(plan.bounds, plan.preds, plan.nodes, plan.runs))):
-                g = G[1 + e0: 1 + e1, :, rows]
-                grad_prev = _highway_grad(grad_s.index_select(0, nodes), states.index_select(0, preds),
-                                          A[1 + e0: 1 + e1, :, rows], H, runs, g)
-                through = torch.bmm(g.reshape(-1, n, 2 * H), weights[1 + e0: 1 + e1].view(-1, H, 2 * H).transpose(1, 2))
-                grad_s.index_add_(0, preds, _unmask(grad_prev, through.view(-1, D, n, H), mh, n))
-            h = h0[:, :n] if t == 0 else out[:, rows.start - counts[t - 1]: rows.start - counts[t - 1] + n]
-            g0 = G[0, :, rows]
-            grad_h_in = _highway_grad(grad_s[0], h, A[0, :, rows], H, [("tanh", 0, D)], g0)
-            carry = _unmask(grad_h_in, torch.bmm(g0, weights[0].transpose(1, 2)), mh, n)
-        grad_h0 = carry
-        grad_w = torch.bmm(X.view(-1, R, H).transpose(1, 2), G.view(-1, R, 2 * H)).view(slots, D, H, 2 * H)
-        grad_ws = grad_w.new_zeros(ctx.ws_shape).index_add_(1, plan.edge_nodes, grad_w[1:].transpose(0, 1))
-        return G[0], grad_h0, grad_w[0], grad_ws, None, None, None
+            for wave, w in zip(reversed(plan.waves), reversed(wave_w)):
+                e = slice(1 + wave.start, 1 + wave.start + len(wave.nodes))
+                g = G[:, e, rows]
+                grad_prev = _highway_grad(_pick(grad_s, 1, wave.nodes), _pick(states, 1, wave.preds), A[:, e, rows],
+                                          wave.ops, g)
+                through = torch.stack([torch.bmm(g[d], w[d].transpose(1, 2)) for d in range(D)])
+                _add_at(grad_s, 1, wave.preds, _unmask(grad_prev, through, m))
+            h = (h0 if t == 0 else out[:, rows.start - counts[t - 1]:]).narrow(1, 0, n).unsqueeze(1)
+            g0 = G[:, :1, rows]
+            grad_h_in = _highway_grad(grad_s[:, :1], h, A[:, :1, rows], ["tanh"], g0)
+            carry = _unmask(grad_h_in, torch.bmm(g0.squeeze(1), w0h.transpose(1, 2)).unsqueeze(1), m).squeeze(1)
+        need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
+        grad_x = torch.bmm(G[:, 0], w0[:, :ninp].transpose(1, 2)) if need_x else None
+        grad_w0 = grad_ws = None
+        if need_w0:
+            grad_w0 = torch.empty_like(w0)
+            torch.bmm(x.transpose(1, 2), G[:, 0], out=grad_w0[:, :ninp])
+            torch.bmm(X[:, 0].transpose(1, 2), G[:, 0], out=grad_w0[:, ninp:])
+        if need_ws:
+            grad_ws = torch.zeros_like(ws) if plan.multi_input else torch.empty_like(ws)
+            for wave in plan.waves:
+                e = slice(1 + wave.start, 1 + wave.start + len(wave.nodes))
+                nodes = [i - 1 for i in wave.nodes]
+                for d in range(D):
+                    xs, gs = X[d, e].transpose(1, 2), G[d, e]
+                    if _distinct_view(nodes):
+                        torch.bmm(xs, gs, out=_pick(grad_ws[d], 0, nodes))
+                    else:
+                        _put(grad_ws[d], 0, nodes, torch.bmm(xs, gs))
+        return grad_x, carry if need_h0 else None, grad_w0, grad_ws, None, None, None
 
 
-def _mask(h: torch.Tensor, mh: torch.Tensor | None, n: int, out: torch.Tensor) -> None:
-    """out = h ⊙ m_h (the mask's first n rows), or h itself."""
-    if mh is None:
-        out.copy_(h)
-    else:
-        torch.mul(h, mh[:, :n], out=out)
-
-
-def _unmask(direct: torch.Tensor, through: torch.Tensor, mh: torch.Tensor | None, n: int) -> torch.Tensor:
-    """∂ of a state used both directly and, masked, as a GEMM input."""
-    if mh is None:
-        return direct + through
-    return torch.addcmul(direct, through, mh[:, :n])
-
-
-def _on(plan: Plan, device: torch.device) -> Plan:
-    """The plan's index tensors on the device."""
-    if plan.concat.device == device:
-        return plan
-    move = lambda ts: [t.to(device) for t in ts]  # noqa: E731
-    return plan._replace(preds=move(plan.preds), nodes=move(plan.nodes), edge_nodes=plan.edge_nodes.to(device),
-                         concat=plan.concat.to(device))
-
-
-def fused_frozen_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
+def fused_frozen_cell(x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
                       mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""
-    return FusedFrozenCell.apply(xproj, h0, w0h, ws, mh, plan, counts)
+    return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts)
