@@ -162,8 +162,9 @@ class FrozenRNN(nn.Module):
     the genotype's own (the inter-only search wraps a fixed cell in searchable gates).
 
     Without gates the time loop runs as one autograd Function with a hand-written backward
-    (`nas.fused_cell`, the attention layer after it stays on autograd); `fused=False` (or setting
-    `.fused`) runs it op by op through autograd instead, as it always does with gates.
+    (`nas.fused_cell`; the attention layer after it stays on autograd). `fused=False` (or setting
+    `.fused`) runs it op by op through autograd instead, as it always does with gates and under
+    autocast (bf16 GEMMs there beat the fused loop in fp32: docs/fused.md).
     """
 
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
@@ -244,7 +245,7 @@ class FrozenRNN(nn.Module):
             xin = xin.transpose(0, 1).reshape(D, T * B, self.ninp)
             if pack is not None:
                 xin = xin[:, pack.rows]
-            if self.fused:
+            if self.fused and not torch.is_autocast_enabled(x.device.type):
                 return self._finish(*self._fused(xin, h, mh, pack, T), None, lengths, order)
             xproj = torch.bmm(xin, w0x)
             xproj = xproj.view(D, T, B, 2 * H).unbind(1) if pack is None else xproj.split(pack.counts, 1)

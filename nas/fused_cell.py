@@ -140,9 +140,13 @@ def _activation_grad(op: str, a: torch.Tensor, grad: torch.Tensor, out: torch.Te
         out.copy_(grad)
 
 
+def _with_kernels(t: torch.Tensor) -> bool:
+    return _kernels is not None and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+
+
 def _highway_forward(act: torch.Tensor, prev: torch.Tensor, wave: Wave, out: torch.Tensor) -> None:
     """act = [c | h] → [σ(c) | f(h)] in place; out = prev + σ(c)(f(h) − prev). Edges at dim 1."""
-    if _kernels is not None:
+    if _with_kernels(act):
         return _kernels.highway_forward(act, prev, wave.codes, out)
     H = prev.size(-1)
     sig, a = act[..., :H], act[..., H:]
@@ -156,7 +160,7 @@ def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor,
                       g: torch.Tensor, direct: torch.Tensor) -> None:
     """g = [∂c | ∂h] of out = prev + σ(c)(f(h) − prev) from act = [σ(c) | f(h)] and grad = ∂out;
     direct = ∂prev through the highway alone, grad·(1 − σ(c))."""
-    if _kernels is not None:
+    if _with_kernels(act):
         return _kernels.highway_backward(grad, prev, act, wave.codes, g, direct)
     H = prev.size(-1)
     sig, a = act[..., :H], act[..., H:]
