@@ -1,4 +1,4 @@
-"""Tokens/s of a full search step (α step + weight step, `Searcher._step`), fast vs slow reference.
+"""Tokens/s of a full search step (α step + weight step, `Searcher.bilevel_step`), fast vs slow reference.
 
 "fast" is our SearchRNN and Architect; "compiled" (--compile) the same with the cell's time step
 through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
@@ -23,10 +23,13 @@ from harness import DTYPES, GEMM_FLOPS, count_flops, default_device, gemm_second
 
 import torch  # noqa: E402  (after common, which sets sys.path)
 
-import nas.search  # noqa: E402
-from nas.corpus import Corpus  # noqa: E402
+import nas.methods.base  # noqa: E402
+import nas.methods.darts  # noqa: E402
 from common.runs import RunDir  # noqa: E402
-from nas.search import SearchConfig, Searcher  # noqa: E402
+from nas.config import SearchConfig  # noqa: E402
+from nas.corpus import Corpus  # noqa: E402
+from nas.lm_eval import get_batch  # noqa: E402
+from nas.search import Searcher  # noqa: E402
 from reference import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 
 
@@ -35,8 +38,8 @@ def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference
     torch.manual_seed(config.seed)  # the same initial weights for every implementation
     with contextlib.ExitStack() as swaps:
         if reference:
-            swaps.enter_context(mock.patch.object(nas.search, "SearchRNN", ReferenceSearchRNN))
-            swaps.enter_context(mock.patch.object(nas.search, "Architect", ReferenceArchitect))
+            swaps.enter_context(mock.patch.object(nas.methods.darts, "SearchRNN", ReferenceSearchRNN))
+            swaps.enter_context(mock.patch.object(nas.methods.base, "Architect", ReferenceArchitect))
         searcher = Searcher(config, RunDir(run_dir), corpus)
     searcher.model.train()
     B = config.batch_size
@@ -52,10 +55,10 @@ def step_fn(searcher: Searcher, bptt: int, precision: str):
     def step() -> None:
         pos = state["pos"]
         state["pos"] = (pos + bptt) % (searcher.train_data.size(0) - bptt - 1)
-        words, targets = nas.search.get_batch(searcher.train_data, pos, bptt)
-        valid = nas.search.get_batch(searcher.search_data, pos % (searcher.search_data.size(0) - bptt - 1), bptt)
+        words, targets = get_batch(searcher.train_data, pos, bptt)
+        valid = get_batch(searcher.search_data, pos % (searcher.search_data.size(0) - bptt - 1), bptt)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
-            searcher._step(words, targets, valid, bptt)
+            searcher.bilevel_step(words, targets, valid, bptt)
 
     return step
 

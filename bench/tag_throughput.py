@@ -64,10 +64,11 @@ def build_models(work: Path, args) -> dict[str, Path]:
 
     from nas.genotype import load
     from tagger.charlm import train_charlm
+    from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings
     from tagger.synthetic import generate
-    from tagger.train import TrainConfig, build_model
+    from tagger.train import build_model
 
     settings = {k: getattr(args, k) for k in ("cell", "hidden_size", "charlm", "charlm_epochs", "seed")}
     models = {name: work / f"{name}.pt" for name in ("glove", "glove+pooled")}
@@ -91,7 +92,7 @@ def build_models(work: Path, args) -> dict[str, Path]:
     genotype = None if args.cell == "lstm" else load(args.cell).to_dict()
     for name, spec in (("glove", "glove:glove-6b-50d"), ("glove+pooled", f"glove:glove-6b-50d,pooled-flair:{fwd}:{bwd}")):
         torch.manual_seed(args.seed)
-        build_model(TrainConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype).save(models[name])
+        build_model(TaggerConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype).save(models[name])
     (work / "models.json").write_text(json.dumps(settings))
     return models
 
@@ -123,9 +124,9 @@ def worker(pipeline: str, model_path: str, text: str, out: str, batch_size: int)
     Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
     start = time.perf_counter()
     if pipeline == "streaming":
-        from tagger.formats import Writer
+        from tagger.output_formats import Writer
         from tagger.pooled_memory import bound_pooled_memory
-        from tagger.tagging import tag
+        from tagger.prediction import tag
         from tagger.text_input import check_file, open_text, sentences
 
         bound_pooled_memory(model)

@@ -30,10 +30,11 @@ from harness import default_device, median, report, timed
 import torch  # noqa: E402  (after common, which sets sys.path)
 
 from nas.genotype import load  # noqa: E402
+from tagger.config import TaggerConfig  # noqa: E402
 from tagger.corpora import load_corpus, to_sentences  # noqa: E402
 from tagger.embeddings import build_embeddings  # noqa: E402
 from tagger.synthetic import generate  # noqa: E402
-from tagger.train import TrainConfig, build_model  # noqa: E402
+from tagger.train import build_model  # noqa: E402
 
 
 def write_vectors(path: Path, words: set[str], dim: int, seed: int) -> None:
@@ -100,7 +101,7 @@ def main() -> None:
         embeddings = build_embeddings(spec)
         train = to_sentences(corpus.train, corpus.tag_type)
         test = to_sentences(corpus.test, corpus.tag_type)
-    config = TrainConfig(hidden_size=args.hidden_size)
+    config = TaggerConfig(hidden_size=args.hidden_size)
     models = {}
     for name, genotype in ((args.cell, load(args.cell).to_dict()), ("flair_lstm", None)):
         torch.manual_seed(args.seed)

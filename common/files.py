@@ -89,11 +89,17 @@ def read_json(path: str | os.PathLike) -> Any:
         raise InputError(f"{path}: line {err.lineno}: invalid JSON ({err.msg})") from None
 
 
-def utf8_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line without newline); a non-UTF-8 line is an InputError naming it."""
+def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
+    """Yield (line number, line without newline); a non-UTF-8 line is an InputError naming it.
+
+    `complete` leaves out a last line with no newline: of a log that a process appends to, it is
+    the line being written, or the torn end of one killed while writing it.
+    """
     path = Path(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            if complete and not raw.endswith(b"\n"):
+                return
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from .errors import InputError
-from .files import atomic_torch_save, atomic_write_json, atomic_write_text, read_json, safe_torch_load
+from .files import atomic_torch_save, atomic_write_json, atomic_write_text, read_json, safe_torch_load, utf8_lines
 
 
 PRECISIONS = ("fp32", "bf16")
@@ -54,10 +54,18 @@ class RunDir:
             handle.write(json.dumps(record) + "\n")
 
     def read_log(self) -> list[dict]:
+        """The logged records; a torn last line (the run was killed while writing it) is left out."""
         path = self.path / "log.jsonl"
         if not path.is_file():
             return []
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        records = []
+        for number, line in utf8_lines(path, complete=True):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise InputError(f"{path}: line {number}: not a JSON record ({err.msg})") from None
+        return records
 
     def trim_log(self, epochs_done: int) -> None:
         """Drop log lines of epochs the checkpoint does not hold (written just before an interruption)."""

@@ -14,8 +14,8 @@ float rounding:
   the statistics are those of the full batch too (`SyncedBatchNorm`, our choice over per-shard
   statistics, which would change the search);
 - a dropout mask is drawn for the whole batch from the RNG state every rank shares, and each
-  rank keeps its columns (`batch_mask`), so ranks draw exactly the single-process masks and
-  their RNG states stay equal;
+  rank keeps its columns (`nas.masks.batch_mask`), so ranks draw exactly the single-process
+  masks and their RNG states stay equal;
 - checkpoints hold the hidden states of all columns (`gather_columns`), so a run resumes under
   any number of ranks; every decision that ends a loop (Ctrl-C, a time budget, a NaN) is agreed.
 At each epoch end a checksum of every parameter and buffer is compared across ranks. Only rank
@@ -226,22 +226,7 @@ def _quiet(rank: int) -> None:
     sys.excepthook = lambda kind, value, tb: traceback.print_exception(kind, value, tb, file=real)
 
 
-# -- the two places where ranks must see the whole batch -----------------------------------------
-
-def batch_mask(like: torch.Tensor, p: float, shape: tuple[int, ...]) -> torch.Tensor:
-    """A dropout mask (Bernoulli(1 − p) / (1 − p)) whose dim −2 is the batch.
-
-    Under data parallelism it is this rank's columns of the mask of the whole batch, drawn from
-    the RNG state all ranks share: the masks of a single-process run, and equal RNG states after.
-    """
-    ranks = _current
-    if not ranks.parallel:
-        return like.new_empty(shape).bernoulli_(1 - p) / (1 - p)
-    full = list(shape)
-    full[-2] *= ranks.world
-    mask = like.new_empty(full).bernoulli_(1 - p) / (1 - p)
-    return mask.narrow(-2, ranks.rank * shape[-2], shape[-2])
-
+# -- BatchNorm statistics of the whole batch (the masks drawn for it are `nas.masks`) -------------
 
 class _SumOverRanks(torch.autograd.Function):
     """all_reduce(SUM) whose backward sums the incoming gradients too: every rank's loss depends on the sum."""

@@ -31,7 +31,8 @@ try:
 except ImportError:
     _kernels = None
 
-Edge = tuple[int, int, str]  # (node, predecessor, op)
+# A wave of `nas.cell.plan_waves`: its edges' nodes and predecessors, and runs (op, first, end) of edges
+CellWave = tuple[Sequence[int], Sequence[int], Sequence[tuple[str, int, int]]]
 OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/csrc/fused_kernels.cpp
 
 
@@ -105,12 +106,13 @@ class Plan(NamedTuple):
     multi_input: bool  # some node sums several edges
 
 
-def plan(waves: Sequence[Sequence[Edge]], concat: Sequence[int], steps: int) -> Plan:
-    """The Plan of a genotype's waves of edges (as `nas.cell` groups them)."""
+def plan(waves: Sequence[CellWave], concat: Sequence[int], steps: int) -> Plan:
+    """The Plan of a genotype's waves, as `nas.cell.plan_waves` groups its edges."""
     out = [Wave(slice(0, 1), Pick([1]), Pick([0]), None, ["tanh"], [OP_CODES["tanh"]])]
     start = 1
-    for wave in waves:
-        edges = sorted(wave)
+    for nodes, preds, runs in waves:
+        ops = [op for op, first, end in runs for _ in range(first, end)]
+        edges = sorted(zip(nodes, preds, ops))  # by node, so that picks are views more often
         ops = [op for _, _, op in edges]
         out.append(Wave(slice(start, start + len(edges)), Pick([node + 1 for node, _, _ in edges]),
                         Pick([pred + 1 for _, pred, _ in edges]), Pick([node - 1 for node, _, _ in edges]),

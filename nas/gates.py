@@ -23,7 +23,7 @@ Choices where the paper is silent (flags of `bin/search-lm`, fields of the genot
 - The gates read x as given to the layer and h as the layer produced it; the cell's variational
   dropout masks act inside π only.
 
-Genotype schema (the `inter` field of `nas.genotype`):
+Genotype schema (the `inter` field of `nas.genotype`, checked by `nas.genotype.validate_inter`):
     {"history": m, "squash": "sigmoid", "size_match": "project",
      "f": [[[op, pred], ...], ...],  "g": [...]}
 `f` and `g` list the inputs of nodes 1..N (N ≥ m) like the intra cell's `nodes`; predecessor 0
@@ -31,26 +31,12 @@ is the node's own history vector e_i (allowed for i ≤ m only), j ≥ 1 is node
 """
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .cell import ACTIVATIONS, INIT_RANGE
-from .genotype import OPS
-from .search_cell import derive, mean_abs_deviation, normalise
-
-SQUASHES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "sigmoid": torch.sigmoid, "2sigmoid": lambda s: 2 * torch.sigmoid(s), "none": lambda s: s}
-SIZE_MATCHES = ("project", "pad")
-GATES = ("f", "g")
-FIELDS = ("history", "squash", "size_match", *GATES)
-
-
-def predecessors(history: int, node: int) -> list[int]:
-    """Candidate inputs of gate node `node` (1-based): 0 = its history vector (if node ≤ m), then nodes 1..node-1."""
-    return ([0] if node <= history else []) + list(range(1, node))
+from .genotype import GATES, predecessors
+from .ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES, derive, mean_abs_deviation, normalise
 
 
 def gate_sizes(gate: str, ninp: int, nhid: int) -> tuple[int, int]:
@@ -150,7 +136,7 @@ class FrozenGate(nn.Module):
 
 
 class InterGates(nn.Module):
-    """f′ and g′ of one layer; `history` is m. Run by `nas.cell.run_recurrence`."""
+    """f′ and g′ of one layer; `history` is m. Run by `nas.recurrence.run_recurrence`."""
 
     def __init__(self, f: nn.Module, g: nn.Module, history: int, squash: str, size_match: str):
         super().__init__()
@@ -183,40 +169,3 @@ class InterGates(nn.Module):
         """Mean |w − uniform| over the edges of both gates (ESS Fig. 6, inter-cell curve)."""
         weights = torch.cat([self.f.mixing_weights(), self.g.mixing_weights()]).detach()
         return mean_abs_deviation(weights, self.f.layout + self.g.layout, "darts")
-
-
-def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
-    """Check a genotype's `inter` section; `fail(field, problem)` raises with the field named."""
-    if not isinstance(inter, dict):
-        fail("", "must be a JSON object with " + ", ".join(FIELDS) + ", or null")
-    for key in inter:
-        if key not in FIELDS:
-            fail(key, "unknown field")
-    for key in FIELDS:
-        if key not in inter:
-            fail(key, "missing")
-    m = inter["history"]
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        fail("history", f"must be an integer ≥ 1, got {m!r}")
-    if inter["squash"] not in SQUASHES:
-        fail("squash", f"unknown squash {inter['squash']!r} (one of {', '.join(SQUASHES)})")
-    if inter["size_match"] not in SIZE_MATCHES:
-        fail("size_match", f"unknown size matching {inter['size_match']!r} (one of {', '.join(SIZE_MATCHES)})")
-    for gate in GATES:
-        nodes = inter[gate]
-        if not isinstance(nodes, list) or len(nodes) < m:
-            fail(gate, f"must be a list of at least history = {m} nodes (node i reads history vector i)")
-        for i, node in enumerate(nodes, start=1):
-            label = f"{gate}[{i - 1}]"
-            if not isinstance(node, list) or not node:
-                fail(label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
-            allowed = predecessors(m, i)
-            for k, item in enumerate(node):
-                if not (isinstance(item, list) and len(item) == 2):
-                    fail(f"{label}[{k}]", "an input is a pair [op, predecessor]")
-                op, pred = item
-                if op not in OPS or op == "none":
-                    fail(f"{label}[{k}]", f"unknown op {op!r} (ops: {', '.join(OPS[1:])})")
-                if isinstance(pred, bool) or not isinstance(pred, int) or pred not in allowed:
-                    fail(f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be one of {allowed} "
-                                          f"(0 is its history vector, only for nodes 1..{m})")

@@ -2,8 +2,9 @@
 
 A genotype lists, for nodes 1..N, the inputs of each node as `[op, predecessor]` pairs
 (predecessor 0 is the first state s0), the nodes averaged into the output (`concat`), the
-optional ESS inter-cell gates (`inter`), the optional NASABN attention type (`attention`) and
-the provenance of the cell.
+optional ESS inter-cell gates (`inter`, whose schema `nas.gates` describes), the optional NASABN
+attention type (`attention`) and the provenance of the cell. `validate` checks every field,
+the gates' included, so everything that builds a cell starts from well-formed data.
 """
 from __future__ import annotations
 
@@ -11,15 +12,20 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable
 
 from common.errors import InputError
 from common.files import atomic_write_text, read_json
 
+from .ops import OPS, SQUASHES
+
 FORMAT = "nas-rnn-genotype"
 VERSION = 1
-OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # search candidates, `none` first as in DARTS
 ATTENTION_TYPES = ("dot", "multihead")
+# The `inter` section (ESS gates, `nas.gates`): its fields, the gates and their size matchings.
+SIZE_MATCHES = ("project", "pad")
+GATES = ("f", "g")
+INTER_FIELDS = ("history", "squash", "size_match", *GATES)
 _ENAS_FUNCS = ("tanh", "relu", "sigmoid", "identity")  # ENAS fixed-arc function codes 0..3
 
 
@@ -40,13 +46,6 @@ class Genotype:
     @property
     def steps(self) -> int:
         return len(self.nodes)
-
-    @classmethod
-    def from_pairs(cls, pairs: Iterable[tuple[str, int]], concat: Sequence[int] | None = None, **kw: Any) -> "Genotype":
-        """Single-input cells as the papers print them: [(op, predecessor), ...]."""
-        nodes = tuple(((op, int(pred)),) for op, pred in pairs)
-        geno = cls(nodes=nodes, concat=tuple(concat or range(1, len(nodes) + 1)), **kw)
-        return validate(geno.to_dict(), "genotype")
 
     def to_dict(self) -> dict:
         return {
@@ -133,13 +132,53 @@ def validate(data: Any, where: str) -> Genotype:
         _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
     inter = data.get("inter")
     if inter is not None:
-        from .gates import validate_inter  # ESS gates own their own schema
-
         validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
     provenance = data.get("provenance", {})
     if not isinstance(provenance, dict):
         _fail(where, "provenance", "must be a JSON object")
     return Genotype(tuple(parsed), tuple(concat), inter, attention, name, provenance)
+
+
+def predecessors(history: int, node: int) -> list[int]:
+    """Candidate inputs of gate node `node` (1-based): 0 = its history vector (if node ≤ m), then nodes 1..node-1."""
+    return ([0] if node <= history else []) + list(range(1, node))
+
+
+def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
+    """Check a genotype's `inter` section; `fail(field, problem)` raises with the field named."""
+    if not isinstance(inter, dict):
+        fail("", "must be a JSON object with " + ", ".join(INTER_FIELDS) + ", or null")
+    for key in inter:
+        if key not in INTER_FIELDS:
+            fail(key, "unknown field")
+    for key in INTER_FIELDS:
+        if key not in inter:
+            fail(key, "missing")
+    m = inter["history"]
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        fail("history", f"must be an integer ≥ 1, got {m!r}")
+    if inter["squash"] not in SQUASHES:
+        fail("squash", f"unknown squash {inter['squash']!r} (one of {', '.join(SQUASHES)})")
+    if inter["size_match"] not in SIZE_MATCHES:
+        fail("size_match", f"unknown size matching {inter['size_match']!r} (one of {', '.join(SIZE_MATCHES)})")
+    for gate in GATES:
+        nodes = inter[gate]
+        if not isinstance(nodes, list) or len(nodes) < m:
+            fail(gate, f"must be a list of at least history = {m} nodes (node i reads history vector i)")
+        for i, node in enumerate(nodes, start=1):
+            label = f"{gate}[{i - 1}]"
+            if not isinstance(node, list) or not node:
+                fail(label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
+            allowed = predecessors(m, i)
+            for k, item in enumerate(node):
+                if not (isinstance(item, list) and len(item) == 2):
+                    fail(f"{label}[{k}]", "an input is a pair [op, predecessor]")
+                op, pred = item
+                if op not in OPS or op == "none":
+                    fail(f"{label}[{k}]", f"unknown op {op!r} (ops: {', '.join(OPS[1:])})")
+                if isinstance(pred, bool) or not isinstance(pred, int) or pred not in allowed:
+                    fail(f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be one of {allowed} "
+                                          f"(0 is its history vector, only for nodes 1..{m})")
 
 
 def shipped_cells() -> list[str]:

@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .distributed import batch_mask
+from .masks import batch_mask
 
 
 def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float) -> torch.Tensor:

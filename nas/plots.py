@@ -3,13 +3,13 @@
 - cell: the derived cell as a graph with the op on each edge, and the ESS gates f′ and g′ below it;
 - alpha_intra / alpha_inter / attention: every op's mixing weight on every edge over training;
 - mad: mean absolute deviation of the intra- and inter-cell weights from uniform (ESS Fig. 6);
-- valid_ppl: validation and training perplexity over training.
+- valid_ppl: validation and training perplexity over training;
+- curves: the training and validation curves of any run (search, train-lm, tagger; `common.curves`).
 """
 from __future__ import annotations
 
 import io
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import matplotlib
@@ -19,16 +19,18 @@ matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text: small, sear
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.patches import Circle, FancyArrowPatch  # noqa: E402
-from matplotlib.path import Path as CurvePath  # noqa: E402
+from matplotlib.textpath import TextPath  # noqa: E402
+from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 
+from common.curves import Curves, Series, run_kind  # noqa: E402
 from common.errors import InputError  # noqa: E402
 from common.files import atomic_write_bytes  # noqa: E402
-from .genotype import ATTENTION_TYPES, OPS, Genotype, load, validate  # noqa: E402
-from .gates import GATES, predecessors  # noqa: E402
+from .genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
+from .layout import INCH, LABEL_FONT, LABEL_PAD, RADIUS, Graph, Layout, layered_layout  # noqa: E402
 from common.runs import RunDir  # noqa: E402
-from .search_cell import normalise  # noqa: E402
+from .ops import OPS, normalise  # noqa: E402
 
-RADIUS = {"input": 0.38, "node": 0.28, "output": 0.38, "gate": 0.28}
+TITLE_FONT, SUPTITLE_FONT = 9, 10
 OP_COLOURS = {"none": "#9e9e9e", "identity": "#1f77b4", "tanh": "#2ca02c", "relu": "#d62728", "sigmoid": "#9467bd"}
 KIND_COLOURS = {"input": "#fde0c5", "node": "#d9e8f5", "output": "#d5f0d5", "gate": "#f3d9f0"}
 SQUASH_LABELS = {"sigmoid": "σ", "2sigmoid": "2σ", "none": "·"}
@@ -45,19 +47,6 @@ def save_figure(fig: plt.Figure, stem: Path) -> list[Path]:
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-@dataclass
-class Graph:
-    """A DAG to draw left to right: node columns, labels, kinds and labelled edges."""
-
-    column: dict[str, int] = field(default_factory=dict)
-    label: dict[str, str] = field(default_factory=dict)
-    kind: dict[str, str] = field(default_factory=dict)
-    edges: list[tuple[str, str, str]] = field(default_factory=list)
-
-    def add(self, key: str, column: int, label: str, kind: str = "node") -> None:
-        self.column[key], self.label[key], self.kind[key] = column, label, kind
 
 
 def _depths(nodes: list, first: int) -> dict[int, int]:
@@ -105,72 +94,74 @@ def gate_graph(inter: dict, gate: str) -> Graph:
     return g
 
 
-def draw_graph(ax: plt.Axes, g: Graph, title: str) -> None:
-    pos = {}
-    for col, keys in _columns(g).items():
-        for k, key in enumerate(keys):
-            pos[key] = (1.6 * col, (len(keys) - 1) / 2 - k)
-    for n, (src, dst, label) in enumerate(g.edges):
-        (x0, y0), (x1, y1) = pos[src], pos[dst]
-        span = g.column[dst] - g.column[src]
-        bend = 0.0 if span <= 1 or abs(y1 - y0) > 0.5 else 0.25 * (-1) ** n  # arc over skipped columns
-        control = ((x0 + x1) / 2 - bend * (y1 - y0), (y0 + y1) / 2 + bend * (x1 - x0))
-        start = _trim((x0, y0), control, RADIUS[g.kind[src]])
-        end = _trim((x1, y1), control, RADIUS[g.kind[dst]])
+def draw_graph(ax: plt.Axes, g: Graph, where: Layout, title: str) -> None:
+    """`g` on `ax` as `where` places it; the axes' box must be `where.width` × `where.height` × INCH
+    inches, so that text in points fits the layout."""
+    for path, (_, _, label), centre in zip(where.paths, g.edges, where.labels):
         grey = label == ""
-        ax.add_patch(FancyArrowPatch(path=CurvePath([start, control, end], [1, 3, 3]), arrowstyle="-|>",
-                                     mutation_scale=9, lw=0.8 if grey else 1.2,
+        ax.add_patch(FancyArrowPatch(path=path, arrowstyle="-|>", mutation_scale=9, lw=0.8 if grey else 1.2,
                                      color="#b0b0b0" if grey else OP_COLOURS.get(label, "#444444")))
-        if label:
-            mx, my = (start[0] + 2 * control[0] + end[0]) / 4, (start[1] + 2 * control[1] + end[1]) / 4
-            ax.text(mx, my, label, fontsize=7, ha="center", va="center", color=OP_COLOURS.get(label, "#222222"),
-                    bbox={"boxstyle": "round,pad=0.12", "fc": "white", "ec": "none", "alpha": 0.85})
-    for key, (x, y) in pos.items():
+        if centre is not None:
+            ax.text(*centre, label, fontsize=LABEL_FONT, ha="center", va="center",
+                    color=OP_COLOURS.get(label, "#222222"),
+                    bbox={"boxstyle": f"round,pad={LABEL_PAD}", "fc": "white", "ec": "none", "alpha": 0.85})
+    for key, (x, y) in where.pos.items():
         kind = g.kind[key]
         ax.add_patch(Circle((x, y), RADIUS[kind], fc=KIND_COLOURS[kind], ec="#555555", lw=0.8, zorder=3))
         ax.text(x, y, g.label[key], fontsize=8 if kind == "node" else 7, ha="center", va="center", zorder=4)
-    xs, ys = [p[0] for p in pos.values()], [p[1] for p in pos.values()]
-    ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
-    ax.set_ylim(min(ys) - 0.9, max(ys) + 0.9)
+    x0, y0, x1, y1 = where.box
+    ax.set_xlim(x0, x1)
+    ax.set_ylim(y0, y1)
     ax.set_aspect("equal")
     ax.axis("off")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title, fontsize=TITLE_FONT)
 
 
-def _trim(point: tuple[float, float], toward: tuple[float, float], radius: float) -> tuple[float, float]:
-    """Move an edge end from a node's centre to its rim, along the curve's tangent."""
-    dx, dy = toward[0] - point[0], toward[1] - point[1]
-    norm = math.hypot(dx, dy) or 1.0
-    return point[0] + radius * dx / norm, point[1] + radius * dy / norm
+def cell_figure(geno: Genotype) -> plt.Figure:
+    """The cell above its gates f′ and g′ (when it has them), each panel at INCH inches per unit."""
+    title = geno.name or "cell"
+    if geno.attention is not None:
+        title += f"  (attention after the layer: {geno.attention})"
+    cell = cell_graph(geno)
+    if geno.inter is None:
+        return _panels_figure([[(cell, "intra cell π")]], title)
+    m = geno.inter["history"]
+    f, g = (gate_graph(geno.inter, k) for k in GATES)
+    return _panels_figure([[(cell, r"intra cell π($\hat{h}_{t-1}$, $\hat{x}_t$)")],
+                           [(f, f"f′: gate on $h_{{t-1}}$ from $x_{{t-{m}..t-1}}$"),
+                            (g, f"g′: gate on $x_t$ from $h_{{t-{m}..t-1}}$")]], title)
 
 
 def plot_cell(geno: Genotype, stem: Path) -> list[Path]:
     """The cell (and its gates and attention type) as PNG and SVG at stem.png / stem.svg."""
-    cell = cell_graph(geno)
-    width = 1.1 * (max(cell.column.values()) + 1) + 1
-    title = geno.name or "cell"
-    if geno.attention is not None:
-        title += f"  (attention after the layer: {geno.attention})"
-    if geno.inter is None:
-        fig, ax = plt.subplots(figsize=(width, 1.0 + 0.75 * max(len(v) for v in _columns(cell).values())))
-        draw_graph(ax, cell, "intra cell π")
-    else:
-        gates = [gate_graph(geno.inter, k) for k in GATES]
-        fig = plt.figure(figsize=(max(width, 8.0), 7.0))
-        grid = fig.add_gridspec(2, 2, height_ratios=[1.3, 1.0])
-        draw_graph(fig.add_subplot(grid[0, :]), cell, r"intra cell π($\hat{h}_{t-1}$, $\hat{x}_t$)")
-        m = geno.inter["history"]
-        draw_graph(fig.add_subplot(grid[1, 0]), gates[0], f"f′: gate on $h_{{t-1}}$ from $x_{{t-{m}..t-1}}$")
-        draw_graph(fig.add_subplot(grid[1, 1]), gates[1], f"g′: gate on $x_t$ from $h_{{t-{m}..t-1}}$")
-    fig.suptitle(title, fontsize=10)
-    return save_figure(fig, stem)
+    return save_figure(cell_figure(geno), stem)
 
 
-def _columns(g: Graph) -> dict[int, list[str]]:
-    out: dict[int, list[str]] = {}
-    for key, col in g.column.items():
-        out.setdefault(col, []).append(key)
-    return out
+def _panels_figure(rows: list[list[tuple[Graph, str]]], title: str) -> plt.Figure:
+    """Rows of graph panels, each centred in a slot as wide as the panel or its title, whichever is
+    wider, under room for the title; sizes in inches, so no title or label meets another."""
+    margin, title_room, top_room, between = 0.15, 0.4, 0.45, 0.4
+    placed = [[(g, layered_layout(g), text) for g, text in row] for row in rows]
+    slots = [[max(where.width * INCH, _text_inches(text, TITLE_FONT)) for _, where, text in row] for row in placed]
+    heights = [max(where.height * INCH for _, where, _ in row) + title_room for row in placed]
+    width = max([sum(row) + between * (len(row) - 1) for row in slots] + [_text_inches(title, SUPTITLE_FONT)])
+    width, height = width + 2 * margin, top_room + sum(heights) + margin
+    fig = plt.figure(figsize=(width, height))
+    top = height - top_room
+    for row, row_slots, row_height in zip(placed, slots, heights):
+        left = (width - sum(row_slots) - between * (len(row) - 1)) / 2
+        for (g, where, text), slot in zip(row, row_slots):
+            w, h = where.width * INCH, where.height * INCH
+            ax = fig.add_axes(((left + (slot - w) / 2) / width, (top - title_room - h) / height, w / width, h / height))
+            draw_graph(ax, g, where, text)
+            left += slot + between
+        top -= row_height
+    fig.suptitle(title, fontsize=SUPTITLE_FONT, y=1 - 0.1 / height, va="top")
+    return fig
+
+
+def _text_inches(text: str, size: float) -> float:
+    return TextPath((0, 0), text, size=size).get_extents().width / 72
 
 
 def _edge_panels(fig_title: str, panels: list[tuple[str, list[list[float]]]], steps: list[float], xlabel: str) -> plt.Figure:
@@ -217,6 +208,9 @@ def search_genotype(run: RunDir, log: list[dict]) -> Genotype:
 def _read_run(run_dir: str | Path) -> tuple[RunDir, dict, list[dict]]:
     run = RunDir(run_dir)
     config = run.config()
+    kind = run_kind(config, run.path)
+    if kind != "search":
+        raise InputError(f"{run.path}: a {kind} run, not a search; draw its curves with bin/plot-run {run.path}")
     log = run.read_log()
     if not log:
         raise InputError(f"{run.path}: no epochs logged yet (log.jsonl is empty)")
@@ -277,12 +271,48 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
     ax.legend(fontsize=8)
     written += save_figure(fig, out / "mad")
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    for name, _, rlog in named:
-        line, = ax.plot(_steps(rlog), [r["valid_ppl"] for r in rlog], marker="o", ms=3, label=name + "validation")
-        ax.plot(_steps(rlog), [r["train_ppl"] for r in rlog], ls="--", color=line.get_color(),
-                label=name + "training (dropout on)")
-    ax.set_yscale("log")
+    draw_curves(ax, [Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
+                     for _, r, rlog in named for key, split in (("valid_ppl", "validation"),
+                                                                 ("train_ppl", "training (dropout on)"))])
+    _log_axis(ax)
     ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
     ax.legend(fontsize=8)
     written += save_figure(fig, out / "valid_ppl")
     return written
+
+
+LOG_SCALE = ("perplexity", "learning rate")  # metrics that fall by factors: a log axis once they span more than 3×
+
+
+def _log_axis(ax: plt.Axes) -> None:
+    """A log y axis with plain numbers (60, not 6×10¹), minor ticks labelled where a decade is short."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(LogFormatter(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+
+
+def draw_curves(ax: plt.Axes, series: list[Series]) -> None:
+    """Held-out curves solid with dots, training curves dashed, one colour per run."""
+    colours: dict[str, str] = {}
+    for s in series:
+        train = s.split.startswith("train")
+        ax.plot(s.x, s.values, color=colours.setdefault(s.run, f"C{len(colours)}"), ls="--" if train else "-",
+                marker="" if train else "o", ms=3, label=s.name)
+
+
+def plot_curves(curves: Curves, out_dir: str | Path) -> list[Path]:
+    """A panel per metric (perplexity; or loss, dev F1 and learning rate), as out_dir/curves.png and .svg."""
+    metrics = curves.metrics()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.4), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        series = [s for s in curves.series if s.metric == metric]
+        draw_curves(ax, series)
+        values = [v for s in series for v in s.values]
+        if metric in LOG_SCALE and min(values) > 0 and max(values) > 3 * min(values):
+            _log_axis(ax)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set(xlabel=curves.x_label, ylabel=metric, title=metric)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{curves.path.name} ({curves.kind} run)", fontsize=10)
+    fig.tight_layout()
+    return save_figure(fig, Path(out_dir) / "curves")

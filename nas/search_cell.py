@@ -1,86 +1,26 @@
 """The DARTS search cell (NOTES §2): the frozen cell with every edge j < i mixed over all ops.
 
-α (`alpha`, one row per edge, one column per op in `genotype.OPS`) is owned here; the Architect
+α (`alpha`, one row per edge, one column per op in `nas.ops.OPS`) is owned here; the Architect
 updates it. Node i computes [c | h] for all its predecessors in one matmul (W_i is shared by the
-edges entering node i), applies every op to the stacked tensor and mixes them with one einsum:
+edges entering node i), applies every op to the stacked tensor and mixes them (`search_step`):
 
     s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
 
 `none` contributes nothing but stays in the softmax. `darts` normalises each edge's ops;
-`idarts` normalises all (j, op) pairs entering a node together (paper 001, Eq. 4).
+`idarts` normalises all (j, op) pairs entering a node together (paper 001, Eq. 4); the
+normalisation and the derivation of the cell are `nas.ops.normalise` and `nas.ops.derive`.
 """
 from __future__ import annotations
 
 import functools
-import itertools
-from typing import Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-from .cell import INIT_RANGE, run_recurrence, variational_mask
-from .genotype import OPS, Genotype
-
-NORMALISATIONS = ("darts", "idarts")
-
-
-Layout = int | Sequence[int]
-
-
-def edge_offsets(layout: Layout) -> list[int]:
-    """Row of α where the edges into each node start, plus the total row count at the end.
-
-    `layout` is the node count of a DARTS cell (node i has i candidate inputs, rows ordered by
-    predecessor), or the candidate-input count of each node (the ESS gates in `nas.gates`).
-    """
-    fan_in = range(1, layout + 1) if isinstance(layout, int) else layout
-    return [0, *itertools.accumulate(fan_in)]
-
-
-def normalise(alpha: torch.Tensor, steps: Layout, method: str) -> torch.Tensor:
-    """Softmaxed mixing weights with α's shape: per edge (darts) or per node (idarts)."""
-    if method == "darts":
-        return F.softmax(alpha, dim=-1)
-    if method != "idarts":
-        raise ValueError(f"unknown normalisation {method!r}")
-    off = edge_offsets(steps)
-    return torch.cat([F.softmax(alpha[off[i]:off[i + 1]].reshape(-1), 0).view(-1, alpha.size(1))
-                      for i in range(len(off) - 1)])
-
-
-def derive(weights: torch.Tensor, steps: Layout, method: str, top_n: int = 1) -> list[list[tuple[str, int]]]:
-    """Nodes of the derived cell from mixing weights (`none` never kept).
-
-    darts: per node, the predecessor whose best non-none op weighs most, with that op.
-    idarts: per node, the top-n (predecessor, op) pairs by weight.
-    Predecessors are row positions within the node's block (the predecessor number in a DARTS cell).
-    """
-    off = edge_offsets(steps)
-    w = weights.detach().cpu()
-    nodes = []
-    for i in range(len(off) - 1):
-        block = w[off[i]:off[i + 1], 1:]  # (predecessors, ops without none)
-        if method == "darts":
-            best, op = block.max(dim=1)
-            pred = int(best.argmax())
-            nodes.append([(OPS[1 + int(op[pred])], pred)])
-        else:
-            flat = block.reshape(-1)
-            picks = flat.topk(min(top_n, flat.numel())).indices.tolist()
-            nodes.append([(OPS[1 + k % block.size(1)], k // block.size(1)) for k in picks])
-    return nodes
-
-
-def mean_abs_deviation(weights: torch.Tensor, steps: Layout, method: str) -> float:
-    """Mean |w − uniform| of the softmaxed weights: how far the search has moved (ESS Fig. 6)."""
-    if method == "darts":
-        uniform = torch.full_like(weights, 1.0 / weights.size(1))
-    else:
-        off = edge_offsets(steps)
-        uniform = torch.cat([torch.full((off[i + 1] - off[i], weights.size(1)), 1.0 / ((off[i + 1] - off[i]) * weights.size(1)))
-                             for i in range(len(off) - 1)]).to(weights)
-    return float((weights - uniform).abs().mean())
+from .genotype import Genotype
+from .masks import variational_mask
+from .ops import INIT_RANGE, NORMALISATIONS, OPS, derive, edge_offsets, normalise
+from .recurrence import run_recurrence
 
 
 class SearchRNN(nn.Module):

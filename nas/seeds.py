@@ -16,22 +16,18 @@ from __future__ import annotations
 
 import os
 import queue
-import subprocess
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any, Callable
 
-import click
 import torch
-
-import nas
 
 from common.errors import InputError
 from common.files import atomic_write_json, read_json
+from common.subprocesses import last_error, run_module
+from .distributed import current
 from .genotype import load
-
-REPO_ROOT = Path(nas.__file__).resolve().parent.parent  # where `nas` is imported from, for the child processes
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -46,6 +42,14 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def seed_search_args(given: dict[str, Any]) -> list[str]:
+    """The bin/search-lm arguments of the flags given (flag → value) that every seed's search shares."""
+    args = []
+    for flag, value in given.items():
+        args += [flag] if value is True else [flag, str(value)]
+    return args
+
+
 def slot_device(device: str, slot: int) -> str:
     """Spread worker slots over the GPUs when the device is plain `cuda`."""
     if device == "cuda" and torch.cuda.device_count() > 1:
@@ -54,13 +58,24 @@ def slot_device(device: str, slot: int) -> str:
 
 
 class SeedRuns:
-    """One multi-seed search in `run_dir`; `search_args` are the bin/search-lm arguments every seed shares."""
+    """One multi-seed search in `run_dir`; `search_args` are the bin/search-lm arguments every seed shares.
+
+    `report` receives a line as each seed starts, moves to retraining and ends (the command prints them).
+    """
 
     def __init__(self, run_dir: Path, seeds: list[int], workers: int, search_args: list[str], splits: dict[str, str],
-                 device: str, select_budget: float, select_args: list[str], command: str):
+                 device: str, select_budget: float, select_args: list[str], command: str,
+                 report: Callable[[str], None] = lambda line: None):
+        if current().parallel or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise InputError("--seeds: run it without torchrun (each seed is its own process)")
+        if workers < 1:
+            raise InputError(f"--workers: must be at least 1, got {workers}")
+        if not select_budget > 0:
+            raise InputError(f"--select-budget: must be a positive number of minutes, got {select_budget}")
         self.run_dir, self.seeds, self.workers = Path(run_dir), seeds, workers
         self.search_args, self.splits, self.device = search_args, splits, device
         self.select_budget, self.select_args, self.command = select_budget, select_args, command
+        self.report = report
         self.entries: dict[int, dict] = {}
         self.lock = threading.Lock()
 
@@ -72,7 +87,7 @@ class SeedRuns:
         atomic_write_json(config, {"seeds": self.seeds, "workers": self.workers, "search_args": self.search_args,
                                    "device": self.device, "select_budget": self.select_budget,
                                    "select_args": self.select_args, "command": self.command})
-        click.echo(f"run directory: {self.run_dir} ({len(self.seeds)} seeds, {self.workers} at a time)", err=True)
+        self.report(f"run directory: {self.run_dir} ({len(self.seeds)} seeds, {self.workers} at a time)")
         slots: queue.Queue[int] = queue.Queue()
         for k in range(self.workers):
             slots.put(k)
@@ -110,33 +125,32 @@ class SeedRuns:
             self.entries[seed] = entry
             self._write_leaderboard()
         if entry["status"] == "ok":
-            click.echo(f"seed {seed}: search valid ppl {entry['search_valid_ppl']:.1f}, retrained valid ppl "
-                       f"{entry['retrain_valid_ppl']:.2f}", err=True)
+            self.report(f"seed {seed}: search valid ppl {entry['search_valid_ppl']:.1f}, retrained valid ppl "
+                        f"{entry['retrain_valid_ppl']:.2f}")
         else:
-            click.echo(f"seed {seed}: failed in {entry['failed_stage']} (exit {entry['exit_code']}): {entry['error']}",
-                       err=True)
+            self.report(f"seed {seed}: failed in {entry['failed_stage']} (exit {entry['exit_code']}): {entry['error']}")
 
     def _search_and_retrain(self, entry: dict, device: str) -> None:
         """Fill `entry`: status ok with both perplexities, or the failed stage, its exit code and last error line."""
         seed, home = entry["seed"], Path(entry["run_dir"])
         home.mkdir(parents=True, exist_ok=True)
-        click.echo(f"seed {seed}: searching on {device}", err=True)
+        self.report(f"seed {seed}: searching on {device}")
         search = home / "search"
-        code = _run(["nas.cli.search_lm", *self.search_args, "--seed", str(seed), "--device", device,
-                     "--run-dir", str(search)], home / "search.log")
+        code = run_module("nas.cli.search_lm", [*self.search_args, "--seed", str(seed), "--device", device,
+                                                "--run-dir", str(search)], home / "search.log")
         if code != 0:
-            entry.update(failed_stage="search", exit_code=code, error=_last_error(home / "search.log"))
+            entry.update(failed_stage="search", exit_code=code, error=last_error(home / "search.log"))
             return
         metrics = read_json(search / "metrics.json")
         entry.update(search_valid_ppl=metrics["search_valid_ppl"], genotype=metrics["genotype"])
-        click.echo(f"seed {seed}: retraining its cell for {self.select_budget:g} min", err=True)
+        self.report(f"seed {seed}: retraining its cell for {self.select_budget:g} min")
         retrain = home / "retrain"
-        code = _run(["nas.cli.train_lm", "--cell", str(search / "genotype.json"), "--train", self.splits["train"],
-                     "--valid", self.splits["valid"], "--test", self.splits["test"], "--device", device,
-                     "--time-budget", str(self.select_budget), "--test-batch-size", "10", *self.select_args,
-                     "--out", str(retrain)], home / "retrain.log")
+        code = run_module("nas.cli.train_lm", [
+            "--cell", str(search / "genotype.json"), "--train", self.splits["train"], "--valid", self.splits["valid"],
+            "--test", self.splits["test"], "--device", device, "--time-budget", str(self.select_budget),
+            "--test-batch-size", "10", *self.select_args, "--out", str(retrain)], home / "retrain.log")
         if code != 0:
-            entry.update(failed_stage="retrain", exit_code=code, error=_last_error(home / "retrain.log"))
+            entry.update(failed_stage="retrain", exit_code=code, error=last_error(home / "retrain.log"))
             return
         entry.update(status="ok", retrain_valid_ppl=read_json(retrain / "metrics.json")["best_valid_ppl"])
 
@@ -154,18 +168,3 @@ def leaderboard(entries: list[dict], seeds: list[int], select_budget: float) -> 
     return {"winner": ok[0]["seed"] if ok else None, "ranked_by": "retrain_valid_ppl", "select_budget": select_budget,
             "pending": [s for s in seeds if s not in done], "entries": ok + failed}
 
-
-def _run(module_and_args: list[str], log: Path) -> int:
-    """Run `python -m MODULE ARGS` with this toolkit importable; stdout and stderr to `log`; the exit code."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    with open(log, "w", encoding="utf-8") as handle:
-        return subprocess.run([sys.executable, "-m", *module_and_args], stdout=handle, stderr=subprocess.STDOUT,
-                              env=env).returncode
-
-
-def _last_error(log: Path) -> str:
-    """The last `error: ...` line of a log, else its last non-empty line (a traceback's exception)."""
-    lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("error: ")]
-    return (errors or lines or ["(no output)"])[-1][:500]

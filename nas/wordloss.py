@@ -8,16 +8,22 @@ frequent words (whose Δ is small).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .corpus import batchify, read_tokens, encode, vocabulary
 from common.errors import InputError
-from .model import RNNModel
+from common.files import safe_torch_load
 from common.runs import RunDir
-from .search import SearchConfig, build_search_model, token_losses
+
+from .config import SearchConfig
+from .corpus import batchify, encode, read_tokens, vocabulary
+from .lm_eval import token_losses
+from .lm_file import FORMAT as LM_FORMAT
+from .model import RNNModel
+from .search_model import build_search_model
+from .train import load_for_evaluation
 
 
 @dataclass
@@ -32,29 +38,46 @@ class LanguageModel:
 def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
     """A trained language model from disk, whatever wrote it.
 
-    Reads a search run directory (config.json + checkpoint.pt of `bin/search-lm`; the model is the
-    search model as it stands at its last checkpoint). This is the one place to add the model
-    files of other commands.
+    Reads a `bin/train-lm` run directory (the retrained model of best.pt, or of checkpoint.pt
+    before an epoch has finished) or one of its model files, and a `bin/search-lm` run directory
+    (config.json + checkpoint.pt; the model is the search model as it stands at its last
+    checkpoint). This is the one place to add the model files of other commands.
     """
     path = Path(path)
-    if not path.is_dir():
-        raise InputError(f"{path}: not a language model (expected a search run directory with config.json "
-                         "and checkpoint.pt)")
+    if path.is_file():
+        return _retrained(path, device)
+    if (path / "best.pt").is_file():
+        return _retrained(path / "best.pt", device)
+    checkpoint = path / "checkpoint.pt"
+    if not checkpoint.is_file():
+        raise InputError(f"{path}: not a language model (expected a bin/train-lm run directory with best.pt or "
+                         "checkpoint.pt, a bin/train-lm model file, or a bin/search-lm run directory with "
+                         "config.json and checkpoint.pt)")
+    state = safe_torch_load(checkpoint, device)
+    if isinstance(state, dict) and state.get("format") == LM_FORMAT:
+        return _retrained(checkpoint, device)
     run = RunDir(path)
-    stored = run.config()
-    config = SearchConfig(**{f.name: stored[f.name] for f in fields(SearchConfig) if f.name in stored})
+    config = SearchConfig.from_dict(run.config())
     train = Path(config.train)
     if not train.is_file():
         raise InputError(f"{path}: its training file {train} (the vocabulary) is missing")
     vocab = vocabulary(read_tokens(train))
     model = build_search_model(config, len(vocab))
-    state = run.load_checkpoint(map_location=device)
     try:
         model.load_state_dict(state["model"])
     except (KeyError, RuntimeError) as err:
         raise InputError(f"{run.checkpoint}: checkpoint does not match its config.json "
                          f"({' '.join(str(err).split())[:200]})") from None
     return LanguageModel(model.to(device).eval(), vocab, config.bptt, train, str(path))
+
+
+def _retrained(path: Path, device: str) -> LanguageModel:
+    """A `bin/train-lm` model file: it holds its vocabulary; the training file, if still there, gives word counts."""
+    model, data = load_for_evaluation(path, device)
+    config = data.get("config") or {}
+    train = Path(config["train"]) if config.get("train") else None
+    return LanguageModel(model, data["vocab"], config.get("bptt", 35), train if train and train.is_file() else None,
+                         str(path))
 
 
 @dataclass

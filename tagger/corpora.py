@@ -15,38 +15,17 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import InputError
 from common.files import utf8_lines
 
-from . import tags as tagging
+from . import tag_schemes
+from .corpus_formats import FORMATS, SPLITS, Format
 
-SPLITS = ("train", "dev", "test")
 DOCSTART = "-DOCSTART-"
 DEV_FRACTION = 0.1
-
-
-@dataclass(frozen=True)
-class Format:
-    """How one corpus is laid out: its columns, default tag column and scheme, separator and files."""
-
-    columns: dict[int, str]
-    tag_column: str
-    scheme: str
-    separator: str  # "space" or "tab"
-    files: dict[str, str] = field(default_factory=dict)  # split -> file name in --data; no dev: sampled
-
-
-FORMATS = {
-    "conll03": Format({0: "text", 1: "pos", 2: "chunk", 3: "ner"}, "ner", "iob1", "space",
-                      {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}),
-    "wnut17": Format({0: "text", 1: "ner"}, "ner", "iob2", "tab",
-                     {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"}),
-    "conll2000": Format({0: "text", 1: "pos", 2: "chunk"}, "chunk", "iob2", "space",
-                        {"train": "train.txt", "test": "test.txt"}),
-}
 
 
 @dataclass
@@ -65,7 +44,7 @@ class Split:
 
     def counts(self) -> dict:
         """Sentences, tokens and entities per type, as `--dry-run` prints them."""
-        entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tagging.spans(sent))
+        entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tag_schemes.spans(sent))
         return {"sentences": len(self.tokens), "tokens": sum(map(len, self.tokens)),
                 "entities": dict(sorted(entities.items()))}
 
@@ -193,7 +172,7 @@ class _Reader:
                                      f"{self.min_columns}")
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
-            problem = tagging.check_tag(fields[self.tag_index], self.fmt.scheme)
+            problem = tag_schemes.check_tag(fields[self.tag_index], self.fmt.scheme)
             if problem:
                 raise InputError(f"{path}: line {number}: {problem}")
             sentence.append(fields[self.text_index])
@@ -218,7 +197,7 @@ class _Reader:
     def _close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document) -> None:
         if sentence:
             tokens.append(sentence)
-            tag_lists.append(tagging.to_iob2(sentence_tags))
+            tag_lists.append(tag_schemes.to_iob2(sentence_tags))
             doc_starts.append(new_document)
 
 
@@ -230,7 +209,7 @@ def to_sentences(split: Split, tag_type: str) -> list:
     previous = None
     for words, iob2, doc_start in zip(split.tokens, split.tags, split.doc_starts):
         sentence = Sentence(words)
-        for start, end, kind in tagging.spans(iob2):
+        for start, end, kind in tag_schemes.spans(iob2):
             sentence[start:end].add_label(tag_type, kind)
         if previous is not None and not doc_start:
             sentence._previous_sentence = previous

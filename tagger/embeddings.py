@@ -7,15 +7,15 @@
 
 Items are joined with commas. Nothing is ever downloaded: a name that flair or Hugging Face would
 fetch fails at once with a message saying how to give a local file.
+
+flair, torch and gensim load only when embeddings are built, so the commands can offer `KINDS`
+and `POOLINGS` in `--help` at once.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from common.errors import InputError
-
-from .charlm import load_charlm
-from .wordvec import word_embeddings
 
 KINDS = ("glove", "flair", "pooled-flair", "transformer")
 POOLINGS = ("min", "max", "mean", "fade")
@@ -41,6 +41,8 @@ def build_embeddings(spec: str, pooling: str = "min"):
     """flair `StackedEmbeddings` for an `--embeddings` spec."""
     from flair.embeddings import StackedEmbeddings
 
+    from .wordvec import word_embeddings
+
     stack = []
     for kind, args in parse_spec(spec):
         if kind == "glove":
@@ -54,6 +56,8 @@ def build_embeddings(spec: str, pooling: str = "min"):
 
 def _char_lm(kind: str, spec: str, pooling: str):
     from flair.embeddings import FlairEmbeddings, PooledFlairEmbeddings
+
+    from .charlm import load_charlm
 
     path = Path(spec)
     if not path.exists() and "/" not in spec and not path.suffix:

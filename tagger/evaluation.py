@@ -1,7 +1,7 @@
 """Scoring a tagger on IOB2 spans with seqeval, the CoNLL predictions file, and the per-type table.
 
 Both gold and predicted tags are IOB2 (gold normalised on reading, predictions rebuilt from
-flair's predicted spans). The report holds seqeval's strict mode with the scheme passed explicitly
+flair's predicted spans by `prediction.predict_tags`). The report holds seqeval's strict mode with the scheme passed explicitly
 (it equals flair's span F1) and seqeval's default mode, which matches conlleval. `bin/train-tagger`
 writes it at the end of training; `bin/evaluate` reuses it on a saved model.
 """
@@ -12,21 +12,7 @@ import statistics
 
 from common.files import atomic_write_text
 
-from . import tags as tagging
-
-PREDICTED = "predicted"
-
-
-def predict_tags(model, sentences: list, batch_size: int = 64) -> list[list[str]]:
-    """IOB2 tags the model predicts for flair sentences (stored under the label `predicted`)."""
-    model.eval()
-    model.predict(sentences, mini_batch_size=batch_size, label_name=PREDICTED)
-    out = []
-    for sentence in sentences:
-        entities = [(span[0].idx - 1, span[-1].idx, span.get_label(PREDICTED).value)
-                    for span in sentence.get_spans(PREDICTED)]
-        out.append(tagging.from_spans(len(sentence), entities))
-    return out
+from .prediction import predict_tags
 
 
 def _plain(report: dict) -> dict:

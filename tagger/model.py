@@ -22,8 +22,9 @@ import torch.nn as nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from flair.models import SequenceTagger
-from nas.cell import FrozenRNN
+
 from common.errors import InputError
+from nas.cell import FrozenRNN
 from nas.genotype import Genotype, validate
 
 from . import model_file

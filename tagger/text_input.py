@@ -1,17 +1,23 @@
 """Text to tag: checking an input before anything is written, and reading it as sentences that keep
 character offsets into the input.
 
-Three layouts:
+The layouts:
 
     raw (default)  running text, split into sentences and tokens by segtok through flair's
-                   `SegtokSentenceSplitter`
+                   `SegtokSentenceSplitter`; a line break also ends a sentence, so headlines,
+                   bylines and one-sentence-per-line text come out as they were written
+    wrapped        raw text wrapped at a fixed width (`--no-line-breaks`): a single line break is a
+                   space, and sentences end where segtok ends them (sentence-final punctuation or a
+                   blank line)
     --tokenized    one sentence per line, tokens separated by whitespace; blank lines are skipped
     --columns      a CoNLL-style column file: the token is the first column, a blank line ends a
                    sentence, `-DOCSTART-` lines are document boundaries and never sentences
 
 Each `TextSentence` holds its exact text, where that text starts in the input (in characters of
 the decoded input, after a UTF-8 byte-order mark if there is one) and each token's (start, end) in
-the text, so every output format can point back into the input.
+the text, so every output format can point back into the input. A line break is "\n" ("\r\n"
+too: its "\r" is whitespace before it); a sentence after a blank line (raw, wrapped, tokenized) or
+after `-DOCSTART-` (columns) starts a paragraph, which the HTML view keeps.
 
 Memory stays bounded by the longest sentence, not the input: raw text is read and segmented in
 blocks (`BLOCK_CHARS`), and a raw-text "sentence" with no sentence end in `MAX_SENTENCE_CHARS`
@@ -28,13 +34,14 @@ from typing import BinaryIO, Iterator, TextIO
 
 from common.errors import InputError
 
-LAYOUTS = ("raw", "tokenized", "columns")
+LAYOUTS = ("raw", "wrapped", "tokenized", "columns")
 ENCODING_ERRORS = ("strict", "replace")
 DOCSTART = "-DOCSTART-"
 CHECK_BYTES = 1 << 20  # bytes read at a time while checking an input
 BLOCK_CHARS = 100_000  # raw text is segmented once at least this much is buffered
 MAX_SENTENCE_CHARS = 1_000_000  # a raw sentence with no end in sight is cut at whitespace here
 _TOKEN = re.compile(r"\S+")
+_LINE_BREAK = re.compile("\n")
 _NEWLINE = b"\n"
 
 
@@ -42,12 +49,14 @@ _NEWLINE = b"\n"
 class TextSentence:
     """One sentence of the input: `text` starts at character `offset` of the input (None for a column
     file, whose text is its tokens joined by spaces); `spans[i]` is token i's (start, end) in `text`;
-    `words[i]` is what the model reads for token i (flair's normalised token, usually the same)."""
+    `words[i]` is what the model reads for token i (flair's normalised token, usually the same);
+    `paragraph` is true when a blank line (or a document start) comes before the sentence."""
 
     text: str
     offset: int | None
     spans: list[tuple[int, int]]
     words: list[str]
+    paragraph: bool = False
 
     @property
     def tokens(self) -> list[str]:
@@ -108,15 +117,16 @@ def open_text(path: Path, errors: str = "strict") -> TextIO:
 
 def sentences(handle: TextIO, layout: str = "raw") -> Iterator[TextSentence]:
     """The sentences of an input in order, for one of `LAYOUTS`."""
-    if layout == "raw":
-        return raw_sentences(handle)
+    if layout in ("raw", "wrapped"):
+        return raw_sentences(handle, line_breaks=layout == "raw")
     if layout == "tokenized":
         return line_sentences(handle)
     return column_sentences(handle)
 
 
-def raw_sentences(handle: TextIO) -> Iterator[TextSentence]:
-    """Running text through flair's segtok splitter, a block at a time.
+def raw_sentences(handle: TextIO, line_breaks: bool = True) -> Iterator[TextSentence]:
+    """Running text through flair's segtok splitter, a block at a time; with `line_breaks`, each line
+    is split on its own, so a line break always ends a sentence.
 
     After each block the last sentence (found with segtok's own `split_multi`, which is cheap) is
     held back and read again with the text that follows it, so no sentence is cut at a block
@@ -127,31 +137,50 @@ def raw_sentences(handle: TextIO) -> Iterator[TextSentence]:
 
     splitter = SegtokSentenceSplitter()
     buffer, base, end = "", 0, False
+    breaks = 0  # line breaks since the end of the last sentence: two or more make a blank line
     while buffer or not end:
         if not end:
             piece = handle.read(max(BLOCK_CHARS, len(buffer)))
             end = not piece
             buffer += piece
         if buffer.isspace():
-            base, buffer = base + len(buffer), ""
+            base, buffer, breaks = base + len(buffer), "", breaks + buffer.count("\n")
             continue
-        last = _last_sentence_start(buffer)
+        last = _last_sentence_start(buffer, line_breaks)
         if len(buffer) - last > MAX_SENTENCE_CHARS:  # a sentence with no end in sight: cut at whitespace
             space = max(buffer.rfind(c, last, last + MAX_SENTENCE_CHARS) for c in " \t\n\r")
             keep = space if space > last else last + MAX_SENTENCE_CHARS
         else:
             keep = len(buffer) if end else last
-        block = buffer[:keep]
-        if block.strip():  # segtok yields an empty sentence for trailing whitespace, which flair warns about
-            yield from _from_flair(block, base, splitter.split(block.rstrip(), link_sentences=False))
+        block, position = buffer[:keep], 0
+        for sentence in _split(block, base, splitter, line_breaks):
+            start = sentence.offset - base
+            sentence.paragraph = breaks + block.count("\n", position, start) >= 2
+            position, breaks = start + len(sentence.text), 0
+            yield sentence
+        breaks += block.count("\n", position)
         base, buffer = base + keep, buffer[keep:]
 
 
-def _last_sentence_start(text: str) -> int:
+def _split(block: str, base: int, splitter, line_breaks: bool) -> Iterator[TextSentence]:
+    """The sentences of `block` (which starts at input offset `base`): of the whole block, or of each of its lines."""
+    pieces = [(0, len(block))]
+    if line_breaks:
+        starts = [0] + [m.end() for m in _LINE_BREAK.finditer(block)]
+        pieces = list(zip(starts, starts[1:] + [len(block)]))
+    for start, stop in pieces:
+        piece = block[start:stop]
+        if piece.strip():  # segtok yields an empty sentence for trailing whitespace, which flair warns about
+            yield from _from_flair(piece, base + start, splitter.split(piece.rstrip(), link_sentences=False))
+
+
+def _last_sentence_start(text: str, line_breaks: bool) -> int:
+    """Where the last sentence of `text` starts: segtok's last sentence (of the last line, with `line_breaks`)."""
     from segtok.segmenter import split_multi
 
-    start = position = 0
-    for sentence in split_multi(text):
+    line = text.rfind("\n") + 1 if line_breaks else 0
+    start = position = line
+    for sentence in split_multi(text[line:]):
         if sentence:
             start = text.index(sentence, position)
             position = start + len(sentence)
@@ -188,35 +217,38 @@ def _normalised_positions(text: str) -> list[int] | range:
 
 def line_sentences(handle: TextIO) -> Iterator[TextSentence]:
     """One sentence per line, tokens separated by whitespace."""
-    offset = 0
+    offset, blank = 0, False
     for line in handle:
         matches = [(m.start(), m.end()) for m in _TOKEN.finditer(line)]
         if matches:
             first = matches[0][0]
             spans = [(s - first, e - first) for s, e in matches]
             text = line[first:matches[-1][1]]
-            yield TextSentence(text, offset + first, spans, [text[s:e] for s, e in spans])
+            yield TextSentence(text, offset + first, spans, [text[s:e] for s, e in spans], blank)
+        blank = not matches
         offset += len(line)
 
 
 def column_sentences(handle: TextIO) -> Iterator[TextSentence]:
     """Sentences of a column file: first-column tokens joined by single spaces."""
     words: list[str] = []
+    document = False
     for line in handle:
         fields = line.split()
         if fields and fields[0] != DOCSTART:
             words.append(fields[0])
             continue
         if words:
-            yield _joined(words)
-            words = []
+            yield _joined(words, document)
+            words, document = [], False
+        document = document or bool(fields)
     if words:
-        yield _joined(words)
+        yield _joined(words, document)
 
 
-def _joined(words: list[str]) -> TextSentence:
+def _joined(words: list[str], document: bool) -> TextSentence:
     spans, position = [], 0
     for word in words:
         spans.append((position, position + len(word)))
         position += len(word) + 1
-    return TextSentence(" ".join(words), None, spans, list(words))
+    return TextSentence(" ".join(words), None, spans, list(words), document)

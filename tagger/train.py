@@ -10,48 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from common.files import atomic_write_json
 
 from . import evaluation
+from .config import TaggerConfig
 from .corpora import TaggingCorpus, to_sentences
 
 log = logging.getLogger("flair")
-
-
-@dataclass
-class TrainConfig:
-    cell: str = "darts_v2"
-    corpus: str = "conll03"
-    data: str = ""
-    columns: str | None = None
-    tag_column: str | None = None
-    tag_scheme: str | None = None
-    train_scheme: str = "bioes"
-    embeddings: str = "glove:glove-6b-50d"
-    pooling: str = "min"
-    hidden_size: int = 512
-    locked_dropout: float = 0.5
-    word_dropout: float = 0.05
-    dropout_x: float = 0.0
-    dropout_h: float = 0.0
-    reproject: bool = True
-    lr: float = 0.1
-    batch_size: int = 32
-    eval_batch_size: int = 64
-    max_epochs: int = 150
-    anneal_factor: float = 0.25
-    patience: int = 2
-    min_lr: float = 1e-4
-    clip: float = 5.0
-    train_with_dev: bool = False
-    seed: int = 1
-    runs: int = 1
-    device: str = "cpu"
-    threads: int | None = None
-    command: str = ""
 
 
 def tag_dictionary(corpus: TaggingCorpus):
@@ -66,7 +34,7 @@ def tag_dictionary(corpus: TaggingCorpus):
     return dictionary
 
 
-def build_model(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None):
+def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None):
     from .model import CellTagger
 
     return CellTagger(
@@ -108,7 +76,7 @@ def _timer_plugin(notes: list[str]):
     return EpochTimer()
 
 
-def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
               out: Path) -> dict:
     """Train one seed into `out` and return its metrics (also written to out/metrics.json).
 
@@ -125,7 +93,7 @@ def train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: 
     return _train_run(config, corpus, embeddings, genotype, seed, out, False)
 
 
-def _train_run(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
                out: Path, multi_gpu: bool) -> dict:
     import flair
     from flair.distributed_utils import is_main_process
@@ -176,7 +144,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def train_runs(config: TrainConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path) -> dict:
+def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path) -> dict:
     """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary."""
     atomic_write_json(out / "config.json", {**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
     if config.runs == 1:

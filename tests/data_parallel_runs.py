@@ -25,7 +25,8 @@ from nas.cli.train_lm import main as train_lm  # noqa: E402
 from common.splits import find_splits
 from nas.corpus import Corpus  # noqa: E402
 from common.runs import Interrupted, RunDir  # noqa: E402
-from nas.search import SearchConfig, Searcher  # noqa: E402
+from nas.config import SearchConfig  # noqa: E402
+from nas.search import Searcher  # noqa: E402
 
 SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "2", "--batch-size", "4", "--bptt", "6", "--eval-batch-size", "2",
           "--max-batches-per-epoch", "3", "--eval-batches", "3", "--lr", "2", "--epochs", "2", "--dropout", "0.5"]

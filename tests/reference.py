@@ -4,22 +4,22 @@ The cells run one time step, one node, one edge and one op at a time in Python, 
 projection x·W0 inside the loop, as in the reference DARTS code's structure; the α step has that
 code's structure too (full backward passes, a copied model for the unrolled weights, weights
 perturbed in place). The fast versions must agree with these (tests/test_reference_cells.py) and
-bench/search_step.py times them side by side. They read the fast modules' parameters, so both
-compute with the same weights.
+bench/search_step.py times them side by side.
+
+Nothing here comes from the modules it checks: own parameters, op table, softmaxes, masks, loss
+and optimiser set-up, in plain torch. Only the weights are shared, by name: a test copies the fast
+module's state dict into `ReferenceSearchRNN`, and `reference_frozen` reads a FrozenRNN's `w0`,
+`ws` and genotype.
 """
 from __future__ import annotations
 
 import copy
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
-from nas.architect import Architect
-from nas.cell import FrozenRNN
-from nas.genotype import OPS
-from nas.model import lm_loss
-from nas.search_cell import SearchRNN
-
+OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # the columns of α (NOTES §2)
 ACT = {"identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
 
 
@@ -37,14 +37,39 @@ def reference_mixing_weights(alpha: torch.Tensor, steps: int, method: str) -> to
 
 
 def _mask(like: torch.Tensor, p: float, shape: tuple[int, ...]) -> torch.Tensor | None:
-    # Same draws as nas.cell.variational_mask, so a seeded run sees the same masks as the fast cell.
+    # Drawn in the fast cell's order and shapes, so a seeded run sees the same masks as the fast cell.
     if p <= 0:
         return None
     return like.new_empty(shape).bernoulli_(1 - p) / (1 - p)
 
 
-class ReferenceSearchRNN(SearchRNN):
-    """The search cell per step, per node, per edge (one matmul each) and per op."""
+class ReferenceSearchRNN(nn.Module):
+    """The search cell per step, per node, per edge (one matmul each) and per op.
+
+    Takes SearchRNN's arguments, so bench/search_step.py can swap it in; it has no ESS gates or
+    attention. Its parameters have SearchRNN's names and shapes, and are drawn in the same order
+    (so a seeded bench starts both from the same weights; tests copy them by name).
+    """
+
+    def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts", dropout_x: float = 0.0,
+                 dropout_h: float = 0.0, inter: nn.Module | None = None, attention: nn.Module | None = None,
+                 compile: bool = False):
+        super().__init__()
+        if inter is not None or attention is not None:
+            raise ValueError("the reference search cell has no inter-cell gates or attention")
+        self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
+        self.dropout_x, self.dropout_h = dropout_x, dropout_h
+        self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-0.04, 0.04))  # [x | h]·W0
+        self.ws = nn.ParameterList(nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-0.04, 0.04)) for _ in range(steps))
+        self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
+        self.bn = nn.BatchNorm1d(nhid, affine=False)
+
+    @property
+    def output_size(self) -> int:
+        return self.nhid
+
+    def init_hidden(self, batch: int) -> torch.Tensor:
+        return self.w0.new_zeros(1, batch, self.nhid)
 
     def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
                 lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -77,10 +102,11 @@ class ReferenceSearchRNN(SearchRNN):
         return torch.stack(outputs), h.unsqueeze(0)
 
 
-def reference_frozen(rnn: FrozenRNN, x: torch.Tensor, hidden: torch.Tensor | None = None,
+def reference_frozen(rnn: nn.Module, x: torch.Tensor, hidden: torch.Tensor | None = None,
                      lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """FrozenRNN without dropout, one sentence, one direction, one step and one edge at a time.
+    """A FrozenRNN without dropout, one sentence, one direction, one step and one edge at a time.
 
+    Reads the layer's genotype and weights: w0 (D, ninp + nhid, 2·nhid), ws (D, nodes, nhid, 2·nhid).
     Direction 2 reads each sentence reversed within its length; its outputs are put back in
     sentence order. Outputs past a sentence's length are zero.
     """
@@ -112,9 +138,11 @@ def reference_frozen(rnn: FrozenRNN, x: torch.Tensor, hidden: torch.Tensor | Non
     return out, torch.stack(last)
 
 
-class ReferenceArchitect(Architect):
-    """The α step as the reference DARTS code does it.
+class ReferenceArchitect:
+    """The α step as the reference DARTS code does it, for an RNNModel (words → logits, hidden, ...).
 
+    Takes Architect's arguments; α are the parameters named `alpha...` (those in `arch_names`
+    only, when given), the weights all others. The loss is the mean token cross-entropy.
     First order: `loss.backward()`, so every weight gradient is computed too (and discarded by
     the weight step's zero_grad). Second order: weight gradients on train clipped in place
     (coefficient k), a deep copy of the model holding w' = w − η(∇w + wd·w), a full backward
@@ -123,9 +151,22 @@ class ReferenceArchitect(Architect):
     Both sides of the difference draw the same dropout masks, as in `Architect`.
     """
 
+    def __init__(self, model: nn.Module, lr: float = 3e-3, weight_decay: float = 1e-3, order: int = 1,
+                 weight_wd: float = 5e-7, arch_names: list[str] | None = None, weight_clip: float | None = None):
+        self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
+        named = dict(model.named_parameters())
+        is_alpha = {name: name.rsplit(".", 1)[-1].startswith("alpha") for name in named}
+        self.weights = {name: p for name, p in named.items() if not is_alpha[name]}
+        self.arch = {name: p for name, p in named.items() if is_alpha[name] and (arch_names is None or name in arch_names)}
+        self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
+
+    def _loss(self, model: nn.Module, batch, hidden):
+        logits, hidden, _, _ = model(batch[0], hidden)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), batch[1].reshape(-1)), hidden
+
     def step(self, train, train_hidden, valid, valid_hidden, eta: float):
         if self.order == 1:
-            loss, valid_hidden = self._loss(self.weights, valid, valid_hidden)
+            loss, valid_hidden = self._loss(self.model, valid, valid_hidden)
             loss.backward()
         else:
             valid_hidden = self._unrolled_backward(train, train_hidden, valid, valid_hidden, eta)
@@ -134,7 +175,7 @@ class ReferenceArchitect(Architect):
         return valid_hidden
 
     def _unrolled_backward(self, train, train_hidden, valid, valid_hidden, eta: float):
-        loss, _ = self._loss(self.weights, train, train_hidden)
+        loss, _ = self._loss(self.model, train, train_hidden)
         grads = torch.autograd.grad(loss, list(self.weights.values()))
         k = _clip_(grads, self.weight_clip)
         unrolled = copy.deepcopy(self.model)
@@ -142,8 +183,8 @@ class ReferenceArchitect(Architect):
             for (name, w), g in zip(self.weights.items(), grads):
                 unrolled.get_parameter(name).copy_(w - eta * (g + self.weight_wd * w))
         unrolled.zero_grad(set_to_none=True)
-        logits, valid_hidden, _, _ = unrolled(valid[0], valid_hidden)
-        lm_loss(logits, valid[1]).backward()
+        loss, valid_hidden = self._loss(unrolled, valid, valid_hidden)
+        loss.backward()
         v = [unrolled.get_parameter(name).grad for name in self.weights]
         _clip_(v, self.weight_clip)
         r = 0.01 / torch.cat([x.view(-1) for x in v]).norm()
@@ -154,7 +195,7 @@ class ReferenceArchitect(Architect):
                 for w, x in zip(self.weights.values(), v):
                     w.add_(shift * x)
             with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-                loss, _ = self._loss(self.weights, train, train_hidden)
+                loss, _ = self._loss(self.model, train, train_hidden)
                 sides.append(torch.autograd.grad(loss, list(self.arch.values())))
         with torch.no_grad():
             for w, x in zip(self.weights.values(), v):

@@ -141,15 +141,16 @@ def label_vectors(iob2_file: Path, out: Path, dim: int = 16, seed: int = 0) -> P
 def train_tiny_tagger(root: Path) -> tuple[Path, Path]:
     """A DARTS_V2 tagger (hidden 16) trained for 3 epochs on tagger.synthetic data: (run directory, data directory)."""
     from nas.genotype import load
+    from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings
     from tagger.synthetic import generate
-    from tagger.train import TrainConfig, train_runs
+    from tagger.train import train_runs
 
     data = generate(root / "data", seed=0, train=200, dev=40, test=40, lm_lines=300, raw_paragraphs=30)
     vectors = label_vectors(data / "iob2" / "train.txt", root / "vectors.txt")
-    config = TrainConfig(cell="darts_v2", corpus="conll03", data=str(data / "conll03"), embeddings=f"glove:{vectors}",
-                         hidden_size=16, batch_size=8, max_epochs=3, lr=0.5, seed=1)
+    config = TaggerConfig(cell="darts_v2", corpus="conll03", data=str(data / "conll03"), embeddings=f"glove:{vectors}",
+                          hidden_size=16, batch_size=8, max_epochs=3, lr=0.5, seed=1)
     train_runs(config, load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings),
                load("darts_v2").to_dict(), root / "run")
     return root / "run", data

@@ -5,7 +5,8 @@ import torch
 
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype
-from nas.search_cell import SearchRNN, derive, edge_offsets, normalise
+from nas.ops import derive, edge_offsets, normalise
+from nas.search_cell import SearchRNN
 
 
 def sig(v):

@@ -17,7 +17,8 @@ from common.errors import InputError
 from nas.genotype import Genotype, validate
 from nas.gates import FrozenGate, InterGates, SearchGate
 from common.runs import RunDir
-from nas.search import SearchConfig, Searcher
+from nas.config import SearchConfig
+from nas.search import Searcher
 from nas.search_cell import SearchRNN
 
 OPS = ["none", "identity", "tanh", "relu", "sigmoid"]

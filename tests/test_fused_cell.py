@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import nas.fused_cell as fused_cell
-from nas.cell import FrozenRNN
+from nas.cell import FrozenRNN, plan_waves
 from nas.fused_cell import FusedFrozenCell, plan
 from nas.genotype import Genotype, load, shipped_cells
 from reference import reference_frozen
@@ -111,7 +111,7 @@ def _gradcheck_inputs(name: str, directions: int, counts: list[int]):
 def test_fused_gradients_pass_gradcheck(name, kernels):
     counts = [3, 3, 2, 1]
     geno, (x, h0, w0, ws, mh) = _gradcheck_inputs(name, 2, counts)
-    cell_plan = plan(FrozenRNN(geno, 2, 3)._waves, geno.concat, geno.steps)
+    cell_plan = plan(plan_waves(geno), geno.concat, geno.steps)
     fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x, h0, w0, ws), fast_mode=name not in ("darts_v2", "multi"))
 

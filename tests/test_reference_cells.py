@@ -85,6 +85,7 @@ def test_alpha_step_matches_reference_architect(method, order, weight_clip):
     """Same α update as the reference code's structure (full backward, copied model, in-place HVP),
     also when the weight gradient and v are clipped (0.01 is below both norms here)."""
     fast, ref = _search_model(SearchRNN, method), _search_model(ReferenceSearchRNN, method)
+    ref.load_state_dict(fast.state_dict())  # the same weights, by name
     torch.manual_seed(2)
     words = torch.randint(11, (5, 3, 2))
     train, valid = (words[..., 0][:-1], words[..., 0][1:]), (words[..., 1][:-1], words[..., 1][1:])

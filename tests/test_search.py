@@ -16,7 +16,10 @@ from nas.corpus import Corpus
 from common.errors import InputError
 from nas.model import RNNModel, lm_loss
 from common.runs import Interrupted, RunDir
-from nas.search import SearchConfig, Searcher
+from nas.config import SearchConfig
+from nas.methods import METHODS, Entry
+from nas.methods.darts import Darts
+from nas.search import Searcher
 from nas.search_cell import SearchRNN
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,3 +180,43 @@ def test_the_command_prints_no_traceback(tmp_path):
                           capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr == f"error: {tmp_path / 'nope'}: no such directory\n"
+
+
+def test_nas_commands_import_no_torch_before_their_work_starts():
+    """--help and a flag error must not wait for torch: the command modules import it only in their body."""
+    commands = ["search_lm", "train_lm", "eval_lm", "compare_words", "plot_search", "plot_cell", "sample_cells"]
+    code = (f"import sys; [__import__('nas.cli.' + c) for c in {commands}]; "
+            "print(sorted(m for m in ('torch', 'matplotlib', 'flair') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_the_light_flag_choices_match_what_the_library_accepts():
+    from common.runs import PRECISIONS
+    from nas import config
+    from nas.attention import SEARCH_CHOICES
+    from nas.genotype import SIZE_MATCHES
+    from nas.ops import SQUASHES
+
+    assert config.PRECISIONS == PRECISIONS and config.ATTENTION_CHOICES == SEARCH_CHOICES
+    assert config.GATE_SQUASHES == tuple(SQUASHES) and config.GATE_SIZE_MATCHES == SIZE_MATCHES
+
+
+class FrozenAlpha(Darts):
+    """A method added as a plug-in: DARTS's layer whose α never steps."""
+
+    def step_alpha(self, batch, train, train_hidden, valid, valid_hidden, eta):
+        return valid_hidden
+
+
+def test_a_registered_method_runs_through_the_unchanged_loop(lm_corpus, tmp_path, monkeypatch):
+    monkeypatch.setitem(METHODS, "frozen", Entry("test_search:FrozenAlpha", "α fixed at its start"))
+    config, run, searcher = _searcher(lm_corpus, tmp_path / "run", epochs=1, method="frozen", order=1)
+    config.validate()
+    run.start({})
+    alpha, w0 = searcher.rnn.alpha.detach().clone(), searcher.rnn.w0.detach().clone()
+    geno = searcher.run()
+    assert torch.equal(searcher.rnn.alpha, alpha) and not torch.equal(searcher.rnn.w0, w0)
+    assert geno.name == "frozen_search_seed3" and geno.provenance["method"] == "frozen"
+    assert genotype.load(tmp_path / "run" / "genotype.json").nodes == geno.nodes

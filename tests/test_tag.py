@@ -13,7 +13,7 @@ import torch
 from click.testing import CliRunner
 
 import tagger_data as td
-from tagger import tagging, text_input
+from tagger import prediction, text_input
 from tagger.cli.tag import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,10 +35,10 @@ def raw(tiny_tagger):
     return tiny_tagger[1] / "raw.txt"
 
 
-# ---- parsers of each format, written from the format descriptions in tagger/formats.py ----
+# ---- parsers of each format, written from the format descriptions in tagger/output_formats.py ----
 
 def parse_conll(out: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
-    from tagger.tags import spans
+    from tagger.tag_schemes import spans
 
     sentences = []
     for block in out.split("\n\n"):
@@ -246,8 +246,8 @@ def test_a_line_of_100000_tokens_is_tagged_in_bounded_pieces(model, tmp_path, mo
     lines = result.stdout.split("\n")
     assert len(lines) == 100_000 + 2 and lines[-2:] == ["", ""]  # one sentence, then its blank line
     assert [line.split(" ")[0] for line in lines[:20]] == (words * 2)
-    assert sum(n for n, _ in batches) == 196 == -(-100_000 // tagging.MAX_TOKENS)
-    assert max(n for n, _ in batches) == 64 and max(longest for _, longest in batches) == tagging.MAX_TOKENS == 512
+    assert sum(n for n, _ in batches) == 196 == -(-100_000 // prediction.MAX_TOKENS)
+    assert max(n for n, _ in batches) == 64 and max(longest for _, longest in batches) == prediction.MAX_TOKENS == 512
 
 
 def test_stdin_several_inputs_and_an_output_directory(model, raw, tmp_path):
@@ -401,23 +401,24 @@ def test_recent_words_keeps_the_most_recently_written():
 
 
 def test_pooled_memory_is_bounded_and_exact_below_the_bound(tmp_path):
+    from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings
     from tagger.pooled_memory import bound_pooled_memory
-    from tagger.train import TrainConfig, build_model
+    from tagger.train import build_model
 
     td.write_conll03(tmp_path / "data", sizes=(8, 4, 4))
     fwd, bwd = td.tiny_char_lm(tmp_path / "fwd.pt", True), td.tiny_char_lm(tmp_path / "bwd.pt", False)
     corpus = load_corpus("conll03", tmp_path / "data")
     torch.manual_seed(0)
-    model = build_model(TrainConfig(hidden_size=4), corpus, build_embeddings(f"pooled-flair:{fwd}:{bwd}"), None)
+    model = build_model(TaggerConfig(hidden_size=4), corpus, build_embeddings(f"pooled-flair:{fwd}:{bwd}"), None)
     model.eval()
     words = [f"{a}{b}" for a in "Anna Boris Chen Dara".split() for b in "lima oslo quito accra hanoi".split()]  # 20 distinct
     text = "\n".join(" ".join(words[(i + k) % 20] for k in range(6)) + " ." for i in range(30))
 
     def tagged(max_words: int):
         pooled = bound_pooled_memory(model, max_words)
-        out = [(s.tokens, e) for s, e in tagging.tag(model, text_input.line_sentences(io.StringIO(text)), batch_size=4)]
+        out = [(s.tokens, e) for s, e in prediction.tag(model, text_input.line_sentences(io.StringIO(text)), batch_size=4)]
         return out, pooled
 
     unbounded, pooled = tagged(0)

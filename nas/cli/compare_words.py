@@ -1,12 +1,15 @@
 """`bin/compare-words`: which words one language model predicts better than another (ESS Table 3)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from common.splits import find_splits
 from common.errors import InputError, cli_errors
-from ..search import ppl
-from ..wordloss import WordRow, compare_words, largest_differences, load_language_model, most_frequent
+from common.splits import find_splits
+
+if TYPE_CHECKING:
+    from ..wordloss import WordRow
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -22,10 +25,15 @@ from ..wordloss import WordRow, compare_words, largest_differences, load_languag
 def main(model_a, model_b, data, split, top, min_count, batch_size, device) -> None:
     """Per-word loss difference of MODEL_B against MODEL_A on the validation data.
 
-    MODEL_A and MODEL_B are language models: for now `bin/search-lm` run directories. Δ is the
-    mean NLL of MODEL_B minus that of MODEL_A per occurrence of the word (negative: B is better),
-    e.g. `bin/compare-words runs/intra runs/joint --data ../shared/data/ptb` for ESS Table 3.
+    MODEL_A and MODEL_B are language models: `bin/train-lm` run directories (their best.pt, or
+    checkpoint.pt before the first epoch ends) or model files, or `bin/search-lm` run directories
+    (the search model at its last checkpoint). Δ is the mean NLL of MODEL_B minus that of MODEL_A
+    per occurrence of the word (negative: B is better), e.g. for ESS Table 3, the retrained
+    intra-only and joint cells: `bin/compare-words runs/intra-lm runs/joint-lm --data ../shared/data/ptb`.
     """
+    from ..lm_eval import ppl
+    from ..wordloss import compare_words, largest_differences, load_language_model, most_frequent
+
     if top < 1 or min_count < 1 or batch_size < 1:
         raise InputError("--top, --min-count and --batch-size must be at least 1")
     path = find_splits(data)[split]

@@ -6,12 +6,8 @@ from pathlib import Path
 
 import click
 
-from common.splits import SPLITS, find_splits
-from ..corpus import batchify, encode, read_tokens
 from common.errors import InputError, cli_errors
-from common.runs import check_device
-from ..search import evaluate, ppl
-from ..train import load_for_evaluation
+from common.splits import SPLITS, find_splits
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -31,6 +27,12 @@ def main(model, data, split, text_file, batch_size, bptt, device) -> None:
     \b
         bin/eval-lm runs/dartsv2 --data ../shared/data/ptb --split test
     """
+    from common.runs import check_device
+
+    from ..corpus import batchify, encode, read_tokens
+    from ..lm_eval import evaluate, ppl
+    from ..train import load_for_evaluation
+
     check_device(device)
     path = Path(model)
     if path.is_dir():

@@ -6,8 +6,6 @@ from pathlib import Path
 import click
 
 from common.errors import cli_errors
-from ..genotype import load
-from ..plots import plot_cell
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -19,6 +17,9 @@ def main(cell, out) -> None:
     """Draw CELL (a genotype file or a shipped name such as darts_v2) as PNG and SVG: nodes, the
     op on each edge, the output mean, and the ESS gates f′ and g′ when the genotype has them.
     """
+    from ..genotype import load
+    from ..plots import plot_cell
+
     geno = load(cell)
     stem = Path(out) if out else (Path(cell).with_suffix("") if Path(cell).is_file() else Path(Path(cell).stem))
     for path in plot_cell(geno, stem):

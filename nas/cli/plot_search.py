@@ -4,7 +4,6 @@ from __future__ import annotations
 import click
 
 from common.errors import cli_errors
-from ..plots import plot_search
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -18,6 +17,8 @@ def main(run_dir, out, compare) -> None:
     uniform (ESS Fig. 6) and the validation perplexity, each as PNG and SVG. For example, joint
     against intra-only search: `bin/plot-search runs/joint --compare runs/intra`.
     """
+    from ..plots import plot_search
+
     for path in plot_search(run_dir, out, compare):
         click.echo(str(path))
 

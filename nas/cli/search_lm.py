@@ -1,24 +1,20 @@
 """`bin/search-lm`: search a recurrent cell on a language-modelling corpus."""
 from __future__ import annotations
 
-import os
 import shlex
-import sys
-from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..attention import SEARCH_CHOICES
-from .. import distributed
-from common.splits import find_splits
-from ..corpus import Corpus
 from common.errors import InputError, cli_errors
-from ..genotype import load
-from ..gates import SIZE_MATCHES, SQUASHES
-from common.runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
-from ..search import SEARCH_SPACES, SearchConfig, Searcher
-from ..seeds import SeedRuns, parse_seeds
+
+from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
+                      check_method_flags)
+from ..methods import METHODS
+
+if TYPE_CHECKING:
+    from common.runs import RunDir
 
 D = SearchConfig()
 
@@ -28,7 +24,7 @@ D = SearchConfig()
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (the α step and model selection).")
 @click.option("--test", "test_file", type=click.Path(), help="Test file.")
-@click.option("--method", type=click.Choice(["darts", "idarts", "ess"]), default=D.method, help="darts: softmax per edge; idarts: one softmax over all edges into a node; ess: joint intra- and inter-cell search in rounds (ESS).")
+@click.option("--method", type=click.Choice(list(METHODS)), default=D.method, help="; ".join(f"{name}: {m.summary}" for name, m in METHODS.items()) + ".")
 @click.option("--out", type=click.Path(dir_okay=False), help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
 @click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
 @click.option("--epochs", type=int, default=None, help=f"Search epochs [default: {D.epochs}].")
@@ -64,9 +60,9 @@ D = SearchConfig()
 @click.option("--arch-lr-inter", type=float, default=None, help=f"ess: Adam learning rate of the inter-cell α [default: {D.arch_lr_inter}].")
 @click.option("--history", type=int, default=None, help=f"ess: m, the past inputs/states each gate reads [default: {D.history}].")
 @click.option("--inter-nodes", type=int, default=None, help=f"ess: nodes of each gate DAG, at least --history [default: {D.inter_nodes}].")
-@click.option("--gate-squash", type=click.Choice(list(SQUASHES)), default=None, help=f"ess: squash of the gate: sigmoid in (0,1), 2sigmoid in (0,2) starting at 1, none (Eq. 6 as printed) [default: {D.gate_squash}].")
-@click.option("--gate-size-match", type=click.Choice(SIZE_MATCHES), default=None, help=f"ess: how emsize and nhid meet in a gate: project (the history edges' matrices map sizes) or pad (zero-pad/truncate the history vectors) [default: {D.gate_size_match}].")
-@click.option("--attention", type=click.Choice(SEARCH_CHOICES), default=None, help="NASABN attention after the layer: search (softmax mix of dot and multihead, derived by argmax), a fixed type, or none [default: none; with --cell, the cell's].")
+@click.option("--gate-squash", type=click.Choice(GATE_SQUASHES), default=None, help=f"ess: squash of the gate: sigmoid in (0,1), 2sigmoid in (0,2) starting at 1, none (Eq. 6 as printed) [default: {D.gate_squash}].")
+@click.option("--gate-size-match", type=click.Choice(GATE_SIZE_MATCHES), default=None, help=f"ess: how emsize and nhid meet in a gate: project (the history edges' matrices map sizes) or pad (zero-pad/truncate the history vectors) [default: {D.gate_size_match}].")
+@click.option("--attention", type=click.Choice(ATTENTION_CHOICES), default=None, help="NASABN attention after the layer: search (softmax mix of dot and multihead, derived by argmax), a fixed type, or none [default: none; with --cell, the cell's].")
 @click.option("--attention-heads", type=int, default=D.attention_heads, help="Heads of multi-head attention.")
 @click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end.")
@@ -88,22 +84,22 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
         bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
+    from common.runs import RunDir, check_device, default_run_dir
+    from common.splits import find_splits
+
+    from ..genotype import load
+    from ..search import Searcher
+    from .terminal import Terminal, command_line, run_loop
+
     if seeds and resume:
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
     if resume:
         run = RunDir(resume)
-        stored = run.config()
-        config = SearchConfig(**{f.name: stored[f.name] for f in fields(SearchConfig) if f.name in stored})
-        if epochs is not None:
-            config.epochs = epochs
-        if rounds is not None:
-            config.rounds = rounds
+        config = SearchConfig.from_dict(run.config(), epochs=epochs, rounds=rounds)
     else:
         check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
-        _check_ess_flags(options["method"], {"rounds": rounds, "cell": cell_spec, **options})
-        if options["method"] == "ess" and epochs is not None:
-            raise InputError("--epochs: --method ess counts --rounds instead")
+        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, **options})
         cell = load(cell_spec) if cell_spec else None
         if options["attention"] is None:
             options["attention"] = (cell.attention if cell is not None else None) or "none"
@@ -111,35 +107,24 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                               order=int(order), epochs=epochs if epochs is not None else D.epochs,
                               rounds=rounds if rounds is not None else D.rounds,
-                              cell=None if cell is None else cell.to_dict(),
-                              command=" ".join(shlex.quote(a) for a in ["bin/search-lm", *sys.argv[1:]]), **resolved)
-        _check_config(config)
+                              cell=None if cell is None else cell.to_dict(), command=command_line("bin/search-lm"),
+                              **resolved)
         run = RunDir(run_dir or default_run_dir("search"))
-        if seeds:
-            return _search_seeds(config, run, seeds, workers, select_budget, select_args, out)
-    ranks = distributed.init(config.device)  # under torchrun: join the process group; only rank 0 writes
-    run = ranks.run_dir(run)
-    corpus = Corpus.load({"train": Path(config.train), "valid": Path(config.valid), "test": Path(config.test)})
-    searcher = Searcher(config, run, corpus)
-    if resume:
-        searcher.load_state(run.load_checkpoint())
-        run.trim_log(searcher.epoch)
-    else:
-        run.start(_config_dict(config))
-    click.echo(f"run directory: {run.path}", err=True)
-    try:
-        genotype = searcher.run()
-    except Interrupted as stop:
-        click.echo(f"interrupted: {stop}", err=True)
-        sys.exit(130)
-    if not ranks.main:
+    config.validate()
+    if seeds:
+        return _search_seeds(config, run, seeds, workers, select_budget, select_args, out)
+    searcher = Searcher.open(config, run, bool(resume))
+    click.echo(f"run directory: {searcher.run_dir.path}", err=True)
+    unit = METHODS[config.method].unit
+    genotype = run_loop(searcher, Terminal(
+        lambda s: f"search {unit} {s.epoch + 1}/{config.total_epochs}",
+        lambda s, r: f"{unit} {r['epoch']}: train ppl {r['train_ppl']:.1f}  valid ppl {r['valid_ppl']:.1f}  "
+                     f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
+    if not searcher.ranks.main:
         return
-    genotype.save(run.path / "genotype.json")
-    target = Path(out) if out else run.path / "genotype.json"
+    target = Path(out) if out else searcher.run_dir.path / "genotype.json"
     if out:
         genotype.save(target)
-    run.save_metrics({"search_valid_ppl": genotype.provenance["search_valid_ppl"], "genotype": genotype.to_dict(),
-                      "epochs": config.total_epochs})
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 
@@ -148,68 +133,25 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume")
 
 
-def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float,
-                  select_args: str, out: str | None) -> None:
+def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float, select_args: str,
+                  out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
+    from ..seeds import SeedRuns, parse_seeds, seed_search_args
+
     ctx = click.get_current_context()
     if ctx.get_parameter_source("seed") != click.core.ParameterSource.DEFAULT:
         raise InputError("--seed: give either --seed or --seeds")
-    if distributed.current().parallel or int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise InputError("--seeds: run it without torchrun (each seed is its own process)")
-    if workers < 1:
-        raise InputError(f"--workers: must be at least 1, got {workers}")
-    if not select_budget > 0:
-        raise InputError(f"--select-budget: must be a positive number of minutes, got {select_budget}")
-    search_args = []
-    for param in ctx.command.params:
-        if param.name in SEEDS_OWN or ctx.get_parameter_source(param.name) == click.core.ParameterSource.DEFAULT:
-            continue
-        search_args += [param.opts[0], str(ctx.params[param.name])]
+    given = {param.opts[0]: ctx.params[param.name] for param in ctx.command.params
+             if param.name not in SEEDS_OWN and ctx.get_parameter_source(param.name) != click.core.ParameterSource.DEFAULT}
     splits = {"train": config.train, "valid": config.valid, "test": config.test}
-    board = SeedRuns(run.path, parse_seeds(seeds), workers, search_args, splits, config.device, select_budget,
-                     shlex.split(select_args), config.command).run(Path(out) if out else None)
+    board = SeedRuns(run.path, parse_seeds(seeds), workers, seed_search_args(given), splits, config.device,
+                     select_budget, shlex.split(select_args), config.command,
+                     report=lambda line: click.echo(line, err=True)).run(Path(out) if out else None)
     click.echo(f"leaderboard: {run.path / 'leaderboard.json'}; winner seed {board['winner']}, genotype written to "
                f"{out or run.path / 'genotype.json'}", err=True)
     for entry in board["entries"]:
         retrained = f"{entry['retrain_valid_ppl']:.2f}" if entry["status"] == "ok" else entry["status"]
         click.echo(f"seed {entry['seed']}: {retrained}")
-
-
-def _config_dict(config: SearchConfig) -> dict:
-    return {f.name: getattr(config, f.name) for f in fields(config)}
-
-
-ESS_ONLY = ("search_space", "cell", "rounds", "intra_steps", "inter_steps", "arch_lr_intra", "arch_lr_inter",
-            "history", "inter_nodes", "gate_squash", "gate_size_match")
-
-
-def _check_ess_flags(method: str, given: dict) -> None:
-    if method != "ess":
-        for name in ESS_ONLY:
-            if given[name] is not None:
-                raise InputError(f"--{name.replace('_', '-')}: only with --method ess")
-    elif given["max_batches_per_epoch"] is not None:
-        raise InputError("--max-batches-per-epoch: with --method ess a round is --intra-steps + --inter-steps batches")
-
-
-def _check_config(c: SearchConfig) -> None:
-    for name in ("epochs", "rounds", "nodes", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt", "top_n",
-                 "history", "inter_nodes", "attention_heads"):
-        if getattr(c, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(c, name)}")
-    for name in ("intra_steps", "inter_steps"):
-        if getattr(c, name) is not None and getattr(c, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(c, name)}")
-    if c.history > c.inter_nodes:
-        raise InputError(f"--history {c.history}: needs at least as many --inter-nodes (got {c.inter_nodes}); "
-                         "gate node i reads history vector i")
-    if c.method == "ess" and (c.search_space == "inter") != (c.cell is not None):
-        raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
-    for name in ("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"):
-        if not 0 <= getattr(c, name) < 1:
-            raise InputError(f"--{name}: must be in [0, 1), got {getattr(c, name)}")
-    if c.emsize != c.nhid:
-        raise InputError(f"--emsize {c.emsize} and --nhid {c.nhid} must be equal: the decoder is tied to the embedding")
 
 
 if __name__ == "__main__":

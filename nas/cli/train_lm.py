@@ -2,25 +2,14 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
-from dataclasses import asdict, fields
-from pathlib import Path
 
 import click
 
-from .. import distributed
-from common.splits import find_splits
-from ..corpus import Corpus
-from common.errors import InputError, cli_errors
-from common.files import atomic_write_json
-from ..genotype import load
-from ..lm_file import rnn_parameters
-from ..lstm import matching_nhid
-from common.runs import PRECISIONS, Interrupted, RunDir, check_device, default_run_dir
-from ..train import TrainConfig, Trainer
+from common.errors import cli_errors
 
-D = TrainConfig()
+from ..config import PRECISIONS, RetrainConfig
+
+D = RetrainConfig()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -70,82 +59,40 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     \b
         bin/train-lm --cell darts_v2 --data ../shared/data/ptb --out runs/dartsv2 --emsize 200 --time-budget 10
     """
+    from common.runs import RunDir, check_device, default_run_dir
+    from common.splits import find_splits
+
+    from ..train import Trainer, optimizer_kind, resolve_cell
+    from .terminal import Terminal, command_line, run_loop
+
     if resume:
         run = RunDir(resume)
-        stored = run.config()
-        config = TrainConfig(**{f.name: stored[f.name] for f in fields(TrainConfig) if f.name in stored})
-        if epochs is not None:
-            config.epochs = epochs
-        if time_budget is not None:
-            config.time_budget = time_budget
-        _check_config(config)
+        config = RetrainConfig.from_dict(run.config(), epochs=epochs, time_budget=time_budget)
+        config.validate()
     else:
         check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
-        config = TrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                             cell=cell, epochs=epochs if epochs is not None else D.epochs, time_budget=time_budget,
-                             command=" ".join(shlex.quote(a) for a in ["bin/train-lm", *sys.argv[1:]]), **options)
-        _check_config(config)
-        if nhid is not None and nhid < 1:
-            raise InputError(f"--nhid: must be at least 1, got {nhid}")
-        _resolve_cell(config, nhid, match_cell)
+        config = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
+                               cell=cell, epochs=epochs if epochs is not None else D.epochs, time_budget=time_budget,
+                               command=command_line("bin/train-lm"), **options)
+        config.validate()
+        resolve_cell(config, nhid, match_cell)
         run = RunDir(run_dir or default_run_dir("train"))
-    ranks = distributed.init(config.device)  # under torchrun: join the process group; only rank 0 writes
-    run = ranks.run_dir(run)
-    if resume and (epochs is not None or time_budget is not None) and ranks.main:
-        atomic_write_json(run.path / "config.json", asdict(config))
-    corpus = Corpus.load({"train": Path(config.train), "valid": Path(config.valid), "test": Path(config.test)})
-    trainer = Trainer(config, run, corpus)
-    if resume:
-        trainer.resume()
-    else:
-        trainer.start()
+    trainer = Trainer.open(config, run, bool(resume))
     name = (config.genotype or {}).get("name") or config.cell
     matched = f", matched to {config.match_cell}'s {config.match_rnn_params:,}" if config.match_cell else ""
-    click.echo(f"run directory: {run.path}\nmodel: {name}, emsize {config.emsize}, nhid {config.nhid}: "
+    click.echo(f"run directory: {trainer.run_dir.path}\nmodel: {name}, emsize {config.emsize}, nhid {config.nhid}: "
                f"{trainer.parameters():,} parameters ({trainer.rnn_parameters():,} in the recurrent layer{matched})",
                err=True)
-    try:
-        metrics = trainer.run()
-    except Interrupted as stop:
-        click.echo(f"interrupted: {stop}", err=True)
-        sys.exit(130)
-    if ranks.main:
+
+    def line(t: Trainer, r: dict) -> str:
+        switched = " (switching to ASGD)" if r["optimizer"] != optimizer_kind(t.optimizer) else ""
+        return (f"epoch {r['epoch']}: train ppl {r['train_ppl']:.2f}  valid ppl {r['valid_ppl']:.2f}  "
+                f"{r['optimizer']}{switched}  {r['tokens_per_s']:,.0f} tok/s  {r['seconds']:.0f} s")
+
+    metrics = run_loop(trainer, Terminal(lambda t: f"epoch {t.epoch + 1}", line))
+    if trainer.ranks.main:
         click.echo(json.dumps({k: metrics[k] for k in ("cell", "params", "best_valid_ppl", "test_ppl", "epochs", "seconds")}))
-
-
-def _resolve_cell(config: TrainConfig, nhid: int | None, match_cell: str) -> None:
-    """Fix the genotype and nhid: a cell runs at nhid = emsize; the LSTM's nhid matches a cell's parameters."""
-    if config.cell == "lstm":
-        if nhid is None:
-            config.match_cell = match_cell
-            config.match_rnn_params = rnn_parameters("cell", load(match_cell), config.emsize, config.emsize)
-            nhid = matching_nhid(config.emsize, config.match_rnn_params)
-        config.nhid = nhid
-        return
-    config.genotype = load(config.cell).to_dict()
-    if nhid is not None and nhid != config.emsize:
-        raise InputError(f"--nhid {nhid} and --emsize {config.emsize} must be equal for a cell: "
-                         "the decoder is tied to the embedding")
-    config.nhid = config.emsize
-
-
-def _check_config(c: TrainConfig) -> None:
-    for name in ("epochs", "emsize", "nhid", "batch_size", "eval_batch_size", "test_batch_size", "bptt", "nonmono",
-                 "max_batches_per_epoch", "eval_batches"):
-        value = getattr(c, name)
-        if value is not None and value < 1:
-            raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
-    for name in ("max_rollbacks", "max_seq_len_delta", "seq_len_std", "lr", "wdecay", "ar", "tar"):
-        if getattr(c, name) < 0:
-            raise InputError(f"--{name.replace('_', '-')}: must not be negative, got {getattr(c, name)}")
-    for name in ("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"):
-        if not 0 <= getattr(c, name) < 1:
-            raise InputError(f"--{name}: must be in [0, 1), got {getattr(c, name)}")
-    if c.clip <= 0:
-        raise InputError(f"--clip: must be positive, got {c.clip}")
-    if c.time_budget is not None and not c.time_budget > 0:
-        raise InputError(f"--time-budget: must be a positive number of minutes, got {c.time_budget}")
 
 
 if __name__ == "__main__":

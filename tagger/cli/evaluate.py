@@ -7,11 +7,10 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.files import atomic_write_json, read_json
 
-from ..corpora import FORMATS, SPLITS, load_corpus, parse_columns
-from ..pooled_memory import DEFAULT_MAX_WORDS
-from ..tags import SCHEMES
+from ..corpus_formats import FORMATS, SPLITS
+from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
+from ..tag_schemes import SCHEMES, spans
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 
@@ -41,6 +40,10 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     \b
         bin/evaluate --model runs/ner --corpus conll03 --data ../shared/data/conll03 --split test
     """
+    from common.files import atomic_write_json
+
+    from ..corpora import load_corpus, parse_columns
+
     offline()
     if batch_size < 1 or pooled_memory < 0:
         raise InputError("--batch-size must be at least 1 and --pooled-memory at least 0")
@@ -58,7 +61,6 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     from .. import evaluation
     from ..corpora import to_sentences
     from ..model import load_tagger
-    from ..pooled_memory import bound_pooled_memory
 
     tagger = load_tagger(model_path, device)
     _check_types(tagger, part, model_path)
@@ -77,6 +79,8 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
 def _run_config(model: Path, corpus: str) -> dict:
     """Corpus settings of the run that trained the model (config.json beside it, or one level up for
     --runs), when that run used this corpus format."""
+    from common.files import read_json
+
     folder = model if model.is_dir() else model.parent
     for candidate in (folder / "config.json", folder.parent / "config.json"):
         if candidate.is_file():
@@ -87,8 +91,6 @@ def _run_config(model: Path, corpus: str) -> dict:
 
 def _check_types(tagger, part, model: Path) -> None:
     """A model that predicts none of the split's entity types was trained on another task: say so."""
-    from ..tags import spans
-
     predicted = {item.split("-", 1)[-1] for item in tagger.label_dictionary.get_items()
                  if "-" in item and item[0] in "BIES"}
     gold = {kind for tags in part.tags for _, _, kind in spans(tags)}

@@ -1,12 +1,12 @@
 """Set-up shared by the tagger commands before any model or embedding is built: never download,
-keep stdout for the command's result, and choose the device and thread count."""
+keep stdout for the command's result, and choose the device and thread count.
+
+flair and torch load inside these functions, when a command's work starts, never on import."""
 from __future__ import annotations
 
 import logging
 import os
 import sys
-
-from common.runs import check_device
 
 
 def offline() -> None:
@@ -31,6 +31,8 @@ def use_device(device: str, threads: int | None = None) -> None:
     """flair's device and torch's CPU threads (None: torch's choice)."""
     import flair
     import torch
+
+    from common.runs import check_device
 
     check_device(device)
     flair.device = torch.device(device)

@@ -12,11 +12,11 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.files import atomic_open
 
-from ..formats import EXTENSIONS, FORMATS, Writer
-from ..pooled_memory import DEFAULT_MAX_WORDS
-from ..text_input import ENCODING_ERRORS, check_file, check_text, read_chunks
+from ..output_formats import EXTENSIONS, FORMATS, Writer
+from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
+from ..prediction import tag
+from ..text_input import ENCODING_ERRORS, check_file, check_text, open_text, read_chunks, sentences
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 STDIN = "-"
@@ -29,16 +29,19 @@ STDIN = "-"
 @click.option("--out", type=click.Path(), help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it exists, ends in /, or several INPUTs are given. [default: stdout]")
 @click.option("--tokenized", is_flag=True, help="One sentence per line, tokens separated by spaces (no splitting or tokenising).")
 @click.option("--columns", is_flag=True, help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).")
+@click.option("--no-line-breaks", is_flag=True, help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank line ends a sentence (segtok's own splitting).")
 @click.option("--batch-size", type=int, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
 @click.option("--encoding-errors", type=click.Choice(ENCODING_ERRORS), default="strict", help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.")
 @click.option("--pooled-memory", type=int, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
 @click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice].")
 @cli_errors
-def main(inputs, model, fmt, out, tokenized, columns, batch_size, encoding_errors, pooled_memory, device, threads) -> None:
+def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
+         threads) -> None:
     """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.
 
-    Raw text is split into sentences and tokens by segtok (flair's splitter); output order is input
+    Raw text is split into sentences and tokens by segtok (flair's splitter), and a line break ends
+    a sentence too (--no-line-breaks for text wrapped at a fixed width); output order is input
     order; a progress bar with sentences/s goes to stderr (when it is a terminal), the output alone
     to stdout or --out. Every input is checked (binary data, UTF-8) before anything is written, and
     files are written under a temporary name and renamed when complete.
@@ -57,7 +60,9 @@ def main(inputs, model, fmt, out, tokenized, columns, batch_size, encoding_error
             raise InputError(f"--{name}: must be at least {least}, got {value}")
     if list(inputs).count(STDIN) > 1:
         raise InputError("- (stdin) can be read only once")
-    layout = "columns" if columns else "tokenized" if tokenized else "raw"
+    if no_line_breaks and (tokenized or columns):
+        raise InputError("--no-line-breaks is for raw text, not --tokenized or --columns")
+    layout = "columns" if columns else "tokenized" if tokenized else "wrapped" if no_line_breaks else "raw"
     with ExitStack() as stack:
         sources = {}
         for name in inputs:
@@ -72,7 +77,6 @@ def main(inputs, model, fmt, out, tokenized, columns, batch_size, encoding_error
         flair_logs_to_stderr(logging.WARNING)
         use_device(device, threads)
         from ..model import load_tagger
-        from ..pooled_memory import bound_pooled_memory
 
         tagger = load_tagger(model, device)
         bound_pooled_memory(tagger, pooled_memory)
@@ -123,6 +127,8 @@ def _not_an_input(destination: Path, inputs: list[str]) -> None:
 
 def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
            batch_size: int, errors: str) -> None:
+    from common.files import atomic_open
+
     try:
         with ExitStack() as stack:
             if destination is None:
@@ -131,7 +137,8 @@ def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt
                 stack.callback(out.flush)
             else:
                 out = stack.enter_context(atomic_open(destination))
-            writer = Writer(fmt, out, title=", ".join("stdin" if name == STDIN else name for name, _ in inputs))
+            title = ", ".join("stdin" if name == STDIN else Path(name).name for name, _ in inputs)
+            writer = Writer(fmt, out, title=title)
             for name, path in inputs:
                 _tag_one(tagger, name, path, writer, layout, batch_size, errors)
             writer.close()
@@ -144,9 +151,6 @@ def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt
 
 def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_size: int, errors: str) -> None:
     from tqdm import tqdm
-
-    from ..tagging import tag
-    from ..text_input import open_text, sentences
 
     name = "stdin" if name == STDIN else name
     count = entities = 0

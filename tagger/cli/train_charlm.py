@@ -9,9 +9,6 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.files import atomic_write_json
-
-from ..charlm import train_charlm
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -37,6 +34,10 @@ def main(corpus, direction, out, hidden, embedding, epochs, time_budget, seq_len
 
         bin/train-charlm --corpus ../shared/data/wikitext-2 --direction forward --out charlm-fwd --time-budget 20
     """
+    from common.files import atomic_write_json
+
+    from ..charlm import train_charlm
+
     if epochs is None and time_budget is None:
         raise InputError("give --epochs N or --time-budget MIN")
     if hidden < 1 or (epochs is not None and epochs < 1) or (time_budget is not None and time_budget <= 0):

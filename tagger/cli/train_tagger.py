@@ -10,15 +10,14 @@ from pathlib import Path
 import click
 
 from common.errors import InputError, cli_errors
-from common.runs import check_device, default_run_dir
 
-from ..corpora import FORMATS, load_corpus, parse_columns
-from ..embeddings import POOLINGS
-from ..tags import SCHEMES
-from ..train import TrainConfig
+from ..config import TaggerConfig
+from ..corpus_formats import FORMATS
+from ..embeddings import POOLINGS, build_embeddings
+from ..tag_schemes import SCHEMES
 from .runtime import flair_logs_to_stderr, offline, use_device
 
-D = TrainConfig()
+D = TaggerConfig()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -60,10 +59,15 @@ def main(out, dry_run, **options) -> None:
 
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --out runs/chunk-darts
     """
+    from common.runs import check_device, default_run_dir
+
+    from ..corpora import load_corpus, parse_columns
+
     offline()
-    config = TrainConfig(**{f.name: options[f.name] for f in fields(TrainConfig) if f.name in options},
-                         command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
-    _check(config)
+    config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
+                          command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
+    check_device(config.device)
+    config.check()
     run_dir = Path(out) if out else default_run_dir("tagger")
     if not dry_run and (run_dir / "config.json").exists():
         raise InputError(f"{run_dir}: already holds a run; choose another --out")
@@ -72,8 +76,6 @@ def main(out, dry_run, **options) -> None:
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
-    from ..embeddings import build_embeddings
-
     embeddings = build_embeddings(config.embeddings, config.pooling)
     if dry_run:
         click.echo(json.dumps(corpus.counts()))
@@ -95,16 +97,6 @@ def _genotype(cell: str) -> dict | None:
     from nas.genotype import load
 
     return load(cell).to_dict()
-
-
-def _check(c: TrainConfig) -> None:
-    check_device(c.device)
-    for name in ("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs"):
-        if getattr(c, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(c, name)}")
-    for name in ("locked_dropout", "word_dropout", "dropout_x", "dropout_h"):
-        if not 0 <= getattr(c, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')}: must be in [0, 1), got {getattr(c, name)}")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,6 @@ import click
 
 from common.errors import InputError, cli_errors
 
-from ..wordvec import train_wordvec
-
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.option("--corpus", required=True, type=click.Path(), help="Whitespace-tokenised text, one sentence per line.")
@@ -24,6 +22,8 @@ def main(corpus, out, dim, method, epochs, window, min_count, seed, workers) -> 
 
         bin/train-wordvec --corpus ../shared/data/wikitext-2/wiki.train.tokens --out wt2-100d.txt --dim 100
     """
+    from ..wordvec import train_wordvec
+
     if dim < 1 or epochs < 1:
         raise InputError("--dim and --epochs must be at least 1")
     result = train_wordvec(corpus, out, dim, method, epochs, window, min_count, seed, workers)

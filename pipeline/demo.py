@@ -7,20 +7,16 @@ run directory; the demo only chooses small sizes and chains the files.
 from __future__ import annotations
 
 import json
+import os
 import shlex
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import click
 
 from common.errors import InputError, cli_errors
-from common.runs import default_run_dir
+from common.subprocesses import last_error, run_bin
 
-from ..synthetic import generate
-
-BIN = Path(__file__).resolve().parents[2] / "bin"
 FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
         "tagger_hidden": "64", "tagger_epochs": "4"}
 QUICK = {"data": {"train": 150, "dev": 40, "test": 40, "lm_lines": 400, "raw_paragraphs": 3}, "wordvec_epochs": "2",
@@ -32,11 +28,9 @@ def _run(name: str, args: list[str], log: Path) -> None:
     shown = " ".join(shlex.quote(a) for a in [f"bin/{name}", *args])
     click.echo(f"$ {shown}", err=True)
     started = time.time()
-    with open(log, "w", encoding="utf-8") as handle:
-        proc = subprocess.run([sys.executable, str(BIN / name), *args], stdout=handle, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        tail = log.read_text(encoding="utf-8").strip().splitlines()[-1:] or ["(no output)"]
-        raise InputError(f"step {name} failed (exit {proc.returncode}): {tail[0]} — full log in {log}")
+    code = run_bin(name, args, log)
+    if code != 0:
+        raise InputError(f"step {name} failed (exit {code}): {last_error(log)} — full log in {log}")
     click.echo(f"  done in {time.time() - started:.0f} s", err=True)
 
 
@@ -59,7 +53,8 @@ def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
         bin/demo                       # the embedded default data (generated from --seed)
         bin/demo --data ../shared/data # PTB and CoNLL-2000 at the same tiny sizes
     """
-    import os
+    from common.runs import default_run_dir
+    from tagger.synthetic import generate
 
     os.environ["OMP_NUM_THREADS"] = str(threads)
     root = Path(out or default_run_dir("demo"))

@@ -1,5 +1,10 @@
-"""Streaming prediction: sentences in, (sentence, entities) out, in input order, a few batches at a time.
+"""What a tagger predicts: entities in sentences, on one path for scoring (`evaluation`) and for
+tagging text (`bin/tag`).
 
+`predict_entities` runs flair's `SequenceTagger.predict` on flair sentences and reads the spans
+it stores under `LABEL`; `predict_tags` turns them into IOB2 tags for scoring against gold tags.
+
+`tag` streams: sentences in, (sentence, entities) out, in input order, a few batches at a time.
 Nothing is collected: sentences are read as they are needed and handed on as soon as every part
 of them is tagged, so memory is bounded by a window of `LOOKAHEAD` batches and the longest sentence,
 whatever the input size. Each window goes to flair's `SequenceTagger.predict` (under
@@ -14,20 +19,22 @@ sentence in the output; an entity cannot cross a cut. 512 tokens is over six tim
 sentence of CoNLL-2000 (78 tokens) or WNUT-2017 (41), so ordinary sentences are never cut, while
 a 100,000-token line becomes 196 pieces, tagged `batch_size` at a time: a batch never holds more
 than `batch_size` × 512 tokens.
+
+flair and torch are imported when a prediction starts, so that `bin/tag --help`, which reads the
+output formats that name `Entity`, answers without loading them.
 """
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
-import torch
-
+from .tag_schemes import from_spans
 from .text_input import TextSentence
 
 MAX_TOKENS = 512
 LOOKAHEAD = 8
-LABEL = "predicted"
+LABEL = "predicted"  # the label name flair stores the predictions under
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,31 @@ class Entity:
     score: float
 
 
+def entity_tags(length: int, entities: list[Entity]) -> list[str]:
+    """IOB2 tags of a sentence of `length` tokens holding `entities`."""
+    return from_spans(length, [(e.start, e.end, e.label) for e in entities])
+
+
+def predict_entities(model, sentences: list, batch_size: int) -> list[list[Entity]]:
+    """The entities the model finds in each of a list of flair sentences (token indices of that sentence)."""
+    model.eval()
+    model.predict(sentences, mini_batch_size=batch_size, label_name=LABEL)
+    found = []
+    for sentence in sentences:
+        entities = []
+        for span in sentence.get_spans(LABEL):
+            label = span.get_label(LABEL)
+            entities.append(Entity(span[0].idx - 1, span[-1].idx, label.value, label.score))
+        found.append(entities)
+    return found
+
+
+def predict_tags(model, sentences: list, batch_size: int = 64) -> list[list[str]]:
+    """IOB2 tags the model predicts for flair sentences."""
+    return [entity_tags(len(sentence), entities)
+            for sentence, entities in zip(sentences, predict_entities(model, sentences, batch_size))]
+
+
 @dataclass
 class _Pending:
     sentence: TextSentence
@@ -52,7 +84,6 @@ def tag(model, sentences: Iterable[TextSentence], batch_size: int = 32) -> Itera
     """Tag sentences `batch_size` pieces at a time; yields each sentence with its entities, in input order."""
     from flair.data import Sentence
 
-    model.eval()
     waiting: deque[_Pending] = deque()
     window: list[tuple[_Pending, int, Sentence]] = []  # pieces of up to LOOKAHEAD batches
     for sentence in sentences:
@@ -73,12 +104,13 @@ def tag(model, sentences: Iterable[TextSentence], batch_size: int = 32) -> Itera
 
 
 def _predict(model, window: list, batch_size: int) -> None:
+    import torch
+
     with torch.inference_mode():
-        model.predict([piece for _, _, piece in window], mini_batch_size=batch_size, label_name=LABEL)
-    for pending, start, piece in window:  # pieces of one sentence come in order, so its entities do too
-        for span in piece.get_spans(LABEL):
-            label = span.get_label(LABEL)
-            pending.entities.append(Entity(start + span[0].idx - 1, start + span[-1].idx, label.value, label.score))
+        found = predict_entities(model, [piece for _, _, piece in window], batch_size)
+    # the pieces of one sentence come in order, so its entities do too
+    for (pending, start, _), entities in zip(window, found):
+        pending.entities += [replace(e, start=start + e.start, end=start + e.end) for e in entities]
         pending.parts_left -= 1
 
 

@@ -15,7 +15,8 @@
             with a `\\` in front.
     html    a self-contained page in the manner of spaCy's displaCy: the sentence text as in the
             input, each entity highlighted in its label's colour with the label after it
-            (the score is the highlight's tooltip).
+            (the score is the highlight's tooltip), the input's paragraphs kept, and a legend of
+            the labels found (written last, shown first).
 
 An input with no sentences gives an empty output in every format.
 """
@@ -23,11 +24,10 @@ from __future__ import annotations
 
 import html
 import json
-import zlib
-from typing import TextIO
+from functools import partial
+from typing import Callable, TextIO
 
-from .tagging import Entity
-from .tags import from_spans
+from .prediction import Entity, entity_tags
 from .text_input import TextSentence
 
 FORMATS = ("conll", "jsonl", "inline", "html")
@@ -36,7 +36,7 @@ SCORE_DIGITS = 4
 
 
 def conll(sentence: TextSentence, entities: list[Entity]) -> str:
-    tags = from_spans(len(sentence.spans), [(e.start, e.end, e.label) for e in entities])
+    tags = entity_tags(len(sentence.spans), entities)
     return "".join(f"{token} {tag}\n" for token, tag in zip(sentence.tokens, tags)) + "\n"
 
 
@@ -70,26 +70,46 @@ HTML_HEAD = """<!DOCTYPE html>
 <meta charset="utf-8">
 <title>{title}</title>
 <style>
-body {{ font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em; line-height: 2.5; }}
-.sentence {{ white-space: pre-wrap; margin-bottom: 0.5em; }}
+body {{ font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em; line-height: 2.5;
+        display: flex; flex-direction: column; }}
+h1 {{ order: -2; line-height: 1.2; }}
+.legend {{ order: -1; margin-bottom: 1em; }}
+.paragraph {{ margin-bottom: 1.5em; }}
+.sentence {{ white-space: pre-wrap; }}
 .entity {{ padding: 0.25em 0.4em; margin: 0 0.15em; border-radius: 0.35em; line-height: 1; }}
-.label {{ font-size: 0.7em; font-weight: bold; text-transform: uppercase; margin-left: 0.5em; vertical-align: middle; }}
+.label, .key {{ font-size: 0.7em; font-weight: bold; text-transform: uppercase; }}
+.label {{ margin-left: 0.5em; vertical-align: middle; }}
+.key {{ padding: 0.3em 0.6em; margin-right: 0.5em; border-radius: 0.35em; }}
 </style>
 </head>
 <body>
 <h1>{title}</h1>
 """
 HTML_TAIL = "</body>\n</html>\n"
-# displaCy's colours for the CoNLL types; other labels take one of the rest by a hash of their name
-COLOURS = {"PER": "#aa9cfc", "LOC": "#ff9561", "ORG": "#7aecec", "MISC": "#feca74"}
-PALETTE = ["#bfeeb7", "#c887fb", "#e4e7d2", "#bfe1d9", "#ffeb80", "#f0d0ff", "#9cc9cc", "#ddd", "#ffa8a8", "#b5d8ff"]
+# 12 colours far apart in CIELAB (no two closer than ΔE 26), light enough for dark text; the first
+# four are displaCy's colours of PER, LOC, ORG and MISC
+PALETTE = ["#aa9cfc", "#ff9561", "#7aecec", "#feca74", "#8fd14f", "#ffd1dc", "#ff8197", "#c5e1a5", "#a1887f",
+           "#9fc5ff", "#f5f57a", "#5cd6a9"]
+DISPLACY = {"PER": PALETTE[0], "LOC": PALETTE[1], "ORG": PALETTE[2], "MISC": PALETTE[3]}
 
 
-def colour(label: str) -> str:
-    return COLOURS.get(label) or PALETTE[zlib.crc32(label.encode("utf-8")) % len(PALETTE)]
+class Colours:
+    """Each label's colour, given in order of first appearance so that up to 12 labels never share
+    one: a CoNLL type takes displaCy's colour while it is free, any other label the first free
+    colour after displaCy's four; past 12 labels the colours repeat."""
+
+    def __init__(self) -> None:
+        self.assigned: dict[str, str] = {}
+
+    def __call__(self, label: str) -> str:
+        if label not in self.assigned:
+            taken = set(self.assigned.values())
+            free = [c for c in [DISPLACY.get(label), *PALETTE[4:], *PALETTE[:4]] if c and c not in taken]
+            self.assigned[label] = free[0] if free else PALETTE[len(self.assigned) % len(PALETTE)]
+        return self.assigned[label]
 
 
-def html_sentence(sentence: TextSentence, entities: list[Entity]) -> str:
+def html_sentence(sentence: TextSentence, entities: list[Entity], colour: Callable[[str], str]) -> str:
     parts, position = [], 0
     for entity in entities:
         start, end = _characters(sentence, entity)
@@ -102,7 +122,13 @@ def html_sentence(sentence: TextSentence, entities: list[Entity]) -> str:
     return f'<div class="sentence">{"".join(parts)}</div>\n'
 
 
-RENDER = {"conll": conll, "jsonl": jsonl, "inline": inline, "html": html_sentence}
+def html_legend(colours: Colours) -> str:
+    keys = "".join(f'<span class="key" style="background: {colour}">{html.escape(label)}</span>'
+                   for label, colour in colours.assigned.items())
+    return f'<div class="legend">{keys or "no entities found"}</div>\n'
+
+
+RENDER = {"conll": conll, "jsonl": jsonl, "inline": inline}  # html: `html_sentence` with the page's colours
 
 
 class Writer:
@@ -111,18 +137,22 @@ class Writer:
 
     def __init__(self, fmt: str, out: TextIO, title: str = "tagged text"):
         self.fmt, self.out, self.title = fmt, out, title
-        self.render = RENDER[fmt]
+        self.colours = Colours()  # per page, so its legend lists this page's labels
+        self.render = partial(html_sentence, colour=self.colours) if fmt == "html" else RENDER[fmt]
         self.started = False
 
     def write(self, sentence: TextSentence, entities: list[Entity]) -> None:
-        if not self.started and self.fmt == "html":
-            self.out.write(HTML_HEAD.format(title=html.escape(self.title)))
+        if self.fmt == "html":
+            if not self.started:
+                self.out.write(HTML_HEAD.format(title=html.escape(self.title)) + '<div class="paragraph">\n')
+            elif sentence.paragraph:
+                self.out.write('</div>\n<div class="paragraph">\n')
         self.started = True
         self.out.write(self.render(sentence, entities))
 
     def close(self) -> None:
         if self.started and self.fmt == "html":
-            self.out.write(HTML_TAIL)
+            self.out.write("</div>\n" + html_legend(self.colours) + HTML_TAIL)
 
 
 def _characters(sentence: TextSentence, entity: Entity) -> tuple[int, int]:

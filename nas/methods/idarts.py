@@ -1,0 +1,8 @@
+"""I-DARTS (paper 001, Eq. 4): one softmax over all (edge, op) pairs entering a node; `top_n` inputs kept per node."""
+from __future__ import annotations
+
+from .darts import Darts
+
+
+class IDarts(Darts):
+    normalisation = "idarts"

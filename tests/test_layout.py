@@ -1,0 +1,131 @@
+"""How the packages depend on each other: no import cycle, `nas` never imports `tagger`, and the
+library modules (everything outside the `cli` command packages) never import click.
+
+The import graph is read from the source, every import statement counted, those inside functions
+too (a function-local import only postpones a cycle to run time), so no module is run.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("nas", "tagger", "common")
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_names(path: Path, name: str) -> set[str]:
+    """Every dotted name the module imports, relative imports resolved (`from a import b` gives a.b)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a dotted name counts as its longest module prefix:
+    `from a import b` is an import of module a.b if there is one, else of a)."""
+    paths = {module_name(p, root): p for package in packages for p in sorted((root / package).rglob("*.py"))}
+    graph = {}
+    for name, path in paths.items():
+        targets = set()
+        for imported in imported_names(path, name):
+            parts = imported.split(".")
+            for end in range(len(parts), 0, -1):
+                if ".".join(parts[:end]) in paths:
+                    targets.add(".".join(parts[:end]))
+                    break
+        graph[name] = targets - {name} if path.name == "__init__.py" else targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (a → … → a) through each strongly connected group of modules (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph[v]:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_path_round(group, graph) for group in groups]
+
+
+def _path_round(group: set[str], graph: dict[str, set[str]]) -> list[str]:
+    """A shortest path from the group's first module back to it, inside the group."""
+    start = min(group)
+    paths = {w: [start, w] for w in graph[start] if w in group}
+    for _ in range(len(group)):
+        if start in paths:
+            break
+        paths = {w: path + [w] for path in paths.values() for w in sorted(graph[path[-1]]) if w in group}
+    return paths[start]
+
+
+def test_no_import_cycle_in_the_project():
+    found = cycles(import_graph(ROOT, PACKAGES))
+    assert not found, "import cycles: " + "; ".join(" → ".join(c) for c in found)
+
+
+def test_nas_never_imports_tagger():
+    graph = import_graph(ROOT, PACKAGES)
+    bad = sorted(f"{m} → {t}" for m, targets in graph.items() if m.split(".")[0] == "nas"
+                 for t in targets if t.split(".")[0] == "tagger")
+    assert not bad, bad
+
+
+def test_library_modules_never_import_click():
+    bad = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            name = module_name(path, ROOT)
+            if "cli" not in name.split("."):
+                if any(n.split(".")[0] == "click" for n in imported_names(path, name)):
+                    bad.append(name)
+    assert not bad, f"library modules importing click: {bad}"
+
+
+def test_a_cycle_held_open_by_a_function_local_import_is_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .sub import b\n")
+    (pkg / "sub" / "b.py").write_text("import os\n\ndef f():\n    from ..c import g\n")
+    (pkg / "c.py").write_text("from pkg import a\n\ng = 1\n")
+    (pkg / "d.py").write_text("from . import c\n")  # reaches the cycle, is not part of it
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.d"] == {"pkg.c"}
+    assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]

@@ -1,0 +1,21 @@
+"""The child-command runner that `--seeds` and the demo share: exit code, log, and the line that says why."""
+from common.subprocesses import last_error, run_module
+
+
+def test_a_child_module_runs_with_its_output_in_the_log_and_its_error_line_found(tmp_path, monkeypatch):
+    (tmp_path / "child_says_error.py").write_text(
+        "import sys\nprint('working')\nprint('error: first problem', file=sys.stderr)\n"
+        "print('error: data.txt: line 3: no tag', file=sys.stderr)\nprint('  (cleaning up)')\nsys.exit(2)\n")
+    (tmp_path / "child_raises.py").write_text("print('working')\nraise ValueError('boom')\n")
+    (tmp_path / "child_ok.py").write_text("import json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the runner adds the toolkit in front of it
+
+    assert run_module("child_ok", ["--a", "b c"], tmp_path / "ok.log") == 0
+    assert (tmp_path / "ok.log").read_text() == '["--a", "b c"]\n'
+    assert run_module("child_says_error", [], tmp_path / "error.log") == 2
+    assert "working" in (tmp_path / "error.log").read_text()
+    assert last_error(tmp_path / "error.log") == "error: data.txt: line 3: no tag"
+    assert run_module("child_raises", [], tmp_path / "raises.log") == 1
+    assert last_error(tmp_path / "raises.log") == "ValueError: boom"
+    (tmp_path / "empty.log").write_text("")
+    assert last_error(tmp_path / "empty.log") == "(no output)"
