@@ -149,18 +149,17 @@ class FrozenRNN(nn.Module):
         T, B, _ = x.shape
         D, H = self.directions, self.nhid
         batch = PaddedBatch(T, B, lengths, D, x.device)
-        x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
         hidden = self.init_hidden(B) if hidden is None else batch.sort(hidden)
         h, history = (hidden, None) if self.inter is None else (hidden[0], tuple(hidden[1:]))
         mx = mh = None
-        if self.training:
+        if self.training:  # in the loop's batch order
             mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (D, B, H))
-        xin = x if mx is None else x * mx
         if self.inter is None and self.fused and not torch.is_autocast_enabled(x.device.type):
-            packed = fused_frozen_cell(batch.packed(xin), h, self.w0, self.ws, mh, self._plan, batch.counts)
-            out, h = batch.unpack(packed)
-            return self._finish(batch, out, h)
+            packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts)
+            return self._finish(batch, *batch.unpack(packed))
+        x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
+        xin = x if mx is None else x * mx
         w0x, w0h, wave_weights = self._loop_weights()
         if self.inter is None:
             xproj = batch.project(xin, w0x)  # x·W0x of every step in one GEMM, before the loop

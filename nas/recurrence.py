@@ -97,6 +97,22 @@ class PaddedBatch:
         """Per step, the sequences still going."""
         return [self.batch] * self.steps if self.packing is None else self.packing.counts
 
+    def packed_inputs(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The caller's x (T, B, K) as `packed(inputs(x) ⊙ mask)` in one gather, mask (D, B, K) in the loop's order."""
+        T, B, K = x.shape
+        D = self.directions
+        if D == 1 and self.packing is None:
+            return x.reshape(1, T * B, K) if mask is None else (x * mask).reshape(1, T * B, K)
+        rows = self.packing.rows if self.packing is not None else torch.arange(T * B, device=x.device)
+        t, b = rows // B, rows % B  # b in the loop's order
+        column = b if self.order is None else self.order[b]
+        sources = [t * B + column]
+        if D == 2:
+            lengths = self.packing.lengths[b] if self.packing is not None else T
+            sources.append((lengths - 1 - t) * B + column)
+        packed = x.reshape(T * B, K).index_select(0, torch.cat(sources)).view(D, -1, K)
+        return packed if mask is None else packed * mask.index_select(1, b)
+
     def packed(self, x: torch.Tensor) -> torch.Tensor:
         """x (T, D, B, K) -> (D, rows, K): the real positions only, step after step (all of them without lengths)."""
         T, D, B, K = x.shape
