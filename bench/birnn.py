@@ -17,7 +17,8 @@ formula. "useful" GFLOP/s divide the FLOPs that the real tokens need (the packed
 FrozenRNN's on each sentence alone) by the time, so work spent on padding earns nothing.
 Prints one JSON line of medians.
 
-    /work/venv/bin/python bench/birnn.py [--device cuda] [--repeats 7]
+    python bench/birnn.py [--device cuda] [--repeats 7]
+    taskset -c 0 python bench/birnn.py --threads 1 --repeats 15   # side by side on a shared CPU
 """
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def main() -> None:
     lstm = nn.LSTM(args.ninp, args.nhid, bidirectional=True).to(device).train()
 
     kernels = fused_cell._kernels
+    fused_cell._warned = True  # frozen_torch_ops runs without the kernels on purpose
 
     def run_frozen(fused: bool = True, with_kernels: bool = True) -> None:
         frozen.fused, fused_cell._kernels = fused, kernels if with_kernels else None
