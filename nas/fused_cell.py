@@ -178,6 +178,32 @@ def _weights(wave: Wave, w0h: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
     return w0h.unsqueeze(1) if wave.weights is None else wave.weights.take(ws, 1)
 
 
+def _onednn(t: torch.Tensor) -> bool:
+    """Whether the per-step GEMMs go to oneDNN's matmul (float32 on a CPU with MKL-DNN)."""
+    return USE_ONEDNN and t.device.type == "cpu" and t.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+
+
+USE_ONEDNN = True
+
+
+def _as_linear(w: torch.Tensor, onednn: bool) -> torch.Tensor:
+    """Matrices (…, K, N) as linear weights (…, N, K): contiguous for oneDNN, a view for bmm."""
+    w = w.transpose(-1, -2)
+    return w.contiguous() if onednn else w
+
+
+def _gemm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, accumulate: bool = False) -> None:
+    """out (E, n, N) = x (E, n, K) · weight (E, N, K)ᵀ, plus out when accumulating."""
+    if _onednn(x):
+        for e in range(x.size(0)):
+            product = torch.ops.mkldnn._linear_pointwise(x[e], weight[e], None, "none", [], "")
+            out[e].add_(product) if accumulate else out[e].copy_(product)
+    elif accumulate:
+        torch.baddbmm(out, x, weight.transpose(1, 2), out=out)
+    else:
+        torch.bmm(x, weight.transpose(1, 2), out=out)
+
+
 _warned = False
 
 
@@ -202,11 +228,8 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
         for wave, w in zip(plan.waves, weights):
             prev, xs, act = wave.preds.take(states, 1), X[:, wave.slots, rows], A[:, wave.slots, rows]
             torch.mul(prev, m, out=xs) if m is not None else xs.copy_(prev)
-            for d in range(act.size(0)):
-                if wave.weights is None:  # on top of the input projection
-                    torch.baddbmm(act[d], xs[d], w[d], out=act[d])
-                else:
-                    torch.bmm(xs[d], w[d], out=act[d])
+            for d in range(act.size(0)):  # wave 0 adds to the input projection
+                _gemm(xs[d], w[d], act[d], accumulate=wave.weights is None)
             if wave.nodes.is_view and wave.nodes.distinct:
                 _highway_forward(act, prev, wave, wave.nodes.take(states, 1))
             else:
@@ -245,7 +268,7 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
                               g, grad_prev)
             gemm = through[:, :E, :n]
             for d in range(D):
-                torch.bmm(g[d], w[d], out=gemm[d])
+                _gemm(g[d], w[d], gemm[d])
             grad_prev.add_(gemm) if m is None else grad_prev.addcmul_(gemm, m)
             wave.preds.add(grad_s, 1, grad_prev)
         carry = grad_s[:, 0].clone()
@@ -277,7 +300,7 @@ class FusedFrozenCell(torch.autograd.Function):
         S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
         out = x.new_empty(D, R, H)
         torch.bmm(x, w0[:, :ninp], out=A[:, 0])  # the input projection of every row at once
-        weights = [_weights(wave, w0[:, ninp:], ws) for wave in plan.waves]
+        weights = [_as_linear(_weights(wave, w0[:, ninp:], ws), _onednn(x)) for wave in plan.waves]
         for d in _directions(D, x.device):
             _forward_steps(plan, counts, h0[d], None if mh is None else mh[d], [w[d] for w in weights],
                            X[d], A[d], S[d], out[d])
@@ -291,7 +314,7 @@ class FusedFrozenCell(torch.autograd.Function):
         plan, counts = ctx.plan, ctx.counts
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every slot and row
-        weights_t = [_weights(wave, w0[:, ninp:], ws).transpose(-1, -2) for wave in plan.waves]
+        weights_t = [_weights(wave, w0[:, ninp:], ws) for wave in plan.waves]  # (…, H, 2H): linear weights of ∂[c | h]·Wᵀ
         grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
                                              [w[d] for w in weights_t], A[d], S[d], G[d]) for d in _directions(D, x.device)])
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
