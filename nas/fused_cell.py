@@ -3,21 +3,25 @@
 Autograd records a node for each of the hundreds of small ops per time step and keeps every
 intermediate; here the forward runs the loop under no_grad into a few preallocated buffers and
 the backward is written out (NOTES §1, equations in `nas.cell`). Both directions are stacked on
-a leading axis; the batch is packed step after step (step t runs the first `counts[t]`
-sequences of a length-sorted batch) and the variational mask m_h is fixed.
+a leading axis (on a CPU the loop runs them one after the other, so that each one's weights stay
+in cache); the batch is packed step after step (step t runs the first `counts[t]` sequences of a
+length-sorted batch) and the variational mask m_h is fixed.
 
-The cell is run as waves of "edges" s_node += prev + σ(c)(f(h) − prev), [c | h] = (prev⊙m_h)·W:
-wave 0 is s0 (prev = h_{t-1}, W = W0h, f = tanh, plus the input projection x·W0x), then the
-genotype's waves. Each edge is one GEMM slot; per direction, slot and packed row the forward keeps
-    X: the GEMM input (H),   A: [σ(c) | f(h)] (2H),   S: h_{t-1} and every node's state (H),
-nothing else. The backward fills G = ∂[c | h] per slot and row, step by step and wave by wave in
-reverse, then forms each weight's gradient as one GEMM over all R rows, ∂W = Xᵀ·G (and
+The cell is run as waves of edges s_node += prev + σ(c)(f(h) − prev), [c | h] = (prev⊙m_h)·W:
+wave 0 is s0 (prev = h_{t-1}, W = W0h, f = tanh, on top of the input projection x·W0x), then
+the genotype's waves. The edges of a wave that share a predecessor form a group: one GEMM
+(prev⊙m_h)·[W_i | W_j | …] per step, and one for its gradient. Per direction and packed row the
+forward keeps
+    X: each group's GEMM input (H),  A: each edge's [σ(c) | f(h)] (2H),  S: h_{t-1} and every state (H),
+nothing else. The backward fills G = ∂[c | h] per edge and row, step by step and wave by wave in
+reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = Xᵀ·G (and
 ∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways).
 
 The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0];
 for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
-passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when `pip install -e .` built them
-(one fused loop each), else as a few PyTorch ops.
+passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
+loop each), else as a few PyTorch ops. The per-step GEMMs (8 to 32 rows) run on oneDNN's matmul
+in float32 on a CPU, 1.4 to 1.7 times as fast as torch.mm there (docs/fused.md).
 """
 from __future__ import annotations
 
@@ -85,13 +89,22 @@ class Pick:
             t.index_add_(dim, self.tensor(t.device), src)
 
 
-class Wave(NamedTuple):
-    """Edges whose inputs are ready together: one GEMM per direction and step."""
+class Group(NamedTuple):
+    """A wave's edges that read the same state: one GEMM (prev⊙m_h)·[W_i | W_j | …] per step."""
 
-    slots: slice  # its GEMM slots in X, A, G
-    nodes: Pick  # the states it writes (S slots)
-    preds: Pick  # the states it reads (S slots)
-    weights: Pick | None  # its node matrices in ws (None: wave 0, W0h)
+    edges: slice  # their slots in A and G
+    input: int  # its slot in X
+    pred: int  # the state it reads (S slot)
+    weights: Pick | None  # the edges' matrices in ws (None: wave 0, W0h)
+
+
+class Wave(NamedTuple):
+    """Edges whose inputs are ready together, sorted by predecessor, then node."""
+
+    edges: slice  # their slots in A and G
+    nodes: Pick  # the states they write (S slots)
+    preds: Pick  # the states they read (S slots)
+    groups: list[Group]
     ops: list[str]
     codes: list[int]
 
@@ -102,23 +115,30 @@ class Plan(NamedTuple):
     waves: list[Wave]
     concat: Pick  # the states averaged into h_t
     states: int
-    slots: int
+    edges: int
+    inputs: int
     multi_input: bool  # some node sums several edges
 
 
 def plan(waves: Sequence[CellWave], concat: Sequence[int], steps: int) -> Plan:
     """The Plan of a genotype's waves, as `nas.cell.plan_waves` groups its edges."""
-    out = [Wave(slice(0, 1), Pick([1]), Pick([0]), None, ["tanh"], [OP_CODES["tanh"]])]
-    start = 1
+    tanh = OP_CODES["tanh"]
+    out = [Wave(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [tanh])]
+    start, inputs = 1, 1
     for nodes, preds, runs in waves:
         ops = [op for op, first, end in runs for _ in range(first, end)]
-        edges = sorted(zip(nodes, preds, ops))  # by node, so that picks are views more often
+        edges = sorted(zip(preds, nodes, ops))
+        groups = []
+        for pred in sorted(set(preds)):
+            first = start + next(e for e, edge in enumerate(edges) if edge[0] == pred)
+            mine = [node for p, node, _ in edges if p == pred]
+            groups.append(Group(slice(first, first + len(mine)), inputs, pred + 1, Pick([node - 1 for node in mine])))
+            inputs += 1
         ops = [op for _, _, op in edges]
-        out.append(Wave(slice(start, start + len(edges)), Pick([node + 1 for node, _, _ in edges]),
-                        Pick([pred + 1 for _, pred, _ in edges]), Pick([node - 1 for node, _, _ in edges]),
-                        ops, [OP_CODES[op] for op in ops]))
+        out.append(Wave(slice(start, start + len(edges)), Pick([node + 1 for _, node, _ in edges]),
+                        Pick([pred + 1 for pred, _, _ in edges]), groups, ops, [OP_CODES[op] for op in ops]))
         start += len(edges)
-    return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, any(not w.nodes.distinct for w in out))
+    return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out))
 
 
 def _activate_(op: str, h: torch.Tensor) -> None:
@@ -173,35 +193,28 @@ def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor,
     torch.sub(grad, grad_a, out=direct)
 
 
-def _weights(wave: Wave, w0h: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
-    """The wave's matrices (D, edges, H, 2H)."""
-    return w0h.unsqueeze(1) if wave.weights is None else wave.weights.take(ws, 1)
+def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
+    """The group's matrices as one linear weight (D, N, K): forward [W_i | W_j | …]ᵀ (D, E·2H, H),
+    backward [W_i | W_j | …] (D, H, E·2H), the latter a view for one edge."""
+    w = w0h.unsqueeze(1) if group.weights is None else group.weights.take(ws, 1)  # (D, E, H, 2H)
+    D, E, H, H2 = w.shape
+    if forward:
+        return w.transpose(-1, -2).reshape(D, E * H2, H).contiguous()
+    return w.transpose(1, 2).reshape(D, H, E * H2)
 
 
-def _onednn(t: torch.Tensor) -> bool:
-    """Whether the per-step GEMMs go to oneDNN's matmul (float32 on a CPU with MKL-DNN)."""
-    return USE_ONEDNN and t.device.type == "cpu" and t.dtype == torch.float32 and torch.backends.mkldnn.is_available()
-
-
-USE_ONEDNN = True
-
-
-def _as_linear(w: torch.Tensor, onednn: bool) -> torch.Tensor:
-    """Matrices (…, K, N) as linear weights (…, N, K): contiguous for oneDNN, a view for bmm."""
-    w = w.transpose(-1, -2)
-    return w.contiguous() if onednn else w
+USE_ONEDNN = True  # bench/birnn.py turns it off to time torch.mm instead
 
 
 def _gemm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, accumulate: bool = False) -> None:
-    """out (E, n, N) = x (E, n, K) · weight (E, N, K)ᵀ, plus out when accumulating."""
-    if _onednn(x):
-        for e in range(x.size(0)):
-            product = torch.ops.mkldnn._linear_pointwise(x[e], weight[e], None, "none", [], "")
-            out[e].add_(product) if accumulate else out[e].copy_(product)
+    """out (n, N) = x (n, K) · weight (N, K)ᵀ, plus out when accumulating."""
+    if USE_ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and torch.backends.mkldnn.is_available():
+        product = torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+        out.add_(product) if accumulate else out.copy_(product)
     elif accumulate:
-        torch.baddbmm(out, x, weight.transpose(1, 2), out=out)
+        torch.addmm(out, x, weight.t(), out=out)
     else:
-        torch.bmm(x, weight.transpose(1, 2), out=out)
+        torch.mm(x, weight.t(), out=out)
 
 
 _warned = False
@@ -216,20 +229,21 @@ def _warn_once_without_kernels() -> None:
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
-                   weights: list[torch.Tensor], X: torch.Tensor, A: torch.Tensor, S: torch.Tensor,
+                   weights: list[list[torch.Tensor]], X: torch.Tensor, A: torch.Tensor, S: torch.Tensor,
                    out: torch.Tensor) -> None:
-    """The time loop: fills X, A, S and out (A's wave-0 slot already holds the input projection)."""
+    """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection)."""
     start = 0
     for n in counts:
         rows = slice(start, start + n)
-        m = None if mh is None else mh[:, None, :n]
         states = S[:, :, rows]
         states[:, 0] = h[:, :n]
-        for wave, w in zip(plan.waves, weights):
-            prev, xs, act = wave.preds.take(states, 1), X[:, wave.slots, rows], A[:, wave.slots, rows]
-            torch.mul(prev, m, out=xs) if m is not None else xs.copy_(prev)
-            for d in range(act.size(0)):  # wave 0 adds to the input projection
-                _gemm(xs[d], w[d], act[d], accumulate=wave.weights is None)
+        for wave, wave_weights in zip(plan.waves, weights):
+            for group, w in zip(wave.groups, wave_weights):
+                xs = X[:, rows, group.input]
+                torch.mul(states[:, group.pred], mh[:, :n], out=xs) if mh is not None else xs.copy_(states[:, group.pred])
+                for d in range(xs.size(0)):  # wave 0 adds to the input projection
+                    _gemm(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
+            act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
             if wave.nodes.is_view and wave.nodes.distinct:
                 _highway_forward(act, prev, wave, wave.nodes.take(states, 1))
             else:
@@ -242,42 +256,42 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
 
 
 def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                    weights_t: list[torch.Tensor], A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+                    weights: list[list[torch.Tensor]], A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     """Back-propagation through the time loop: fills G, returns ∂h0."""
     D, _, R, H = S.shape
     scale = 1.0 / len(plan.concat.index)
     grad_states = grad_out.new_empty(D, plan.states, counts[0], H)
-    widest = max(len(wave.ops) for wave in plan.waves)
-    through, grad_prevs = grad_out.new_empty(2, D, widest, counts[0], H).unbind(0)
+    grad_prevs = grad_out.new_empty(D, max(len(wave.ops) for wave in plan.waves), counts[0], H)
+    through = grad_out.new_empty(counts[0], H)
     carry = None  # ∂h_{t-1} of step t: h_{t-1} is the output of step t − 1
     end = R
     for n in reversed(counts):
         rows = slice(end - n, end)
         end -= n
-        m = None if mh is None else mh[:, None, :n]
         grad_h = grad_out[:, rows] * scale
         if carry is not None:
             grad_h[:, : carry.size(1)].add_(carry, alpha=scale)
         grad_s = grad_states[:, :, :n].zero_()
         plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand(-1, len(plan.concat.index), -1, -1))
         states = S[:, :, rows]
-        for wave, w in zip(reversed(plan.waves), reversed(weights_t)):
-            g, E = G[:, wave.slots, rows], len(wave.ops)
-            grad_prev = grad_prevs[:, :E, :n]
-            _highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1), A[:, wave.slots, rows], wave,
-                              g, grad_prev)
-            gemm = through[:, :E, :n]
-            for d in range(D):
-                _gemm(g[d], w[d], gemm[d])
-            grad_prev.add_(gemm) if m is None else grad_prev.addcmul_(gemm, m)
+        for wave, wave_weights in zip(reversed(plan.waves), reversed(weights)):
+            grad_prev = grad_prevs[:, : len(wave.ops), :n]
+            _highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1),
+                              A[:, rows, wave.edges].transpose(1, 2), wave, G[:, rows, wave.edges].transpose(1, 2),
+                              grad_prev)
             wave.preds.add(grad_s, 1, grad_prev)
+            for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
+                for d in range(D):
+                    _gemm(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
+                    grad_s[d, group.pred].add_(through[:n]) if mh is None else grad_s[d, group.pred].addcmul_(
+                        through[:n], mh[d, :n])
         carry = grad_s[:, 0].clone()
     return carry
 
 
 def _directions(D: int, device: torch.device) -> list[slice]:
-    """On a CPU the time loop runs one direction after the other, so that each one's weights stay in
-    cache from step to step (2-3% faster at hidden 512, bench/birnn.py); elsewhere both at once."""
+    """On a CPU one direction after the other, so that each one's weights stay in cache from step to
+    step (2-3% faster at hidden 512, bench/birnn.py); elsewhere both at once."""
     return [slice(d, d + 1) for d in range(D)] if device.type == "cpu" else [slice(None)]
 
 
@@ -295,15 +309,15 @@ class FusedFrozenCell(torch.autograd.Function):
         _warn_once_without_kernels()
         D, R, ninp = x.shape
         H = h0.size(-1)
-        X = x.new_empty(D, plan.slots, R, H)
-        A = x.new_empty(D, plan.slots, R, 2 * H)
+        X = x.new_empty(D, R, plan.inputs, H)
+        A = x.new_empty(D, R, plan.edges, 2 * H)
         S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
         out = x.new_empty(D, R, H)
-        torch.bmm(x, w0[:, :ninp], out=A[:, 0])  # the input projection of every row at once
-        weights = [_as_linear(_weights(wave, w0[:, ninp:], ws), _onednn(x)) for wave in plan.waves]
+        torch.bmm(x, w0[:, :ninp], out=A[:, :, 0])  # the input projection of every row at once
+        weights = [[_group_weights(g, w0[:, ninp:], ws, True) for g in wave.groups] for wave in plan.waves]
         for d in _directions(D, x.device):
-            _forward_steps(plan, counts, h0[d], None if mh is None else mh[d], [w[d] for w in weights],
-                           X[d], A[d], S[d], out[d])
+            _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
+                           [[w[d] for w in wave] for wave in weights], X[d], A[d], S[d], out[d])
         ctx.save_for_backward(x, w0, ws, mh, X, A, S)
         ctx.plan, ctx.counts = plan, counts
         return out
@@ -313,26 +327,27 @@ class FusedFrozenCell(torch.autograd.Function):
         x, w0, ws, mh, X, A, S = ctx.saved_tensors
         plan, counts = ctx.plan, ctx.counts
         D, ninp = x.size(0), x.size(-1)
-        G = torch.empty_like(A)  # ∂[c | h] of every slot and row
-        weights_t = [_weights(wave, w0[:, ninp:], ws) for wave in plan.waves]  # (…, H, 2H): linear weights of ∂[c | h]·Wᵀ
+        G = torch.empty_like(A)  # ∂[c | h] of every edge and row
+        weights = [[_group_weights(g, w0[:, ninp:], ws, False) for g in wave.groups] for wave in plan.waves]
         grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
-                                             [w[d] for w in weights_t], A[d], S[d], G[d]) for d in _directions(D, x.device)])
+                                             [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
+                             for d in _directions(D, x.device)])
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
-        grad_x = torch.bmm(G[:, 0], w0[:, :ninp].transpose(1, 2)) if need_x else None
+        grad_x = torch.bmm(G[:, :, 0], w0[:, :ninp].transpose(1, 2)) if need_x else None
         grad_w0 = torch.empty_like(w0) if need_w0 else None
         grad_ws = (torch.zeros_like if plan.multi_input else torch.empty_like)(ws) if need_ws else None
         if need_w0:
-            torch.bmm(x.transpose(1, 2), G[:, 0], out=grad_w0[:, :ninp])
-        for wave in plan.waves:  # one GEMM over every row of every step, per weight
-            if wave.weights is None and need_w0:
-                torch.bmm(X[:, 0].transpose(1, 2), G[:, 0], out=grad_w0[:, ninp:])
-            elif wave.weights is not None and need_ws:
+            torch.bmm(x.transpose(1, 2), G[:, :, 0], out=grad_w0[:, :ninp])
+            torch.bmm(X[:, :, 0].transpose(1, 2), G[:, :, 0], out=grad_w0[:, ninp:])
+        for group in (g for wave in plan.waves[1:] for g in wave.groups) if need_ws else ():
+            for e, node in zip(range(group.edges.start, group.edges.stop), group.weights.index):
+                # one GEMM over every row of every step per weight; several edges into one node add up
                 for d in range(D):
-                    xs, gs = X[d, wave.slots].transpose(1, 2), G[d, wave.slots]
-                    if wave.weights.is_view and wave.weights.distinct:
-                        torch.bmm(xs, gs, out=wave.weights.take(grad_ws[d], 0))
+                    xs, gs = X[d, :, group.input].t(), G[d, :, e]
+                    if plan.multi_input:
+                        grad_ws[d, node].addmm_(xs, gs)
                     else:
-                        wave.weights.put(grad_ws[d], 0, torch.bmm(xs, gs))
+                        torch.mm(xs, gs, out=grad_ws[d, node])
         return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None
 
 
