@@ -52,7 +52,7 @@ def main() -> None:
     started = []
     for name, cell in models:
         run = Path(args.out) / name
-        command = [sys.executable, str(REPO / "bin" / "train-lm"), *cell, "--data", args.data, "--out", str(run),
+        command = [sys.executable, str(REPO / "bin" / "train-lm"), *cell, "--data", args.data, "--run-dir", str(run),
                    "--emsize", str(args.emsize), "--time-budget", str(args.budget), "--seed", str(args.seed), *extra]
         print("$ " + " ".join(command), file=sys.stderr)
         started.append((name, run, time.perf_counter(), subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)))

@@ -8,7 +8,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterator, Sequence
 
 import torch
 
@@ -54,13 +54,16 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
-def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu") -> Any:
-    """Load tensors and plain containers only (weights_only=True): a crafted pickle never runs."""
+def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed: Sequence[type] = ()) -> Any:
+    """Load tensors and plain containers only (weights_only=True), and instances of the `allowed`
+    data classes (built from their saved attributes, no code of the file's choosing): a crafted
+    pickle never runs."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        with torch.serialization.safe_globals(list(allowed)):
+            return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for foreign or corrupt files
         raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({_load_problem(err)})") from None
 
@@ -90,16 +93,22 @@ def read_json(path: str | os.PathLike) -> Any:
 
 
 def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line without newline); a non-UTF-8 line is an InputError naming it.
+    """Yield (line number, line without newline); a line that is not UTF-8, or holds a NUL byte (a
+    binary file, as `bin/tag` says too), is an InputError naming it.
 
     `complete` leaves out a last line with no newline: of a log that a process appends to, it is
     the line being written, or the torn end of one killed while writing it.
     """
     path = Path(path)
+    position = 0
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             if complete and not raw.endswith(b"\n"):
                 return
+            nul = raw.find(b"\0")
+            if nul >= 0:
+                raise InputError(f"{path}: line {number}: a NUL byte (byte {position + nul}): a binary file, not text")
+            position += len(raw)
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:

@@ -85,11 +85,6 @@ class RunDir:
         return safe_torch_load(path, map_location)
 
 
-def check_device(device: str) -> None:
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InputError(f"--device {device}: CUDA is not available on this machine (use --device cpu)")
-
-
 def rng_state(py_rng: random.Random) -> dict:
     version, internal, gauss = py_rng.getstate()
     return {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}

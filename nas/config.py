@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
+from common.devices import device_problem
 from common.errors import InputError
+from common.ranges import AT_LEAST_1, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
 
 from .methods import METHODS
 
@@ -22,8 +24,13 @@ GATE_SIZE_MATCHES = ("project", "pad")  # nas.gates.SIZE_MATCHES
 C = TypeVar("C", bound="LMConfig")
 
 
+# Settings whose flag is not the field name with hyphens (the fields keep the DARTS/AWD names that
+# stored config.json files hold; the flags spell every dropout as the tagger does).
+FLAGS = {"dropouth": "--dropout-h", "dropoutx": "--dropout-x", "dropouti": "--dropout-i", "dropoute": "--dropout-e"}
+
+
 def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
+    return FLAGS.get(name) or "--" + name.replace("_", "-")
 
 
 @dataclass
@@ -38,7 +45,7 @@ class LMConfig:
     valid: str = ""
     test: str = ""
     epochs: int = 8000  # an upper limit: DARTS retrains for thousands of epochs
-    seed: int = 1267
+    seed: int = 1  # every command's default; the DARTS code seeds its search with 3 and its retraining with 1267
     emsize: int = 850
     nhid: int = 850
     batch_size: int = 64
@@ -60,34 +67,44 @@ class LMConfig:
     precision: str = "fp32"
     command: str = ""
 
+    COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config
+    # The allowed values of the numeric settings: validate() checks them, the commands' flag types come from them.
+    RANGES: ClassVar[dict[str, Range]] = {
+        **dict.fromkeys(("epochs", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt", "max_batches_per_epoch",
+                         "eval_batches"), AT_LEAST_1),
+        "lr": POSITIVE, "clip": POSITIVE, "wdecay": NON_NEGATIVE, "ar": NON_NEGATIVE, "tar": NON_NEGATIVE,
+        **dict.fromkeys(("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"), RATE),
+    }
+
     @classmethod
-    def from_dict(cls: type[C], stored: dict, **limits: Any) -> C:
-        """A run directory's config.json (keys this version does not know are ignored), with the
-        limits given on the command line (those not None) put in place of the stored ones."""
+    def from_dict(cls: type[C], stored: dict, source: Path | str = "config.json", **limits: Any) -> C:
+        """A run directory's config.json (`source`; keys this version does not know are ignored), with
+        the limits given on the command line (those not None) put in place of the stored ones. The
+        config of the other command's run is an InputError naming `source`."""
+        other = _command_of(stored)
+        if other not in (None, cls.COMMAND):
+            raise InputError(f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
+                             f"(continue it with {other} --resume {Path(source).parent})")
         config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
         return replace(config, **{k: v for k, v in limits.items() if v is not None})
 
     def splits(self) -> dict[str, Path]:
         return {"train": Path(self.train), "valid": Path(self.valid), "test": Path(self.test)}
 
-    def _at_least_one(self, *names: str) -> None:
-        for name in names:
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise InputError(f"{_flag(name)}: must be at least 1, got {value}")
-
-    def _dropouts_below_one(self) -> None:
-        for name in ("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"):
-            if not 0 <= getattr(self, name) < 1:
-                raise InputError(f"--{name}: must be in [0, 1), got {getattr(self, name)}")
+    def _check_values(self) -> None:
+        """Every number in its declared range, and a device this machine has."""
+        check_ranges(self, self.RANGES, _flag)
+        problem = device_problem(self.device)
+        if problem:
+            raise InputError(f"--device: {problem}")
 
 
 @dataclass
 class SearchConfig(LMConfig):
-    """Every knob of a search; the defaults are DARTS's PTB search settings (NOTES §3)."""
+    """Every knob of a search; the defaults are DARTS's PTB search settings (NOTES §3), but for the
+    seed (1 as everywhere in this toolkit; the DARTS code's is 3)."""
 
     epochs: int = 50
-    seed: int = 3
     emsize: int = 300
     nhid: int = 300
     batch_size: int = 256
@@ -115,6 +132,23 @@ class SearchConfig(LMConfig):
     cell: dict | None = None  # the fixed intra cell (genotype dict) of an inter-only search
     attention: str = "none"
     attention_heads: int = 4
+    # random search with weight sharing (Li & Talwalkar 2019) and ENAS (Pham et al. 2018); sources in
+    # nas/methods/random_search.py, nas/methods/enas.py and nas/controller.py
+    candidates: int = 100  # architectures scored at the end, the best kept
+    controller_steps: int = 2000  # ENAS: REINFORCE updates of the controller after each epoch (paper §2.2)
+    controller_lr: float = 3.5e-4  # ENAS: Adam learning rate of the controller (paper §3.1)
+    entropy_weight: float = 1e-4  # ENAS: weight of the controller's sample entropy in the reward (paper §3.1)
+    baseline_decay: float = 0.99  # ENAS: decay of the reward's moving-average baseline (the ENAS code's PTB setting)
+
+    COMMAND: ClassVar[str] = "bin/search-lm"
+    RANGES: ClassVar[dict[str, Range]] = {
+        **LMConfig.RANGES,
+        **dict.fromkeys(("nodes", "top_n", "rounds", "intra_steps", "inter_steps", "history", "inter_nodes",
+                         "attention_heads"), AT_LEAST_1),
+        **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE), "arch_wdecay": NON_NEGATIVE,
+        "candidates": AT_LEAST_1, "controller_steps": NON_NEGATIVE_INT, "controller_lr": POSITIVE,
+        "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
+    }
 
     @property
     def total_epochs(self) -> int:
@@ -125,17 +159,24 @@ class SearchConfig(LMConfig):
         """The first inconsistent setting, as an InputError naming its flag."""
         if self.method not in METHODS:
             raise InputError(f"--method: unknown method {self.method!r} (one of {', '.join(METHODS)})")
-        self._at_least_one("epochs", "rounds", "nodes", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt",
-                           "top_n", "history", "inter_nodes", "attention_heads", "intra_steps", "inter_steps")
+        self._check_values()
         if self.history > self.inter_nodes:
             raise InputError(f"--history {self.history}: needs at least as many --inter-nodes (got {self.inter_nodes}); "
                              "gate node i reads history vector i")
         if (self.search_space == "inter") != (self.cell is not None):
             raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
-        self._dropouts_below_one()
         if self.emsize != self.nhid:
             raise InputError(f"--emsize {self.emsize} and --nhid {self.nhid} must be equal: "
                              "the decoder is tied to the embedding")
+
+
+def _command_of(stored: Any) -> str | None:
+    """The command whose run a stored config.json is, told by a setting only that command has."""
+    if isinstance(stored, dict) and "method" in stored:
+        return SearchConfig.COMMAND
+    if isinstance(stored, dict) and "test_batch_size" in stored:
+        return RetrainConfig.COMMAND
+    return None
 
 
 def check_method_flags(method: str, given: dict[str, Any]) -> None:
@@ -152,7 +193,8 @@ def check_method_flags(method: str, given: dict[str, Any]) -> None:
 
 @dataclass
 class RetrainConfig(LMConfig):
-    """Every knob of retraining a cell (or the LSTM baseline) from scratch; the defaults are DARTS's PTB settings (NOTES §5)."""
+    """Every knob of retraining a cell (or the LSTM baseline) from scratch; the defaults are DARTS's PTB
+    settings (NOTES §5), but for the seed (1; the DARTS code's is 1267)."""
 
     cell: str = "darts_v2"  # as given: a shipped cell name, a genotype file, or "lstm"
     genotype: dict | None = None  # the resolved cell (None for lstm): a resume needs no file
@@ -165,19 +207,16 @@ class RetrainConfig(LMConfig):
     nonmono: int = 5
     max_rollbacks: int = 5
 
+    COMMAND: ClassVar[str] = "bin/train-lm"
+    RANGES: ClassVar[dict[str, Range]] = {
+        **LMConfig.RANGES, "test_batch_size": AT_LEAST_1, "nonmono": AT_LEAST_1, "max_rollbacks": NON_NEGATIVE_INT,
+        "max_seq_len_delta": NON_NEGATIVE_INT, "seq_len_std": NON_NEGATIVE, "time_budget": MINUTES,
+    }
+
     @property
     def kind(self) -> str:
         return "lstm" if self.cell == "lstm" else "cell"
 
     def validate(self) -> None:
         """The first out-of-range setting, as an InputError naming its flag."""
-        self._at_least_one("epochs", "emsize", "nhid", "batch_size", "eval_batch_size", "test_batch_size", "bptt",
-                           "nonmono", "max_batches_per_epoch", "eval_batches")
-        for name in ("max_rollbacks", "max_seq_len_delta", "seq_len_std", "lr", "wdecay", "ar", "tar"):
-            if getattr(self, name) < 0:
-                raise InputError(f"{_flag(name)}: must not be negative, got {getattr(self, name)}")
-        self._dropouts_below_one()
-        if self.clip <= 0:
-            raise InputError(f"--clip: must be positive, got {self.clip}")
-        if self.time_budget is not None and not self.time_budget > 0:
-            raise InputError(f"--time-budget: must be a positive number of minutes, got {self.time_budget}")
+        self._check_values()

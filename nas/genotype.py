@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from common.errors import InputError
 from common.files import atomic_write_text, read_json
+from common.resources import resources_dir
 
 from .ops import OPS, SQUASHES
 
@@ -27,11 +28,6 @@ SIZE_MATCHES = ("project", "pad")
 GATES = ("f", "g")
 INTER_FIELDS = ("history", "squash", "size_match", *GATES)
 _ENAS_FUNCS = ("tanh", "relu", "sigmoid", "identity")  # ENAS fixed-arc function codes 0..3
-
-
-def resources_dir() -> Path:
-    """`resources/` of this checkout (the project is installed editable), or $NAS_RESOURCES."""
-    return Path(os.environ.get("NAS_RESOURCES", Path(__file__).resolve().parent.parent / "resources"))
 
 
 @dataclass(frozen=True)

@@ -261,15 +261,16 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
         written += save_figure(fig, out / "attention")
     runs = [(run, log)] + [(other, other_log) for other, _, other_log in others]
     named = [(f"{r.path.name}: " if others else "", r, rlog) for r, rlog in runs]
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    for name, _, rlog in named:
-        for key, label in (("mad", "intra-cell"), ("mad_inter", "inter-cell")):
-            points = [(s, r[key]) for s, r in zip(_steps(rlog), rlog) if r.get(key) is not None]
-            if points:
-                ax.plot(*zip(*points), marker="o", ms=3, label=name + label)
-    ax.set(xlabel=xlabel, ylabel="MAD from uniform", title="edge weights vs uniform (ESS Fig. 6)")
-    ax.legend(fontsize=8)
-    written += save_figure(fig, out / "mad")
+    if any(key in r for _, _, rlog in named for r in rlog for key in ("mad", "mad_inter")):  # random, enas: no α
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for name, _, rlog in named:
+            for key, label in (("mad", "intra-cell"), ("mad_inter", "inter-cell")):
+                points = [(s, r[key]) for s, r in zip(_steps(rlog), rlog) if r.get(key) is not None]
+                if points:
+                    ax.plot(*zip(*points), marker="o", ms=3, label=name + label)
+        ax.set(xlabel=xlabel, ylabel="MAD from uniform", title="edge weights vs uniform (ESS Fig. 6)")
+        ax.legend(fontsize=8)
+        written += save_figure(fig, out / "mad")
     fig, ax = plt.subplots(figsize=(5, 3.2))
     draw_curves(ax, [Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
                      for _, r, rlog in named for key, split in (("valid_ppl", "validation"),

@@ -1,10 +1,12 @@
 """The bilevel search (NOTES §3, §6; DARTS's rnn/train_search.py): α on validation batches, weights on train batches.
 
 `Searcher` runs a search method (`nas.methods`) on the training loop (`nas.loop`): each batch,
-the method's α group of that batch takes one step on a validation batch of the same length,
-then the weights take one SGD step on the train batch. At each epoch end the log records the
-perplexities, every α, their distance from uniform and the genotype derived so far; at the end
-the derived genotype and the search's metrics are written to the run directory.
+the method's α group of that batch takes one step on a validation batch of the same length (random
+search and ENAS draw the batch's cell instead), then the weights take one SGD step on the train
+batch. At each epoch end the method may run a phase of its own (ENAS: the controller's), and the
+log records the perplexities, what the method records of its state (every α and their distance
+from uniform) and the genotype derived so far; at the end the method concludes (random search
+and ENAS score candidates) and the genotype and the search's metrics are written to the run directory.
 """
 from __future__ import annotations
 
@@ -18,17 +20,16 @@ from common.runs import RunDir, autocast
 
 from . import __version__
 from .architect import Batch, split_parameters
-from .attention import SearchAttention
 from .cell import FrozenRNN
 from .config import SearchConfig
 from .corpus import Corpus, batchify
 from .distributed import sync_batch_norm
 from .genotype import Genotype
-from .lm_eval import evaluate, get_batch, ppl
+from .lm_eval import get_batch, ppl
 from .loop import TrainingLoop
-from .methods import method_class
+from .methods import METHODS, method_class
+from .methods.base import Validation
 from .model import detach_hidden
-from .ops import mean_abs_deviation
 from .search_cell import SearchRNN
 from .search_model import build_search_model
 
@@ -45,6 +46,7 @@ class Searcher(TrainingLoop):
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
         self.method = method_class(c.method)(c, self.model, self.full_epoch())
+        self.validation = Validation(self.model, self.search_data, self.valid_data, c.bptt, c.eval_batches)
         self.steps_done = 0
         self.hidden_valid = None
 
@@ -105,55 +107,59 @@ class Searcher(TrainingLoop):
         self.steps_done += 1
 
     def giving_up(self, problem: str) -> str:
-        return f"{problem}; the last good checkpoint in {self.run_dir.path} is kept (try a lower --lr)"
+        """Says what the run directory keeps, which is nothing searched before the first epoch ends."""
+        if self.epoch == 0:
+            kept = "no epoch had finished, so no searched state is kept"
+        else:
+            unit = METHODS[self.config.method].unit
+            kept = (f"{self.run_dir.checkpoint} keeps the search as of its last checkpoint "
+                    f"({self.epoch} {unit}{'s' if self.epoch > 1 else ''} done)")
+        return f"{problem}; {kept} (try a lower --lr)"
 
     # -- epochs ------------------------------------------------------------------------------
 
     def validate(self) -> float:
+        """The method's own end-of-epoch phase (ENAS trains its controller here), then the validation NLL."""
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; "
-                             f"the last good checkpoint in {self.run_dir.path} is kept")
-        return evaluate(self.model, self.valid_data, self.config.bptt, self.config.eval_batches)
+            raise InputError(self.giving_up(f"weights became non-finite in epoch {self.epoch + 1}"))
+        self.method.after_batches(self.validation)
+        return self.validation.full()
 
     def epoch_record(self, valid_nll: float, seconds: float) -> dict:
-        """One log line: perplexities, α and their distance from uniform (intra `mad`, inter `mad_inter`)."""
+        """One log line: perplexities, what the method records of its state (α, ...) and the genotype so far."""
         rnn, t = self.rnn, self.totals
         record = {"epoch": self.epoch, "step": self.steps_done, "train_ppl": ppl(t["nll"] / max(t["tokens"], 1)),
-                  "valid_ppl": ppl(valid_nll)}
-        if isinstance(rnn, SearchRNN):
-            record["alpha"] = rnn.alpha.detach().cpu().tolist()
-            record["mad"] = mean_abs_deviation(rnn.mixing_weights().detach(), rnn.steps, rnn.method)
-        if rnn.inter is not None and rnn.inter.searchable:
-            record["alpha_inter"] = {k: getattr(rnn.inter, k).alpha.detach().cpu().tolist() for k in ("f", "g")}
-            record["mad_inter"] = rnn.inter.mad()
-        if isinstance(rnn.attention, SearchAttention):
-            record["alpha_attention"] = rnn.attention.alpha.detach().cpu().tolist()
+                  "valid_ppl": ppl(valid_nll), **self.method.record(rnn)}
         geno = self.method.derive(rnn).to_dict()
         record.update({k: geno[k] for k in ("inter", "attention") if geno[k] is not None})
         record.update({"genotype": geno["nodes"], "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9),
                        "seconds": t["seconds"]})
         return record
 
-    def final_genotype(self) -> Genotype:
-        """The derived genotype, named by the method, with the provenance of this search."""
+    def conclude(self) -> tuple[Genotype, dict]:
+        """The method's final genotype, named by the method, with the provenance of this search; and the
+        method's metrics of how it chose it."""
         log = self.run_dir.read_log()
         c = self.config
-        geno = self.method.derive(self.rnn)
+        conclusion = self.method.conclude(self.rnn, self.validation)
+        geno = conclusion.genotype
+        valid_ppl = conclusion.valid_ppl if conclusion.valid_ppl is not None else log[-1]["valid_ppl"] if log else None
         provenance = {
             "method": c.method, "order": c.order, "data": {k: str(v) for k, v in self.corpus.paths.items()},
             "seed": c.seed, "epochs": c.total_epochs, "command": c.command,
-            "search_valid_ppl": log[-1]["valid_ppl"] if log else None,
+            "search_valid_ppl": valid_ppl,
             "settings": {k: v for k, v in asdict(c).items() if k not in ("command", "train", "valid", "test")},
             "toolkit_version": __version__, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "run_dir": str(self.run_dir.path),
         }
-        return Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, self.method.genotype_name(), provenance)
+        named = Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, self.method.genotype_name(), provenance)
+        return named, conclusion.metrics
 
     def finish(self) -> Genotype:
         """The final genotype; rank 0 writes it (genotype.json) and metrics.json to the run directory."""
-        genotype = self.final_genotype()
+        genotype, metrics = self.conclude()
         if self.ranks.main:
             genotype.save(self.run_dir.path / "genotype.json")
             self.run_dir.save_metrics({"search_valid_ppl": genotype.provenance["search_valid_ppl"],
-                                       "genotype": genotype.to_dict(), "epochs": self.config.total_epochs})
+                                       "genotype": genotype.to_dict(), "epochs": self.config.total_epochs, **metrics})
         return genotype

@@ -148,7 +148,7 @@ class SeedRuns:
         code = run_module("nas.cli.train_lm", [
             "--cell", str(search / "genotype.json"), "--train", self.splits["train"], "--valid", self.splits["valid"],
             "--test", self.splits["test"], "--device", device, "--time-budget", str(self.select_budget),
-            "--test-batch-size", "10", *self.select_args, "--out", str(retrain)], home / "retrain.log")
+            "--test-batch-size", "10", *self.select_args, "--run-dir", str(retrain)], home / "retrain.log")
         if code != 0:
             entry.update(failed_stage="retrain", exit_code=code, error=last_error(home / "retrain.log"))
             return

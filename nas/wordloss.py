@@ -57,7 +57,7 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
     if isinstance(state, dict) and state.get("format") == LM_FORMAT:
         return _retrained(checkpoint, device)
     run = RunDir(path)
-    config = SearchConfig.from_dict(run.config())
+    config = SearchConfig.from_dict(run.config(), run.path / "config.json")
     train = Path(config.train)
     if not train.is_file():
         raise InputError(f"{path}: its training file {train} (the vocabulary) is missing")

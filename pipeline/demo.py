@@ -14,8 +14,9 @@ from pathlib import Path
 
 import click
 
-from common.errors import InputError, cli_errors
-from common.subprocesses import last_error, run_bin
+from common.cli import COUNT, OUTPUT_FOLDER, command
+from common.errors import InputError
+from common.subprocesses import IMPORT_ROOT, last_error, run_module
 
 FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
         "tagger_hidden": "64", "tagger_epochs": "4"}
@@ -23,19 +24,25 @@ QUICK = {"data": {"train": 150, "dev": 40, "test": 40, "lm_lines": 400, "raw_par
          "emsize": "16", "search_batches": "3", "lm_batches": "4", "tagger_hidden": "16", "tagger_epochs": "1"}
 
 
+STEPS = {"train-wordvec": "tagger.cli.train_wordvec", "search-lm": "nas.cli.search_lm", "train-lm": "nas.cli.train_lm",
+         "train-tagger": "tagger.cli.train_tagger", "tag": "tagger.cli.tag"}
+
+
 def _run(name: str, args: list[str], log: Path) -> None:
-    """Run `bin/NAME ARGS`, echoing the command; its stdout and stderr go to LOG."""
-    shown = " ".join(shlex.quote(a) for a in [f"bin/{name}", *args])
-    click.echo(f"$ {shown}", err=True)
+    """Run the command NAME (its module, so an installed toolkit runs too), echoing it as a user would
+    type it: `bin/NAME` in a checkout, the console script `nas-NAME` once installed. Its stdout and
+    stderr go to LOG."""
+    command = f"bin/{name}" if (IMPORT_ROOT / "bin" / name).is_file() else f"nas-{name}"
+    click.echo(f"$ {' '.join(shlex.quote(a) for a in [command, *args])}", err=True)
     started = time.time()
-    code = run_bin(name, args, log)
+    code = run_module(STEPS[name], args, log)
     if code != 0:
         raise InputError(f"step {name} failed (exit {code}): {last_error(log)} — full log in {log}")
     click.echo(f"  done in {time.time() - started:.0f} s", err=True)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--out", type=click.Path(file_okay=False), help="Demo directory [default: runs/demo-<time>].")
+@command()
+@click.option("--run-dir", type=OUTPUT_FOLDER, help="Demo directory [default: runs/demo-<time>].")
 @click.option("--data", type=click.Path(file_okay=False), help="Real data instead of the embedded default: a "
               "directory laid out like ../shared/data (an LM corpus folder and a tagging corpus folder).")
 @click.option("--lm", "lm_name", default="ptb", help="With --data: the LM corpus folder inside DATA.")
@@ -44,12 +51,12 @@ def _run(name: str, args: list[str], log: Path) -> None:
 @click.option("--embeddings", default=None, help="Tagger embeddings [default: vectors trained by bin/train-wordvec "
               "on the LM text for the default data; glove:glove-6b-50d with --data].")
 @click.option("--seed", type=int, default=1)
-@click.option("--threads", type=int, default=1, help="torch threads per step (1 is fastest for these tiny models).")
+@click.option("--threads", type=COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
 @click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step): checks the chain, learns little.")
-@cli_errors
-def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
+def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
     """Search a cell, retrain it, train a tagger with it, and tag raw text, in about 5 minutes on 2 CPU cores.
 
+    \b
         bin/demo                       # the embedded default data (generated from --seed)
         bin/demo --data ../shared/data # PTB and CoNLL-2000 at the same tiny sizes
     """
@@ -57,9 +64,12 @@ def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
     from tagger.synthetic import generate
 
     os.environ["OMP_NUM_THREADS"] = str(threads)
-    root = Path(out or default_run_dir("demo"))
+    root = Path(run_dir or default_run_dir("demo"))
     if (root / "summary.json").exists():
-        raise InputError(f"{root}: holds a finished demo already; choose another --out")
+        raise InputError(f"{root}: holds a finished demo already; choose another --run-dir")
+    for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
+        if not folder.is_dir():
+            raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
     root.mkdir(parents=True, exist_ok=True)
     started = time.time()
     size = QUICK if quick else FULL
@@ -68,14 +78,11 @@ def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
         generated = generate(root / "data", seed=seed, **size["data"])
         lm_dir, tag_dir, tag_corpus, raw = generated / "lm", generated / "conll03", "conll03", generated / "raw.txt"
         if embeddings is None:
-            _run("train-wordvec", ["--corpus", str(lm_dir / "train.txt"), "--out", str(root / "vectors.txt"),
+            _run("train-wordvec", ["--data", str(lm_dir / "train.txt"), "--out", str(root / "vectors.txt"),
                                    "--dim", "50", "--epochs", size["wordvec_epochs"], "--seed", str(seed)], root / "train-wordvec.log")
             embeddings = f"glove:{root / 'vectors.txt'}"
     else:
         lm_dir, tag_dir, tag_corpus = Path(data) / lm_name, Path(data) / corpus, corpus
-        for folder in (lm_dir, tag_dir):
-            if not folder.is_dir():
-                raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
         raw = root / "raw.txt"
         raw.write_text(_raw_from_lm_test(lm_dir), encoding="utf-8")
         embeddings = embeddings or "glove:glove-6b-50d"
@@ -85,14 +92,14 @@ def main(out, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
                        "--emsize", size["emsize"], "--nhid", size["emsize"], "--batch-size", "16", "--bptt", "20",
                        "--lr", "10", "--max-batches-per-epoch", size["search_batches"], "--eval-batches", "20",
                        "--seed", str(seed), "--run-dir", str(root / "search"), "--out", str(cell)], root / "search-lm.log")
-    _run("train-lm", ["--cell", str(cell), "--data", str(lm_dir), "--out", str(root / "lm"), "--emsize", size["emsize"],
+    _run("train-lm", ["--cell", str(cell), "--data", str(lm_dir), "--run-dir", str(root / "lm"), "--emsize", size["emsize"],
                       "--batch-size", "16", "--epochs", "3", "--max-batches-per-epoch", size["lm_batches"],
                       "--eval-batches", "40", "--test-batch-size", "10", "--lr", "10", "--seed", str(seed)],
          root / "train-lm.log")
     _run("train-tagger", ["--cell", str(cell), "--corpus", tag_corpus, "--data", str(tag_dir), "--embeddings", embeddings,
                           "--hidden-size", size["tagger_hidden"], "--max-epochs", size["tagger_epochs"],
                           "--train-scheme", "iob2", "--threads", str(threads), "--seed", str(seed),
-                          "--out", str(root / "tagger")], root / "train-tagger.log")
+                          "--run-dir", str(root / "tagger")], root / "train-tagger.log")
     tagged = root / "tagged.txt"
     _run("tag", ["--model", str(root / "tagger"), str(raw), "--format", "inline", "--out", str(tagged)],
          root / "tag.log")

@@ -5,8 +5,11 @@ A light module (no flair, no torch), so `bin/train-tagger --help` shows the defa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from common.devices import device_problem
 from common.errors import InputError
+from common.ranges import AT_LEAST_1, FACTOR, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
 
 
 @dataclass
@@ -43,11 +46,17 @@ class TaggerConfig:
     threads: int | None = None
     command: str = ""
 
+    # The allowed values of the numeric settings: check() tests them, bin/train-tagger's flag types come from them.
+    RANGES: ClassVar[dict[str, Range]] = {
+        **dict.fromkeys(("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs", "threads"), AT_LEAST_1),
+        **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
+        "lr": POSITIVE, "clip": POSITIVE, "min_lr": NON_NEGATIVE, "anneal_factor": FACTOR,
+        "patience": NON_NEGATIVE_INT,
+    }
+
     def check(self) -> None:
-        """Sizes at least 1 and dropout rates in [0, 1); the device is checked where torch is loaded."""
-        for name in ("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs"):
-            if getattr(self, name) < 1:
-                raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {getattr(self, name)}")
-        for name in ("locked_dropout", "word_dropout", "dropout_x", "dropout_h"):
-            if not 0 <= getattr(self, name) < 1:
-                raise InputError(f"--{name.replace('_', '-')}: must be in [0, 1), got {getattr(self, name)}")
+        """Every number in its declared range, and a device this machine has."""
+        check_ranges(self, self.RANGES)
+        problem = device_problem(self.device)
+        if problem:
+            raise InputError(f"--device: {problem}")

@@ -2,7 +2,8 @@
 
 Every line is checked before anything is built, so bad input is one `InputError` naming the
 file, the line and the problem: a wrong column count, mixed separators, a tag outside the
-scheme, bytes that are not UTF-8, an empty split. Tags are normalised to IOB2 on reading.
+scheme, bytes that are not UTF-8, an empty split. Tags are normalised to IOB2 on reading. An IOB2
+file with I-X tags but no B-X gets a warning (in the corpus notes) naming the line of the first one.
 
 `to_sentences` then builds flair `Sentence`s with one span label per entity. flair's
 `ColumnDataset` is not used to read the files a second time: it keeps `-DOCSTART-` lines as
@@ -94,7 +95,7 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
     tag_column = tag_column or fmt.tag_column or _only_tag_column(fmt.columns)
     names = {name: index for index, name in fmt.columns.items()}
     if tag_column not in names:
-        raise InputError(f"--tag-column {tag_column}: not one of the columns ({', '.join(names.values())})")
+        raise InputError(f"--tag-column {tag_column}: not one of the columns ({', '.join(names)})")
     reader = _Reader(fmt, names["text"], names[tag_column])
     splits = {}
     for split in SPLITS:
@@ -103,9 +104,12 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
             if not path.is_file():
                 raise InputError(f"{path}: no such file ({kind} {split} split)")
             splits[split] = reader.read(path, split)
-    notes = []
+    notes = list(reader.warnings)
     if "dev" not in splits:
         train = splits["train"]
+        if len(train.tokens) < 2:
+            raise InputError(f"{train.path}: {len(train.tokens)} sentence in the train split, but {kind} has no dev "
+                             f"split and one is sampled from train ({DEV_FRACTION:.0%}), so train needs at least 2")
         n_dev = max(1, round(DEV_FRACTION * len(train.tokens)))
         picked = set(random.Random(seed).sample(range(len(train.tokens)), n_dev))
         splits["dev"] = train.subset(sorted(picked), "dev")
@@ -142,6 +146,7 @@ class _Reader:
     def __init__(self, fmt: Format, text_index: int, tag_index: int):
         self.fmt, self.text_index, self.tag_index = fmt, text_index, tag_index
         self.min_columns = max(fmt.columns) + 1
+        self.warnings: list[str] = []
 
     def read(self, path: Path, split: str) -> Split:
         tokens: list[list[str]] = []
@@ -152,6 +157,8 @@ class _Reader:
         separator = self.fmt.separator
         width = None
         new_document = True
+        begun: set[str] = set()  # IOB2: types some B- tag begins
+        inside: dict[str, int] = {}  # IOB2: type -> line of its first I- tag
         for number, line in utf8_lines(path):
             if not line.strip():
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
@@ -172,14 +179,23 @@ class _Reader:
                                      f"{self.min_columns}")
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
-            problem = tag_schemes.check_tag(fields[self.tag_index], self.fmt.scheme)
+            tag = fields[self.tag_index]
+            problem = tag_schemes.check_tag(tag, self.fmt.scheme)
             if problem:
                 raise InputError(f"{path}: line {number}: {problem}")
+            if self.fmt.scheme == "iob2" and tag.startswith("B-"):
+                begun.add(tag[2:])
+            elif self.fmt.scheme == "iob2" and tag.startswith("I-"):
+                inside.setdefault(tag[2:], number)
             sentence.append(fields[self.text_index])
             sentence_tags.append(fields[self.tag_index])
         self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
         if not tokens:
             raise InputError(f"{path}: no sentences (empty {split} split)")
+        for kind, number in inside.items():
+            if kind not in begun:  # in IOB2 every entity begins with B-: a typo, or IOB1 data?
+                self.warnings.append(f"warning: {path}: line {number}: I-{kind}, and no B-{kind} anywhere in the "
+                                     f"file: read as entities of a type {kind} of their own (a typo, or IOB1 data?)")
         return Split(split, path, tokens, tag_lists, doc_starts)
 
     @staticmethod

@@ -1,7 +1,8 @@
 """`--embeddings` specs -> flair `StackedEmbeddings`, from local files only.
 
     glove:PATH_OR_NAME            GloVe/word2vec file, or glove-6b-50d from its PyPI package
-    flair:FWD.pt:BWD.pt           a forward and a backward flair character LM
+    flair:FWD.pt:BWD.pt           a forward and a backward flair character LM (a file, or a shipped
+                                  name: flair:wt2-forward:wt2-backward)
     pooled-flair:FWD.pt:BWD.pt    the same, pooled over each word's occurrences (min by default, as in the papers)
     transformer:DIR               a local Hugging Face model directory (features only, not fine-tuned)
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.errors import InputError
+from common.resources import resources_dir
 
 KINDS = ("glove", "flair", "pooled-flair", "transformer")
 POOLINGS = ("min", "max", "mean", "fade")
@@ -61,9 +63,13 @@ def _char_lm(kind: str, spec: str, pooling: str):
 
     path = Path(spec)
     if not path.exists() and "/" not in spec and not path.suffix:
-        raise InputError(f"{kind}:{spec}: not a local file, and flair would download this model, which this toolkit "
-                         f"never does. Give local forward and backward .pt files ({kind}:fwd.pt:bwd.pt), e.g. "
-                         f"character LMs trained with bin/train-charlm")
+        shipped = resources_dir() / "charlm"
+        path = shipped / f"{spec}.pt"
+        if not path.is_file():
+            names = ", ".join(sorted(p.stem for p in shipped.glob("*.pt")))
+            raise InputError(f"{kind}:{spec}: not a local file nor a shipped character LM ({names}), and flair would "
+                             f"download this model, which this toolkit never does. Give local forward and backward "
+                             f".pt files ({kind}:fwd.pt:bwd.pt), e.g. character LMs trained with bin/train-charlm")
     embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path))
     return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
 

@@ -3,16 +3,19 @@
 Both gold and predicted tags are IOB2 (gold normalised on reading, predictions rebuilt from
 flair's predicted spans by `prediction.predict_tags`). The report holds seqeval's strict mode with the scheme passed explicitly
 (it equals flair's span F1) and seqeval's default mode, which matches conlleval. `bin/train-tagger`
-writes it at the end of training; `bin/evaluate` reuses it on a saved model.
+writes it at the end of training; `bin/evaluate` reuses it on a saved model, and prints either the
+per-type table or conlleval's own report (`conlleval`).
 """
 from __future__ import annotations
 
 import os
 import statistics
+from collections import Counter
 
 from common.files import atomic_write_text
 
 from .prediction import predict_tags
+from .tag_schemes import spans
 
 
 def _plain(report: dict) -> dict:
@@ -54,6 +57,40 @@ def table(report: dict) -> str:
         r = rows[name]
         lines.append(f"{name:<{width}}  {100 * r['precision']:9.2f}  {100 * r['recall']:6.2f}  "
                      f"{100 * r['f1-score']:5.2f}  {r['support']:7d}")
+    return "\n".join(lines)
+
+
+def conlleval(gold: list[list[str]], pred: list[list[str]]) -> str:
+    """conlleval.pl's report, figure for figure, for IOB2 gold and predicted tags of the same tokens.
+
+    On IOB2 tags conlleval's chunks are exactly the spans `tag_schemes.spans` reads, and a chunk is
+    correct when gold and prediction have the same start, end and type. Its counts: tokens; gold
+    phrases; found (predicted) phrases; correct phrases; accuracy over tokens whose whole tag
+    matches. Per type it prints, after precision, recall and FB1, the number of phrases *found*
+    (not the gold support seqeval reports). Types are sorted by name; percentages are 0 where a
+    denominator is 0, as in the perl script.
+    """
+    tokens = sum(map(len, gold))
+    right_tags = sum(g == p for gs, ps in zip(gold, pred) for g, p in zip(gs, ps))
+    truth, found, correct = Counter(), Counter(), Counter()
+    for gs, ps in zip(gold, pred):
+        gold_spans, pred_spans = set(spans(gs)), set(spans(ps))
+        truth.update(kind for _, _, kind in gold_spans)
+        found.update(kind for _, _, kind in pred_spans)
+        correct.update(kind for _, _, kind in gold_spans & pred_spans)
+
+    def figures(c: int, f: int, t: int) -> str:
+        precision = 100 * c / f if f else 0.0
+        recall = 100 * c / t if t else 0.0
+        fb1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return f"precision: {precision:6.2f}%; recall: {recall:6.2f}%; FB1: {fb1:6.2f}"
+
+    total = sum(truth.values()), sum(found.values()), sum(correct.values())
+    lines = [f"processed {tokens} tokens with {total[0]} phrases; found: {total[1]} phrases; correct: {total[2]}."]
+    if tokens:
+        lines.append(f"accuracy: {100 * right_tags / tokens:6.2f}%; {figures(total[2], total[1], total[0])}")
+    for kind in sorted(truth | found):
+        lines.append(f"{kind:>17}: {figures(correct[kind], found[kind], truth[kind])}  {found[kind]}")
     return "\n".join(lines)
 
 

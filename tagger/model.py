@@ -9,8 +9,12 @@ BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the
 linear layer, CRF and Viterbi decoding.
 
-Models are saved and loaded through `model_file` (tensors + plain containers, `weights_only=True`),
-also when flair's `ModelTrainer` writes and reloads `best-model.pt`.
+Models are saved and loaded through `model_file`: flair's own state, read back with
+`weights_only=True`, also when flair's `ModelTrainer` writes and reloads `best-model.pt`. The files
+stay flair's: an `lstm` tagger is stored as a plain `SequenceTagger`, which
+`flair.models.SequenceTagger.load` rebuilds without this toolkit; a tagger on a searched cell is
+stored as a `CellTagger`, which flair's `Classifier.load` finds once this module is imported, and
+`CellTagger.load` loads (safely, through `load_tagger`).
 """
 from __future__ import annotations
 
@@ -75,7 +79,10 @@ class CellTagger(SequenceTagger):
         return PackedCellRNN(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h)
 
     def _get_state_dict(self) -> dict:
+        # Without a cell this is flair's BiLSTM-CRF exactly: stored under flair's class name, so flair
+        # rebuilds it without this toolkit; with one, flair finds this class by name once imported.
         return {**super()._get_state_dict(),
+                "__cls__": "SequenceTagger" if self.genotype is None else type(self).__name__,
                 "genotype": self.genotype.to_dict() if self.genotype is not None else None,
                 "cell_dropout_x": self.cell_dropout_x, "cell_dropout_h": self.cell_dropout_h}
 
@@ -92,27 +99,37 @@ class CellTagger(SequenceTagger):
         model_file.save(model_file_path, state)
 
     @classmethod
-    def load(cls, model_path) -> "CellTagger":
+    def load(cls, model_path: str | os.PathLike | dict) -> "CellTagger":
+        """flair's `load`: a model file or run directory (read safely by `load_tagger`), or the state
+        dict flair's `Classifier.load` has read and hands on by class name."""
+        if isinstance(model_path, dict):
+            return _from_state(dict(model_path), "the model state")
         return load_tagger(model_path)
 
 
 def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagger:
     """Load a saved tagger (a model file, or a run directory holding best-model.pt / final-model.pt)."""
-    import flair
-
     path = Path(path)
     if path.is_dir():
         candidates = [path / "best-model.pt", path / "final-model.pt"]
         found = [c for c in candidates if c.is_file()]
         if not found:
-            raise InputError(f"{path}: no best-model.pt or final-model.pt in this directory")
+            seeds = " (a --runs run: give one of its seed-* directories)" if any(path.glob("seed-*")) else ""
+            raise InputError(f"{path}: no best-model.pt or final-model.pt in this directory{seeds}")
         path = found[0]
-    state = model_file.load(path)
+    return _from_state(model_file.load(path), str(path), device)
+
+
+def _from_state(state: dict, where: str, device: str | None = None) -> CellTagger:
+    """A tagger in eval mode on `device` (flair's device by default) from a flair model state."""
+    import flair
+
     card = state.pop("model_card", None)
+    state.pop("__cls__", None)
     try:
         model = CellTagger._init_model_with_state_dict(state)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
-        raise InputError(f"{path}: the tagger model does not rebuild ({str(err)[:200]})") from None
+        raise InputError(f"{where}: the tagger model does not rebuild ({str(err)[:200]})") from None
     model.model_card = card
     model.eval()
     model.to(torch.device(device) if device else flair.device)

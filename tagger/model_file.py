@@ -1,13 +1,21 @@
-"""The tagger's model file: flair's model state as tensors and plain containers only.
+"""The tagger's model file: flair's own model state, saved so that a weights-only loader reads it too.
 
-flair saves a model by pickling its state (embedding objects, `Dictionary`s, `BytesIO`s) with
-protocol 4 and loads it with `weights_only=False`, so loading a crafted file runs its code. Here
-the same state (`_get_state_dict()`) is encoded into dicts, lists, strings, numbers and tensors,
-saved with torch's default protocol, and read back with `weights_only=True`
-(`common.files.safe_torch_load`): nothing in the file can name code to run.
+flair saves a model's `_get_state_dict()` with pickle protocol 4 and loads it with
+`weights_only=False`, so loading a crafted file runs its code. Here the same state is saved with
+torch's default protocol, which torch's weights-only unpickler reads: the state holds tensors,
+plain containers and two data classes, flair's `Dictionary` (tags, characters) and `io.BytesIO` (a
+transformer's tokenizer files), which `load` allows and nothing else, so nothing in a file can name
+code to run. flair's own `SequenceTagger.load` reads the same file unchanged (an `lstm` tagger is
+stored as a plain `SequenceTagger`), but it unpickles without restriction: give it only files you
+trust, and load others with `load` (`tagger.load_tagger`).
+
+A `Dictionary`'s lookup cache (`item2idx_not_encoded`, a `defaultdict` flair builds on first use)
+is left out of the file; flair rebuilds it. Files of format 1 (earlier versions of this toolkit,
+which re-encoded the state into plain containers that flair could not read) still load.
 """
 from __future__ import annotations
 
+import copy
 import io
 import json
 import os
@@ -18,32 +26,53 @@ import torch
 from common.errors import InputError
 from common.files import atomic_torch_save, safe_torch_load
 
-FORMAT = "nas-tagger-model"
-VERSION = 1
-_DICTIONARY, _BYTES = "__flair_dictionary__", "__bytes__"
+MARKER, VERSION = "nas_tagger_format", 2
+_FORMAT_1 = "nas-tagger-model"  # format 1: {"format": _FORMAT_1, "version": 1, "state": re-encoded state}
+_DICTIONARY, _BYTES = "__flair_dictionary__", "__bytes__"  # how format 1 spelled a Dictionary and a BytesIO
 
 
-def encode(obj: Any, where: str = "state") -> Any:
-    """Plain containers and tensors stay; flair `Dictionary` and `BytesIO` become tagged plain values."""
+def save(path: str | os.PathLike, state: dict) -> None:
+    """Write a flair model state atomically; the model card is reduced to JSON values."""
+    state = {**state, MARKER: VERSION}
+    if state.get("model_card") is not None:
+        state["model_card"] = json.loads(json.dumps(state["model_card"], default=str))
+    atomic_torch_save(path, _without_caches(state))
+
+
+def load(path: str | os.PathLike) -> dict:
+    """Read a model state with weights_only=True; a file of another kind is an InputError."""
     from flair.data import Dictionary
 
-    if obj is None or isinstance(obj, (bool, int, float, str, torch.Tensor)):
-        return obj
+    data = safe_torch_load(path, allowed=(Dictionary, io.BytesIO))
+    if isinstance(data, dict) and MARKER in data:
+        if data[MARKER] != VERSION:
+            raise InputError(f"{path}: tagger model format {data[MARKER]!r}; this toolkit reads format {VERSION}")
+        return {k: v for k, v in data.items() if k != MARKER}
+    if isinstance(data, dict) and data.get("format") == _FORMAT_1 and data.get("version") == 1:
+        state = _decode_format_1(data["state"])
+        if data.get("model_card"):
+            state["model_card"] = json.loads(data["model_card"])
+        return state
+    raise InputError(f"{path}: not a tagger model of this toolkit (no '{MARKER}' marker)")
+
+
+def _without_caches(obj: Any) -> Any:
+    """The state with every `Dictionary` copied without its lookup cache (the state itself is untouched)."""
+    from flair.data import Dictionary
+
+    if isinstance(obj, Dictionary) and hasattr(obj, "item2idx_not_encoded"):
+        plain = copy.copy(obj)
+        del plain.item2idx_not_encoded
+        return plain
     if isinstance(obj, dict):
-        if not all(isinstance(k, (str, int)) for k in obj):
-            raise TypeError(f"{where}: dict keys must be strings or integers")
-        return type(obj)((k, encode(v, f"{where}.{k}")) for k, v in obj.items())  # keeps OrderedDict
+        return type(obj)((k, _without_caches(v)) for k, v in obj.items())  # keeps OrderedDict
     if isinstance(obj, (list, tuple)):
-        return type(obj)(encode(v, f"{where}[{i}]") for i, v in enumerate(obj))
-    if isinstance(obj, Dictionary):
-        return {_DICTIONARY: {"items": [item.decode("utf-8", "surrogateescape") for item in obj.idx2item],
-                              "add_unk": obj.add_unk, "multi_label": obj.multi_label, "span_labels": obj.span_labels}}
-    if isinstance(obj, io.BytesIO):
-        return {_BYTES: torch.frombuffer(bytearray(obj.getvalue()), dtype=torch.uint8)}
-    raise TypeError(f"{where}: a {type(obj).__name__} cannot be stored in a tagger model file")
+        return type(obj)(_without_caches(v) for v in obj)
+    return obj
 
 
-def decode(obj: Any) -> Any:
+def _decode_format_1(obj: Any) -> Any:
+    """Format 1's tagged plain values back into flair's `Dictionary` and `BytesIO`."""
     from flair.data import Dictionary
 
     if isinstance(obj, dict):
@@ -57,28 +86,7 @@ def decode(obj: Any) -> Any:
             return dictionary
         if set(obj) == {_BYTES}:
             return io.BytesIO(obj[_BYTES].numpy().tobytes())
-        return type(obj)((k, decode(v)) for k, v in obj.items())
+        return type(obj)((k, _decode_format_1(v)) for k, v in obj.items())
     if isinstance(obj, (list, tuple)):
-        return type(obj)(decode(v) for v in obj)
+        return type(obj)(_decode_format_1(v) for v in obj)
     return obj
-
-
-def save(path: str | os.PathLike, state: dict) -> None:
-    """Write a model state atomically; the model card is kept as JSON text."""
-    state = dict(state)
-    card = state.pop("model_card", None)
-    atomic_torch_save(path, {"format": FORMAT, "version": VERSION, "state": encode(state),
-                             "model_card": json.dumps(card, default=str) if card is not None else None})
-
-
-def load(path: str | os.PathLike) -> dict:
-    """Read a model state with weights_only=True; a file of another kind is an InputError."""
-    data = safe_torch_load(path)
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"{path}: not a tagger model of this toolkit (no '{FORMAT}' marker)")
-    if data.get("version") != VERSION:
-        raise InputError(f"{path}: tagger model version {data.get('version')!r}; this toolkit reads version {VERSION}")
-    state = decode(data["state"])
-    if data.get("model_card"):
-        state["model_card"] = json.loads(data["model_card"])
-    return state

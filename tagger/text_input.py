@@ -42,6 +42,7 @@ BLOCK_CHARS = 100_000  # raw text is segmented once at least this much is buffer
 MAX_SENTENCE_CHARS = 1_000_000  # a raw sentence with no end in sight is cut at whitespace here
 _TOKEN = re.compile(r"\S+")
 _LINE_BREAK = re.compile("\n")
+REPLACEMENT = "\ufffd"  # what --encoding-errors replace reads an undecodable byte as
 _NEWLINE = b"\n"
 
 
@@ -202,7 +203,29 @@ def _from_flair(block: str, base: int, found: list) -> Iterator[TextSentence]:
         where = _normalised_positions(block[start:stop])
         spans = [(where[t.start_position], where[t.end_position - 1] + 1) for t in sentence]
         text = block[start:start + spans[-1][1]]
-        yield TextSentence(text, base + start, spans, [t.text for t in sentence])
+        yield TextSentence(text, base + start, *_join_replacements(text, spans, [t.text for t in sentence]))
+
+
+def _join_replacements(text: str, spans: list[tuple[int, int]], words: list[str]) -> tuple[list, list[str]]:
+    """Spans and words with each U+FFFD kept inside the word it touches.
+
+    segtok splits U+FFFD (what `--encoding-errors replace` reads an undecodable byte as) off as a
+    symbol, so "caf\ufffd" would be `caf` and `\ufffd`. A token of replacement characters joins the
+    word right before it, and a word right after a replacement character joins it, so the word
+    stays one token.
+    """
+    joined_spans: list[tuple[int, int]] = []
+    joined_words: list[str] = []
+    for (start, end), word in zip(spans, words):
+        if joined_spans and joined_spans[-1][1] == start and (
+                (text[start - 1].isalnum() and not text[start:end].strip(REPLACEMENT)) or
+                (text[start - 1] == REPLACEMENT and (text[start].isalnum() or text[start] == REPLACEMENT))):
+            joined_spans[-1] = (joined_spans[-1][0], end)
+            joined_words[-1] += word
+        else:
+            joined_spans.append((start, end))
+            joined_words.append(word)
+    return joined_spans, joined_words
 
 
 def _normalised_positions(text: str) -> list[int] | range:

@@ -76,6 +76,25 @@ def _timer_plugin(notes: list[str]):
     return EpochTimer()
 
 
+class _OwnTestScoring(logging.Filter):
+    """flair is given no test split (the test set is scored here, after training), so two of its log
+    lines would mislead: the corpus line's "+ 0 test sentences", which is told the real test size,
+    and "Test data not provided setting final score to 0", which is dropped."""
+
+    def __init__(self, test_sentences: int):
+        super().__init__()
+        self.test_sentences = test_sentences
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Test data not provided"):
+            return False
+        if message.startswith("Corpus: ") and message.endswith(" + 0 test sentences"):
+            record.msg, record.args = (message.removesuffix(" + 0 test sentences") +
+                                       f" sentences (+ {self.test_sentences} test sentences, scored after training)"), ()
+        return True
+
+
 def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
               out: Path) -> dict:
     """Train one seed into `out` and return its metrics (also written to out/metrics.json).
@@ -113,11 +132,16 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
                     name=corpus.train.path.parent.name, sample_missing_splits=False)
     trainer = ModelTrainer(model, splits)
-    trainer.train(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
-                  eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
-                  anneal_factor=config.anneal_factor, patience=config.patience, min_learning_rate=config.min_lr,
-                  max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
-                  plugins=[timer], save_final_model=True, multi_gpu=multi_gpu)
+    truthful = _OwnTestScoring(len(corpus.test.tokens))
+    log.addFilter(truthful)
+    try:
+        trainer.train(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
+                      eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
+                      anneal_factor=config.anneal_factor, patience=config.patience, min_learning_rate=config.min_lr,
+                      max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
+                      plugins=[timer], save_final_model=True, multi_gpu=multi_gpu)
+    finally:
+        log.removeFilter(truthful)
     if not is_main_process():
         return {}
     test = to_sentences(corpus.test, corpus.tag_type)

@@ -68,10 +68,35 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: bytes that are not UTF-8 (at byte {err.start} of a word)") from None
     except (ValueError, EOFError) as err:
+        bad = None if header and path.suffix == ".bin" else _first_bad_line(path, header)
+        if bad:
+            raise InputError(f"{path}: line {bad[0]}: {bad[1]}") from None
         raise InputError(f"{path}: not a GloVe or word2vec vector file ({str(err)[:200]})") from None
     if not len(kv.index_to_key):
         raise InputError(f"{path}: no vectors")
     return list(kv.index_to_key), kv.vectors
+
+
+def _first_bad_line(path: Path, header: bool) -> tuple[int, str] | None:
+    """(line number, problem) of the first line of a text vector file that is not a word and as many
+    numbers as the vectors have (the header's size, else the first line's): gensim's own error on
+    such a line (a truncated file, say) names no line."""
+    width = None
+    for number, line in utf8_lines(path):
+        fields = line.rstrip().split(" ")
+        if header and number == 1:
+            width = int(fields[1])
+            continue
+        if not line.strip():
+            continue
+        width = len(fields) - 1 if width is None else width
+        if len(fields) - 1 != width:
+            return number, f"{len(fields) - 1} numbers where the vectors have {width} (a truncated file?)"
+        try:
+            list(map(float, fields[1:]))
+        except ValueError:
+            return number, f"a value that is not a number ({' '.join(fields[1:])[:60]})"
+    return None
 
 
 def to_flair(words: list[str], vectors: np.ndarray, name: str):

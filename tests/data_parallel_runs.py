@@ -1,13 +1,13 @@
 """The runs tests/test_distributed.py compares: launched under torchrun, or called in one process.
 
-    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/data_parallel_runs.py OUT CORPUS
+    python -m torch.distributed.run --standalone --nproc_per_node=2 tests/data_parallel_runs.py OUT CORPUS [weight-sharing]
 
 In float64, so that equality with the single-process run is checked to 1e-9 rather than at the
 level where float32 rounding, amplified by Adam's first steps and the finite-difference Hessian,
 makes two otherwise equal searches differ. Dropouts are on: each rank draws its columns of the
 single-process masks. Writes, under OUT: runs/search-<time> (first order, default run
 directory), search2 (second order, stopped after batch 2 and resumed from the checkpoint) and
-train (bin/train-lm).
+train (bin/train-lm); with `weight-sharing`, random and enas (`weight_sharing_runs`).
 """
 from __future__ import annotations
 
@@ -55,6 +55,18 @@ def interrupted_search(run_dir: Path, corpus: Path) -> None:
     resumed.run()
 
 
+def weight_sharing_runs(out: Path, corpus: Path) -> None:
+    """A random search and an ENAS search (dropouts on, float64) into out/random and out/enas."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        for method, extra in (("random", []), ("enas", ["--controller-steps", "4"])):
+            search_lm(["--data", str(corpus), *SEARCH, "--method", method, "--candidates", "3", *extra,
+                       "--run-dir", str(out / method)], standalone_mode=False)
+    finally:
+        torch.set_default_dtype(before)
+
+
 def run_all(out: Path, corpus: Path) -> None:
     """All three runs into `out` (the working directory moves there for the default run directory)."""
     before = torch.get_default_dtype()
@@ -65,7 +77,7 @@ def run_all(out: Path, corpus: Path) -> None:
         os.chdir(out)
         search_lm(["--data", str(corpus), *SEARCH, "--order", "1"], standalone_mode=False)
         interrupted_search(out / "search2", corpus)
-        train_lm(["--data", str(corpus), *TRAIN, "--out", str(out / "train")], standalone_mode=False)
+        train_lm(["--data", str(corpus), *TRAIN, "--run-dir", str(out / "train")], standalone_mode=False)
     finally:
         os.chdir(cwd)
         torch.set_default_dtype(before)
@@ -86,5 +98,8 @@ def divergence(out: Path) -> None:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     out = Path(sys.argv[1]).resolve()
-    run_all(out, Path(sys.argv[2]).resolve())
-    divergence(out)
+    if sys.argv[3:] == ["weight-sharing"]:
+        weight_sharing_runs(out, Path(sys.argv[2]).resolve())
+    else:
+        run_all(out, Path(sys.argv[2]).resolve())
+        divergence(out)

@@ -20,7 +20,7 @@ def runs(tmp_path_factory):
     """A tiny bin/train-lm run (one epoch) and a tiny bin/search-lm run on the same corpus."""
     root = tmp_path_factory.mktemp("compare")
     corpus = write_lm_corpus(root / "corpus", train_lines=120, other_lines=30)
-    result = CliRunner().invoke(train_lm, ["--cell", "darts_v2", "--data", str(corpus), "--out", str(root / "lm"),
+    result = CliRunner().invoke(train_lm, ["--cell", "darts_v2", "--data", str(corpus), "--run-dir", str(root / "lm"),
                                            "--epochs", "1", "--max-batches-per-epoch", "3", *SIZES])
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(search_lm, ["--data", str(corpus), "--run-dir", str(root / "search"), "--nhid", "8",

@@ -30,7 +30,7 @@ def runs(tmp_path_factory, tiny_tagger):
                                             "--run-dir", str(root / "search"), "--nhid", "8", "--nodes", "2",
                                             "--lr", "2", "--rounds", "2", "--intra-steps", "2", *LM[:8]])
     assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(train_lm, ["--data", str(corpus), "--out", str(root / "lm"), "--epochs", "2", *LM])
+    result = CliRunner().invoke(train_lm, ["--data", str(corpus), "--run-dir", str(root / "lm"), "--epochs", "2", *LM])
     assert result.exit_code == 0, result.output
     shutil.copytree(tiny_tagger[0], root / "tagger")
     return root

@@ -6,12 +6,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
 from click.testing import CliRunner
 
-from data_parallel_runs import SEARCH, run_all
+from data_parallel_runs import SEARCH, run_all, weight_sharing_runs
 from nas.cli.search_lm import main as search_lm
 from nas.distributed import Ranks
 from common.errors import InputError
@@ -21,22 +22,28 @@ from nas.seeds import leaderboard
 REPO = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, lm_corpus_module) -> dict[str, Path]:
-    """The same runs in one process and under torchrun with two processes (one launch for all three)."""
-    root = tmp_path_factory.mktemp("dp")
+def _two_and_one(root: Path, corpus: Path, runs: Callable[[Path, Path], None], *mode: str) -> subprocess.CompletedProcess:
+    """`runs` under torchrun with two processes into root/two (`data_parallel_runs.py ... *mode`), then in this one into root/one."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")}
     env["OMP_NUM_THREADS"] = "1"
     result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             str(REPO / "tests" / "data_parallel_runs.py"), str(root / "two"), str(lm_corpus_module)],
+                             str(REPO / "tests" / "data_parallel_runs.py"), str(root / "two"), str(corpus), *mode],
                             capture_output=True, text=True, env=env, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        run_all(root / "one", lm_corpus_module)
+        runs(root / "one", corpus)
     finally:
         torch.set_num_threads(before)
+    return result
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, lm_corpus_module) -> dict[str, Path]:
+    """The same runs in one process and under torchrun with two processes (one launch for all three)."""
+    root = tmp_path_factory.mktemp("dp")
+    result = _two_and_one(root, lm_corpus_module, run_all)
     return {"one": root / "one", "two": root / "two", "stderr": result.stderr}
 
 
@@ -79,6 +86,28 @@ def test_two_process_search_reaches_the_single_process_alpha_and_weights(runs, c
         assert x["train_ppl"] == pytest.approx(y["train_ppl"], rel=1e-9)  # the global token mean over both shards
         assert x["valid_ppl"] == pytest.approx(y["valid_ppl"], rel=1e-9)
         assert x["genotype"] == y["genotype"]
+
+
+def test_two_process_random_search_and_enas_draw_and_find_what_one_process_does(tmp_path, lm_corpus_module):
+    """Every rank draws the same cell for each batch (ENAS: learns the same controller), and the ranks' mean validation
+    losses score the candidates as one process does; so the two runs end with the same weights, scores and cell."""
+    _two_and_one(tmp_path, lm_corpus_module, weight_sharing_runs, "weight-sharing")
+    for name in ("random", "enas"):
+        one, two = tmp_path / "one" / name, tmp_path / "two" / name
+        a = torch.load(one / "checkpoint.pt", weights_only=True)
+        b = torch.load(two / "checkpoint.pt", weights_only=True)
+        _assert_same_state(a["model"], b["model"])
+        m1, m2 = (json.loads((d / "metrics.json").read_text()) for d in (one, two))
+        assert [c["nodes"] for c in m1["candidates"]] == [c["nodes"] for c in m2["candidates"]]
+        assert [c["valid_ppl"] for c in m1["candidates"]] == pytest.approx([c["valid_ppl"] for c in m2["candidates"]],
+                                                                           rel=1e-9)
+        assert m1["selected"] == m2["selected"] and load(one / "genotype.json").nodes == load(two / "genotype.json").nodes
+        assert m1["search_valid_ppl"] == pytest.approx(m2["search_valid_ppl"], rel=1e-9)
+        if name == "enas":
+            _assert_same_state(a["architects"]["reinforce"]["controller"], b["architects"]["reinforce"]["controller"])
+            log_one, log_two = ([json.loads(line) for line in (d / "log.jsonl").read_text().splitlines()] for d in (one, two))
+            assert [r["controller"]["reward"] for r in log_one] == pytest.approx(
+                [r["controller"]["reward"] for r in log_two], rel=1e-9)
 
 
 def test_two_process_lm_training_reaches_the_single_process_weights(runs):

@@ -61,7 +61,7 @@ def test_plot_cell_writes_beside_the_genotype_or_where_asked(runs, tmp_path):
     assert CliRunner().invoke(plot_cell, [str(cell)]).exit_code == 0
     assert (tmp_path / "cell.png").read_bytes()[:8] == PNG and (tmp_path / "cell.svg").is_file()
     assert CliRunner().invoke(plot_cell, ["darts_v2", "--out", str(tmp_path / "v2")]).exit_code == 0
-    assert (tmp_path / "v2.png").read_bytes()[:8] == PNG
+    assert (tmp_path / "v2" / "darts_v2.png").read_bytes()[:8] == PNG
 
 
 def test_plot_search_on_a_directory_that_is_not_a_run(tmp_path):

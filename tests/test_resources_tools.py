@@ -28,7 +28,7 @@ def test_train_charlm_gives_a_pt_that_flair_embeddings_loads_and_embeds(tiny_tex
     from flair.embeddings import FlairEmbeddings
 
     out = tmp_path / "fwd"
-    result = CliRunner().invoke(train_charlm, ["--corpus", str(tiny_text), "--direction", "forward", "--out", str(out),
+    result = CliRunner().invoke(train_charlm, ["--data", str(tiny_text), "--direction", "forward", "--run-dir", str(out),
                                                "--hidden", "16", "--embedding", "8", "--epochs", "1",
                                                "--batch-size", "8", "--seq-len", "30"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -89,7 +89,7 @@ def test_train_wordvec_writes_glove_text_the_vectors_reader_accepts(tiny_text, t
     from gensim.models import KeyedVectors
 
     out = tmp_path / "vectors.txt"
-    result = CliRunner().invoke(train_wordvec, ["--corpus", str(tiny_text), "--out", str(out), "--dim", "12",
+    result = CliRunner().invoke(train_wordvec, ["--data", str(tiny_text), "--out", str(out), "--dim", "12",
                                                 "--epochs", "2"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     first = out.read_text().splitlines()[0].split()
@@ -99,7 +99,7 @@ def test_train_wordvec_writes_glove_text_the_vectors_reader_accepts(tiny_text, t
 
 
 def test_missing_corpus_is_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "bin" / "train-wordvec"), "--corpus", str(tmp_path / "no.txt"),
+    proc = subprocess.run([sys.executable, str(REPO / "bin" / "train-wordvec"), "--data", str(tmp_path / "no.txt"),
                            "--out", str(tmp_path / "v.txt")], capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stderr == f"error: {tmp_path / 'no.txt'}: no such file\n"
     assert not (tmp_path / "v.txt").exists()

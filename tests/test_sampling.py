@@ -166,7 +166,7 @@ def test_a_random_cell_with_gates_and_attention_trains_in_the_language_model(tmp
                  "--attention"]).exit_code == 0
     cell = tmp_path / "random_3_1.json"
     run = tmp_path / "lm"
-    result = CliRunner().invoke(train_lm, ["--cell", str(cell), "--data", str(corpus), "--out", str(run),
+    result = CliRunner().invoke(train_lm, ["--cell", str(cell), "--data", str(corpus), "--run-dir", str(run),
                                            "--emsize", "8", "--batch-size", "4", "--bptt", "6", "--epochs", "1",
                                            "--max-batches-per-epoch", "1", "--eval-batches", "1"])
     assert result.exit_code == 0, result.output

@@ -329,6 +329,15 @@ def test_text_that_is_not_utf8_is_refused_unless_replaced(model, raw, tmp_path, 
     assert last["text"] == "Dorva visited Z\ufffdrich ." and last["offset"] == len(good)
 
 
+def test_a_replaced_byte_stays_inside_its_word(model, tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Un café à Zürich, naïve ; seul.\n".encode("latin-1"))  # each accent one bad byte
+    result = run_tag("--model", model, path, "--format", "jsonl", "--encoding-errors", "replace")
+    assert result.exit_code == 0, result.stderr
+    (sentence,) = parse_jsonl(result.stdout)
+    assert sentence["tokens"] == ["Un", "caf\ufffd", "\ufffd", "Z\ufffdrich", ",", "na\ufffdve", ";", "seul", "."]
+
+
 def test_missing_inputs_and_models(model, raw, tmp_path, out_dir):
     assert_refused(run_tag("--model", model, tmp_path / "nope.txt", "--out", out_dir / "x"), f"error: {tmp_path / 'nope.txt'}: no such file", out_dir)
     assert_refused(run_tag("--model", model, tmp_path), f"error: {tmp_path}: not a file")

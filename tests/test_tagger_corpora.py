@@ -130,3 +130,53 @@ def test_the_launcher_prints_one_line_and_exits_2(tmp_path):
                            str(tmp_path / "missing")], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stderr == f"error: {tmp_path / 'missing'}: no such directory (--data)\n"
     assert proc.stdout == ""
+
+
+def assert_one_error_line(result, line: str, run_dir: Path) -> None:
+    assert result.exit_code == 2 and result.stdout == "" and result.stderr == line + "\n", result.stderr
+    assert "Traceback" not in result.output and not run_dir.exists()
+
+
+def test_a_tag_column_that_is_not_there_is_one_line(tmp_path, vectors):
+    td.write_conll03(tmp_path / "data")
+    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--tag-column", "ne",
+                                       "--embeddings", f"glove:{vectors}", "--out", str(tmp_path / "run")])
+    assert_one_error_line(result, "error: --tag-column ne: not one of the columns (text, pos, chunk, ner)", tmp_path / "run")
+
+
+def test_a_train_split_too_small_to_sample_dev_from_is_one_line(tmp_path, vectors):
+    (tmp_path / "train.txt").write_text("He PRP B-NP\n", encoding="utf-8")  # one sentence of one token
+    (tmp_path / "test.txt").write_text("He PRP B-NP\nran VBD B-VP\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["--corpus", "conll2000", "--data", str(tmp_path), "--embeddings",
+                                       f"glove:{vectors}", "--out", str(tmp_path / "run")])
+    assert_one_error_line(result, f"error: {tmp_path / 'train.txt'}: 1 sentence in the train split, but conll2000 has no "
+                                  f"dev split and one is sampled from train (10%), so train needs at least 2", tmp_path / "run")
+
+
+def test_a_truncated_vector_file_names_its_last_line(tmp_path):
+    td.write_conll03(tmp_path / "data")
+    path = td.write_vectors(tmp_path / "vectors.txt")
+    text = path.read_text()
+    path.write_text(text[:text.rindex(" ", 0, len(text) - 30)])  # cut inside the last vector
+    count = text.count("\n")
+    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings",
+                                       f"glove:{path}", "--out", str(tmp_path / "run")])
+    kept = len(path.read_text().splitlines()[-1].split()) - 1
+    assert_one_error_line(result, f"error: {path}: line {count}: {kept} numbers where the vectors have 16 (a truncated "
+                                  f"file?)", tmp_path / "run")
+
+
+def test_inside_tags_of_a_type_never_begun_in_iob2_are_warned_once_with_their_line(tmp_path, vectors):
+    td.write_wnut(tmp_path)
+    path = tmp_path / "wnut17train.conll"
+    lines = path.read_text().split("\n")
+    first, second = [i for i, line in enumerate(lines) if line.endswith("\tO")][:2]
+    for i in (first, second):
+        lines[i] = lines[i].replace("\tO", "\tI-FOO")
+    path.write_text("\n".join(lines))
+    result = dry_run(["--corpus", "wnut17", "--data", str(tmp_path)], vectors)
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {path}: line {first + 1}: I-FOO, and no B-FOO anywhere in the file: read as "
+                        f"entities of a type FOO of their own (a typo, or IOB1 data?)"]
+    assert json.loads(result.stdout)["train"]["entities"]["FOO"] == (1 if second == first + 1 else 2)

@@ -135,7 +135,7 @@ def test_cli_trains_two_seeds_and_prints_mean_and_std(setup):
     out = root / "two-seeds"
     result = CliRunner().invoke(main, ["--cell", "darts_v2", "--corpus", "conll03", "--data", str(root / "data"),
                                        "--embeddings", f"glove:{root / 'vectors.txt'}", "--hidden-size", "4",
-                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--out", str(out)])
+                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--run-dir", str(out)])
     assert result.exit_code == 0, result.stderr
     summary = json.loads((out / "metrics.json").read_text())
     f1s = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["test"]["f1"] for s in (5, 6)]
@@ -180,8 +180,8 @@ def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
     before = (out / "metrics.json").read_text()
     root = setup[0]
     result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
-                                       f"glove:{root / 'vectors.txt'}", "--out", str(out)])
-    assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --out\n"
+                                       f"glove:{root / 'vectors.txt'}", "--run-dir", str(out)])
+    assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --run-dir\n"
     assert (out / "metrics.json").read_text() == before
 
 
@@ -207,3 +207,10 @@ def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cel
     before = prediction.predict_tags(model, sentences)
     model.save(tmp_path / "m.pt")
     assert prediction.predict_tags(load_tagger(tmp_path / "m.pt"), sentences) == before
+
+
+def test_the_training_log_says_how_the_test_set_is_scored_and_nothing_false(darts_run, setup):
+    out, _ = darts_run
+    log = (out / "training.log").read_text()
+    assert "Test data not provided" not in log and "0 test sentences" not in log
+    assert f"Corpus: 40 train + 12 dev sentences (+ {len(setup[1].test.tokens)} test sentences, scored after training)" in log

@@ -31,7 +31,7 @@ from nas.train import Trainer, load_for_evaluation
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 SMALL = ["--emsize", "16", "--batch-size", "8", "--bptt", "10", "--eval-batch-size", "4", "--dropout", "0.1",
-         "--dropouth", "0.1", "--dropoutx", "0.1", "--dropouti", "0.1", "--dropoute", "0"]
+         "--dropout-h", "0.1", "--dropout-x", "0.1", "--dropout-i", "0.1", "--dropout-e", "0"]
 
 
 @pytest.fixture(autouse=True)
@@ -239,7 +239,7 @@ def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir,
         return loss, nll
 
     monkeypatch.setattr(nas.loop, "regularised_loss", nan_after_epoch_one)
-    args = ["--cell", "darts_v2", "--data", str(corpus_dir), "--out", str(run), "--epochs", "3",
+    args = ["--cell", "darts_v2", "--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "3",
             "--max-batches-per-epoch", "3", "--max-rollbacks", "2", *SMALL]
     result = CliRunner().invoke(train_lm, args)
     line = one_error_line(result, only=False)
@@ -257,8 +257,8 @@ def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir,
 def test_resume_continues_from_the_saved_epoch_and_matches_an_uninterrupted_run(corpus_dir, tmp_path):
     base = ["--cell", "darts_v2", "--data", str(corpus_dir), "--max-batches-per-epoch", "4", *SMALL]
     runner = CliRunner()
-    assert runner.invoke(train_lm, [*base, "--out", str(tmp_path / "full"), "--epochs", "3"]).exit_code == 0
-    assert runner.invoke(train_lm, [*base, "--out", str(tmp_path / "split"), "--epochs", "1"]).exit_code == 0
+    assert runner.invoke(train_lm, [*base, "--run-dir", str(tmp_path / "full"), "--epochs", "3"]).exit_code == 0
+    assert runner.invoke(train_lm, [*base, "--run-dir", str(tmp_path / "split"), "--epochs", "1"]).exit_code == 0
     assert [r["epoch"] for r in log_of(tmp_path / "split")] == [1]
     result = runner.invoke(train_lm, ["--resume", str(tmp_path / "split"), "--epochs", "3"])
     assert result.exit_code == 0, result.output
@@ -297,7 +297,7 @@ def test_time_budget_cuts_the_epoch_short_and_still_validates_it(corpus_dir, tmp
 
 def test_eval_lm_reproduces_the_recorded_perplexities(corpus_dir, tmp_path):
     run = tmp_path / "run"
-    result = CliRunner().invoke(train_lm, ["--cell", "lstm", "--data", str(corpus_dir), "--out", str(run),
+    result = CliRunner().invoke(train_lm, ["--cell", "lstm", "--data", str(corpus_dir), "--run-dir", str(run),
                                            "--epochs", "2", "--max-batches-per-epoch", "5", *SMALL])
     assert result.exit_code == 0, result.output
     assert "parameters (" in result.stderr and "matched to darts_v2's 5,120" in result.stderr
@@ -324,7 +324,7 @@ def test_eval_lm_reproduces_the_recorded_perplexities(corpus_dir, tmp_path):
 ])
 def test_train_lm_bad_input_is_one_line_and_exit_2_and_writes_nothing(corpus_dir, tmp_path, extra, problem):
     run = tmp_path / "run"
-    result = CliRunner().invoke(train_lm, ["--data", str(corpus_dir), "--out", str(run), *SMALL, *extra])
+    result = CliRunner().invoke(train_lm, ["--data", str(corpus_dir), "--run-dir", str(run), *SMALL, *extra])
     assert problem in one_error_line(result)
     assert not run.exists()
 
@@ -333,10 +333,10 @@ def test_train_lm_refuses_missing_data_an_occupied_run_dir_and_a_bad_resume(corp
     runner = CliRunner()
     assert "no such directory" in one_error_line(runner.invoke(train_lm, ["--data", str(tmp_path / "none")]))
     run = tmp_path / "run"
-    ok = runner.invoke(train_lm, ["--data", str(corpus_dir), "--out", str(run), "--epochs", "1",
+    ok = runner.invoke(train_lm, ["--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "1",
                                   "--max-batches-per-epoch", "2", *SMALL])
     assert ok.exit_code == 0, ok.output
-    again = runner.invoke(train_lm, ["--data", str(corpus_dir), "--out", str(run), *SMALL])
+    again = runner.invoke(train_lm, ["--data", str(corpus_dir), "--run-dir", str(run), *SMALL])
     assert "already holds a run; continue it with --resume" in one_error_line(again)
     assert "not a run directory" in one_error_line(runner.invoke(train_lm, ["--resume", str(tmp_path)]))
 

@@ -5,24 +5,24 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, DEVICE, command, use_threads
 from common.splits import find_splits
 
 if TYPE_CHECKING:
     from ..wordloss import WordRow
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.argument("model_a", type=click.Path())
 @click.argument("model_b", type=click.Path())
 @click.option("--data", required=True, type=click.Path(), help="Corpus directory; its validation split is evaluated.")
 @click.option("--split", type=click.Choice(["valid", "test"]), default="valid", help="Which split of --data to evaluate.")
-@click.option("--top", type=int, default=8, help="Words listed in each table.")
-@click.option("--min-count", type=int, default=5, help="Only words seen at least this often in the split enter the Δ table.")
-@click.option("--batch-size", type=int, default=10, help="Evaluation batch size (hidden state carried across bptt chunks).")
-@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
-@cli_errors
-def main(model_a, model_b, data, split, top, min_count, batch_size, device) -> None:
+@click.option("--top", type=COUNT, default=8, help="Words listed in each table.")
+@click.option("--min-count", type=COUNT, default=5, help="Only words seen at least this often in the split enter the Δ table.")
+@click.option("--batch-size", type=COUNT, default=10, help="Evaluation batch size (hidden state carried across bptt chunks).")
+@click.option("--device", type=DEVICE, default="cpu")
+@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+def main(model_a, model_b, data, split, top, min_count, batch_size, device, threads) -> None:
     """Per-word loss difference of MODEL_B against MODEL_A on the validation data.
 
     MODEL_A and MODEL_B are language models: `bin/train-lm` run directories (their best.pt, or
@@ -34,8 +34,7 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device) -> N
     from ..lm_eval import ppl
     from ..wordloss import compare_words, largest_differences, load_language_model, most_frequent
 
-    if top < 1 or min_count < 1 or batch_size < 1:
-        raise InputError("--top, --min-count and --batch-size must be at least 1")
+    use_threads(threads)
     path = find_splits(data)[split]
     a, b = load_language_model(model_a, device), load_language_model(model_b, device)
     rows, mean_a, mean_b = compare_words(a, b, path, batch_size)

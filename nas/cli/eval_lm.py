@@ -6,20 +6,21 @@ from pathlib import Path
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, DEVICE, command, use_threads
+from common.errors import InputError
 from common.splits import SPLITS, find_splits
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.argument("model", type=click.Path())
 @click.option("--data", type=click.Path(), help="Corpus directory holding the split (ptb.test.txt, wiki.test.tokens, ...).")
 @click.option("--split", type=click.Choice(SPLITS), default="test")
 @click.option("--file", "text_file", type=click.Path(), help="Evaluate this text file (one sentence per line) instead of a split of --data.")
-@click.option("--batch-size", type=int, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
-@click.option("--bptt", type=int, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
-@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
-@cli_errors
-def main(model, data, split, text_file, batch_size, bptt, device) -> None:
+@click.option("--batch-size", type=COUNT, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
+@click.option("--bptt", type=COUNT, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
+@click.option("--device", type=DEVICE, default="cpu")
+@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+def main(model, data, split, text_file, batch_size, bptt, device, threads) -> None:
     """Print the perplexity of MODEL (a train-lm run directory, whose best.pt is used, or a model file) as one JSON line.
 
     Example:
@@ -27,13 +28,11 @@ def main(model, data, split, text_file, batch_size, bptt, device) -> None:
     \b
         bin/eval-lm runs/dartsv2 --data ../shared/data/ptb --split test
     """
-    from common.runs import check_device
-
     from ..corpus import batchify, encode, read_tokens
     from ..lm_eval import evaluate, ppl
     from ..train import load_for_evaluation
 
-    check_device(device)
+    use_threads(threads)
     path = Path(model)
     if path.is_dir():
         path = path / "best.pt"
@@ -52,9 +51,6 @@ def main(model, data, split, text_file, batch_size, bptt, device) -> None:
     default_batch = config.get("test_batch_size", 1) if split == "test" else config.get("eval_batch_size", 10)
     batch_size = batch_size if batch_size is not None else default_batch
     bptt = bptt if bptt is not None else config.get("bptt", 35)
-    for name, value in (("batch-size", batch_size), ("bptt", bptt)):
-        if value < 1:
-            raise InputError(f"--{name}: must be at least 1, got {value}")
     ids = encode(read_tokens(source), stored["vocab"])
     batches = batchify(ids, batch_size, 1, source).to(device)
     nll = evaluate(lm, batches, bptt)

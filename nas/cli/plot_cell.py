@@ -5,14 +5,13 @@ from pathlib import Path
 
 import click
 
-from common.errors import cli_errors
+from common.cli import OUTPUT_FOLDER, command
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.argument("cell")
-@click.option("--out", type=click.Path(dir_okay=False),
-              help="Output path without extension [default: beside CELL, or ./NAME for a shipped cell].")
-@cli_errors
+@click.option("--out", type=OUTPUT_FOLDER,
+              help="Folder for NAME.png and NAME.svg [default: CELL's folder, or . for a shipped cell].")
 def main(cell, out) -> None:
     """Draw CELL (a genotype file or a shipped name such as darts_v2) as PNG and SVG: nodes, the
     op on each edge, the output mean, and the ESS gates f′ and g′ when the genotype has them.
@@ -21,8 +20,9 @@ def main(cell, out) -> None:
     from ..plots import plot_cell
 
     geno = load(cell)
-    stem = Path(out) if out else (Path(cell).with_suffix("") if Path(cell).is_file() else Path(Path(cell).stem))
-    for path in plot_cell(geno, stem):
+    source = Path(cell)
+    folder = Path(out) if out else (source.parent if source.is_file() else Path("."))
+    for path in plot_cell(geno, folder / source.stem):
         click.echo(str(path))
 
 

@@ -5,14 +5,13 @@ from pathlib import Path
 
 import click
 
-from common.errors import cli_errors
+from common.cli import OUTPUT_FOLDER, command
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.argument("run_dir", type=click.Path())
-@click.option("--out", type=click.Path(file_okay=False), help="Directory for the pictures [default: RUN_DIR/plots].")
+@click.option("--out", type=OUTPUT_FOLDER, help="Directory for the pictures [default: RUN_DIR/plots].")
 @click.option("--tensorboard", is_flag=True, help="Also write the curves as TensorBoard events to OUT/tensorboard (needs `pip install tensorboard`, which this toolkit does not install).")
-@cli_errors
 def main(run_dir, out, tensorboard) -> None:
     """Draw the training and validation curves of a run directory of bin/search-lm, bin/train-lm or
     bin/train-tagger, as curves.png and curves.svg: perplexity per epoch (per round for ESS) for

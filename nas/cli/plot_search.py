@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import click
 
-from common.errors import cli_errors
+from common.cli import OUTPUT_FOLDER, command
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.argument("run_dir", type=click.Path())
-@click.option("--out", type=click.Path(file_okay=False), help="Directory for the pictures [default: RUN_DIR/plots].")
+@click.option("--out", type=OUTPUT_FOLDER, help="Directory for the pictures [default: RUN_DIR/plots].")
 @click.option("--compare", multiple=True, type=click.Path(), help="Another run whose MAD and perplexity curves join the pictures (repeatable).")
-@cli_errors
 def main(run_dir, out, compare) -> None:
     """Draw a `bin/search-lm` run: the derived cell with its inter-cell gates, every edge's op
     weights over training, the mean absolute deviation of intra- and inter-cell weights from

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, flag_types, use_threads
+from common.errors import InputError
+from common.ranges import MINUTES
 
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
                       check_method_flags)
@@ -17,74 +19,83 @@ if TYPE_CHECKING:
     from common.runs import RunDir
 
 D = SearchConfig()
+T = flag_types(SearchConfig.RANGES)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (the α step and model selection).")
 @click.option("--test", "test_file", type=click.Path(), help="Test file.")
 @click.option("--method", type=click.Choice(list(METHODS)), default=D.method, help="; ".join(f"{name}: {m.summary}" for name, m in METHODS.items()) + ".")
-@click.option("--out", type=click.Path(dir_okay=False), help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
-@click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
-@click.option("--epochs", type=int, default=None, help=f"Search epochs [default: {D.epochs}].")
-@click.option("--seed", type=int, default=D.seed)
+@click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
+@click.option("--order", type=click.Choice(["1", "2"]), default=None, help=f"1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product [default: {D.order}].")
+@click.option("--epochs", type=T["epochs"], default=None, help=f"Search epochs [default: {D.epochs}].")
+@click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
 @click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
-@click.option("--workers", type=int, default=1, help="--seeds: processes at a time (with --device cuda and several GPUs, worker k uses GPU k).")
-@click.option("--select-budget", type=float, default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
+@click.option("--workers", type=COUNT, default=1, help="--seeds: processes at a time (with --device cuda and several GPUs, worker k uses GPU k).")
+@click.option("--select-budget", type=bounded(MINUTES), default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
 @click.option("--select-args", default="", help="--seeds: extra bin/train-lm arguments for the retraining, e.g. \"--emsize 200 --batch-size 32\" [default: train-lm's DARTS protocol].")
-@click.option("--nodes", type=int, default=D.nodes, help="Intermediate nodes of the cell.")
-@click.option("--top-n", type=int, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
-@click.option("--emsize", type=int, default=D.emsize)
-@click.option("--nhid", type=int, default=D.nhid)
-@click.option("--batch-size", type=int, default=D.batch_size)
-@click.option("--eval-batch-size", type=int, default=D.eval_batch_size)
-@click.option("--bptt", type=int, default=D.bptt)
-@click.option("--lr", type=float, default=D.lr, help="SGD learning rate of the weights.")
-@click.option("--wdecay", type=float, default=D.wdecay)
-@click.option("--clip", type=float, default=D.clip)
-@click.option("--dropout", type=float, default=D.dropout, help="Locked dropout on the layer output.")
-@click.option("--dropouth", type=float, default=D.dropouth, help="Variational dropout on h inside the cell.")
-@click.option("--dropoutx", type=float, default=D.dropoutx, help="Variational dropout on x inside the cell.")
-@click.option("--dropouti", type=float, default=D.dropouti, help="Locked dropout on the embeddings.")
-@click.option("--dropoute", type=float, default=D.dropoute, help="Embedding-row dropout.")
-@click.option("--tar", type=float, default=D.tar, help="Temporal activation regularisation β.")
-@click.option("--arch-lr", type=float, default=D.arch_lr, help="Adam learning rate of α.")
-@click.option("--arch-wdecay", type=float, default=D.arch_wdecay)
+@click.option("--nodes", type=T["nodes"], default=D.nodes, help="Intermediate nodes of the cell.")
+@click.option("--top-n", type=T["top_n"], default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
+@click.option("--emsize", type=T["emsize"], default=D.emsize)
+@click.option("--nhid", type=T["nhid"], default=D.nhid)
+@click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
+@click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
+@click.option("--bptt", type=T["bptt"], default=D.bptt)
+@click.option("--lr", type=T["lr"], default=D.lr, help="SGD learning rate of the weights.")
+@click.option("--wdecay", type=T["wdecay"], default=D.wdecay)
+@click.option("--clip", type=T["clip"], default=D.clip)
+@click.option("--dropout", type=T["dropout"], default=D.dropout, help="Locked dropout on the layer output.")
+@click.option("--dropout-h", "dropouth", type=T["dropouth"], default=D.dropouth, help="Variational dropout on h inside the cell.")
+@click.option("--dropout-x", "dropoutx", type=T["dropoutx"], default=D.dropoutx, help="Variational dropout on x inside the cell.")
+@click.option("--dropout-i", "dropouti", type=T["dropouti"], default=D.dropouti, help="Locked dropout on the embeddings.")
+@click.option("--dropout-e", "dropoute", type=T["dropoute"], default=D.dropoute, help="Embedding-row dropout.")
+@click.option("--tar", type=T["tar"], default=D.tar, help="Temporal activation regularisation β.")
+@click.option("--arch-lr", type=T["arch_lr"], default=D.arch_lr, help="Adam learning rate of α.")
+@click.option("--arch-wdecay", type=T["arch_wdecay"], default=D.arch_wdecay)
 @click.option("--search-space", type=click.Choice(SEARCH_SPACES), default=None, help=f"ess: what is searched: the cell (plain DARTS), the inter-cell gates around a fixed --cell, or both [default: {D.search_space}].")
 @click.option("--cell", "cell_spec", help="ess --search-space inter: the fixed intra cell (genotype file or shipped name).")
-@click.option("--rounds", type=int, default=None, help=f"ess: rounds of intra then inter steps [default: {D.rounds}].")
-@click.option("--intra-steps", type=int, default=None, help="ess: batches per round that step the intra-cell α [default: half an epoch].")
-@click.option("--inter-steps", type=int, default=None, help="ess: batches per round that step the inter-cell α [default: half an epoch].")
-@click.option("--arch-lr-intra", type=float, default=None, help=f"ess: Adam learning rate of the intra-cell α [default: {D.arch_lr_intra}].")
-@click.option("--arch-lr-inter", type=float, default=None, help=f"ess: Adam learning rate of the inter-cell α [default: {D.arch_lr_inter}].")
-@click.option("--history", type=int, default=None, help=f"ess: m, the past inputs/states each gate reads [default: {D.history}].")
-@click.option("--inter-nodes", type=int, default=None, help=f"ess: nodes of each gate DAG, at least --history [default: {D.inter_nodes}].")
+@click.option("--rounds", type=T["rounds"], default=None, help=f"ess: rounds of intra then inter steps [default: {D.rounds}].")
+@click.option("--intra-steps", type=T["intra_steps"], default=None, help="ess: batches per round that step the intra-cell α [default: half an epoch].")
+@click.option("--inter-steps", type=T["inter_steps"], default=None, help="ess: batches per round that step the inter-cell α [default: half an epoch].")
+@click.option("--arch-lr-intra", type=T["arch_lr_intra"], default=None, help=f"ess: Adam learning rate of the intra-cell α [default: {D.arch_lr_intra}].")
+@click.option("--arch-lr-inter", type=T["arch_lr_inter"], default=None, help=f"ess: Adam learning rate of the inter-cell α [default: {D.arch_lr_inter}].")
+@click.option("--history", type=T["history"], default=None, help=f"ess: m, the past inputs/states each gate reads [default: {D.history}].")
+@click.option("--inter-nodes", type=T["inter_nodes"], default=None, help=f"ess: nodes of each gate DAG, at least --history [default: {D.inter_nodes}].")
 @click.option("--gate-squash", type=click.Choice(GATE_SQUASHES), default=None, help=f"ess: squash of the gate: sigmoid in (0,1), 2sigmoid in (0,2) starting at 1, none (Eq. 6 as printed) [default: {D.gate_squash}].")
 @click.option("--gate-size-match", type=click.Choice(GATE_SIZE_MATCHES), default=None, help=f"ess: how emsize and nhid meet in a gate: project (the history edges' matrices map sizes) or pad (zero-pad/truncate the history vectors) [default: {D.gate_size_match}].")
 @click.option("--attention", type=click.Choice(ATTENTION_CHOICES), default=None, help="NASABN attention after the layer: search (softmax mix of dot and multihead, derived by argmax), a fixed type, or none [default: none; with --cell, the cell's].")
-@click.option("--attention-heads", type=int, default=D.attention_heads, help="Heads of multi-head attention.")
-@click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
-@click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end.")
+@click.option("--attention-heads", type=T["attention_heads"], default=D.attention_heads, help="Heads of multi-head attention.")
+@click.option("--candidates", type=T["candidates"], default=None, help=f"random, enas: architectures scored at the end with the shared weights, the best kept: random draws them uniformly and scores each on the validation split, enas samples them from its controller and scores each on one validation batch [default: {D.candidates}].")
+@click.option("--controller-steps", type=T["controller_steps"], default=None, help=f"enas: REINFORCE updates of the controller after each epoch, one sampled cell and one validation batch each [default: {D.controller_steps}].")
+@click.option("--controller-lr", type=T["controller_lr"], default=None, help=f"enas: Adam learning rate of the controller [default: {D.controller_lr}].")
+@click.option("--entropy-weight", type=T["entropy_weight"], default=None, help=f"enas: weight of the controller's sample entropy added to the reward 80/ppl [default: {D.entropy_weight}].")
+@click.option("--baseline-decay", type=T["baseline_decay"], default=None, help=f"enas: decay of the reward's moving-average baseline [default: {D.baseline_decay}].")
+@click.option("--max-batches-per-epoch", type=T["max_batches_per_epoch"], default=None, help="Cap the batches of an epoch (quick runs).")
+@click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
-@click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
+@click.option("--device", type=DEVICE, default=D.device)
+@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
-@click.option("--run-dir", type=click.Path(file_okay=False), help="Run directory [default: runs/search-<time>].")
+@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
-@cli_errors
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
-         workers, select_budget, select_args, **options) -> None:
-    """Search a recurrent cell by differentiable architecture search and write its genotype.
+         workers, select_budget, select_args, threads, **options) -> None:
+    """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
 
+    \b
         bin/search-lm --data ../shared/data/ptb --method darts --epochs 1 --batch-size 64 --max-batches-per-epoch 50 --out cell.json
 
     ESS joint search of the cell and the inter-cell gates, with NASABN attention search:
 
+    \b
         bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
-    from common.runs import RunDir, check_device, default_run_dir
+    from common.files import read_json
+    from common.runs import RunDir, default_run_dir
     from common.splits import find_splits
 
     from ..genotype import load
@@ -95,22 +106,23 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
     if resume:
         run = RunDir(resume)
-        config = SearchConfig.from_dict(run.config(), epochs=epochs, rounds=rounds)
+        config = SearchConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs, rounds=rounds)
     else:
-        check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
-        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, **options})
+        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, "order": order,
+                                               **options})
         cell = load(cell_spec) if cell_spec else None
         if options["attention"] is None:
             options["attention"] = (cell.attention if cell is not None else None) or "none"
         resolved = {k: v for k, v in options.items() if v is not None}
         config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                              order=int(order), epochs=epochs if epochs is not None else D.epochs,
+                              order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                               rounds=rounds if rounds is not None else D.rounds,
                               cell=None if cell is None else cell.to_dict(), command=command_line("bin/search-lm"),
                               **resolved)
         run = RunDir(run_dir or default_run_dir("search"))
     config.validate()
+    use_threads(threads)
     if seeds:
         return _search_seeds(config, run, seeds, workers, select_budget, select_args, out)
     searcher = Searcher.open(config, run, bool(resume))
@@ -125,6 +137,12 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     target = Path(out) if out else searcher.run_dir.path / "genotype.json"
     if out:
         genotype.save(target)
+    metrics = read_json(searcher.run_dir.path / "metrics.json")
+    if "candidate_ppl" in metrics:  # a method that chose among candidates: how the chosen one ranks
+        ranks = metrics["candidate_ppl"]
+        click.echo(f"best of {len(metrics['candidates'])} candidates: valid ppl {ranks['best']:.1f} "
+                   f"(median {ranks['median']:.1f}, worst {ranks['worst']:.1f}; all in metrics.json); "
+                   f"on the validation split {genotype.provenance['search_valid_ppl']:.1f}", err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 

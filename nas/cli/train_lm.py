@@ -5,61 +5,62 @@ import json
 
 import click
 
-from common.errors import cli_errors
+from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, flag_types, use_threads
 
 from ..config import PRECISIONS, RetrainConfig
 
 D = RetrainConfig()
+T = flag_types(RetrainConfig.RANGES)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.option("--cell", default=D.cell, help="A shipped cell (darts_v2, enas, ...), a genotype JSON file from bin/search-lm, or lstm.")
 @click.option("--match-cell", default="darts_v2", help="--cell lstm without --nhid: choose nhid so the LSTM has as many parameters as this cell's layer.")
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (model selection, the ASGD switch).")
 @click.option("--test", "test_file", type=click.Path(), help="Test file.")
-@click.option("--out", "--run-dir", "run_dir", type=click.Path(file_okay=False), help="Run directory [default: runs/train-<time>].")
+@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/train-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused; --epochs and --time-budget may be raised).")
-@click.option("--epochs", type=int, default=None, help=f"Epoch limit [default: {D.epochs}].")
-@click.option("--time-budget", type=float, default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short and validated.")
-@click.option("--seed", type=int, default=D.seed)
-@click.option("--emsize", type=int, default=D.emsize, help="Embedding size (= the layer's output size: the decoder is tied).")
-@click.option("--nhid", type=int, default=None, help="Hidden size [default: emsize for a cell; for lstm, matched to --match-cell].")
-@click.option("--batch-size", type=int, default=D.batch_size)
-@click.option("--eval-batch-size", type=int, default=D.eval_batch_size, help="Batch size of validation.")
-@click.option("--test-batch-size", type=int, default=D.test_batch_size, help="Batch size of the final test.")
-@click.option("--bptt", type=int, default=D.bptt, help="Mean sequence length; batches draw theirs from N(bptt, --seq-len-std).")
-@click.option("--seq-len-std", type=float, default=D.seq_len_std)
-@click.option("--max-seq-len-delta", type=int, default=D.max_seq_len_delta, help="Sequence lengths are at most bptt + this.")
-@click.option("--lr", type=float, default=D.lr, help="SGD/ASGD learning rate (scaled by seq_len/bptt per batch).")
-@click.option("--wdecay", type=float, default=D.wdecay)
-@click.option("--clip", type=float, default=D.clip, help="Gradient norm clipping.")
-@click.option("--dropout", type=float, default=D.dropout, help="Locked dropout on the layer output.")
-@click.option("--dropouth", type=float, default=D.dropouth, help="Variational dropout on h inside the cell (lstm: DropConnect on the hidden weights).")
-@click.option("--dropoutx", type=float, default=D.dropoutx, help="Variational dropout on x inside the cell (lstm: on the layer input).")
-@click.option("--dropouti", type=float, default=D.dropouti, help="Locked dropout on the embeddings.")
-@click.option("--dropoute", type=float, default=D.dropoute, help="Embedding-row dropout.")
-@click.option("--ar", type=float, default=D.ar, help="Activation regularisation α (DARTS retrains without it).")
-@click.option("--tar", type=float, default=D.tar, help="Temporal activation regularisation β.")
-@click.option("--nonmono", type=int, default=D.nonmono, help="Switch SGD to ASGD when validation is worse than the best from before the last N epochs.")
-@click.option("--max-rollbacks", type=int, default=D.max_rollbacks, help="Rollbacks to the last checkpoint after a NaN before giving up.")
-@click.option("--max-batches-per-epoch", type=int, default=None, help="Cap the batches of an epoch (quick runs).")
-@click.option("--eval-batches", type=int, default=None, help="Cap the validation batches at each epoch end (the test is always complete).")
+@click.option("--epochs", type=T["epochs"], default=None, help=f"Epoch limit [default: {D.epochs}].")
+@click.option("--time-budget", type=T["time_budget"], default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short and validated.")
+@click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code retrains with 1267).")
+@click.option("--emsize", type=T["emsize"], default=D.emsize, help="Embedding size (= the layer's output size: the decoder is tied).")
+@click.option("--nhid", type=T["nhid"], default=None, help="Hidden size [default: emsize for a cell; for lstm, matched to --match-cell].")
+@click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
+@click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size, help="Batch size of validation.")
+@click.option("--test-batch-size", type=T["test_batch_size"], default=D.test_batch_size, help="Batch size of the final test.")
+@click.option("--bptt", type=T["bptt"], default=D.bptt, help="Mean sequence length; batches draw theirs from N(bptt, --seq-len-std).")
+@click.option("--seq-len-std", type=T["seq_len_std"], default=D.seq_len_std)
+@click.option("--max-seq-len-delta", type=T["max_seq_len_delta"], default=D.max_seq_len_delta, help="Sequence lengths are at most bptt + this.")
+@click.option("--lr", type=T["lr"], default=D.lr, help="SGD/ASGD learning rate (scaled by seq_len/bptt per batch).")
+@click.option("--wdecay", type=T["wdecay"], default=D.wdecay)
+@click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
+@click.option("--dropout", type=T["dropout"], default=D.dropout, help="Locked dropout on the layer output.")
+@click.option("--dropout-h", "dropouth", type=T["dropouth"], default=D.dropouth, help="Variational dropout on h inside the cell (lstm: DropConnect on the hidden weights).")
+@click.option("--dropout-x", "dropoutx", type=T["dropoutx"], default=D.dropoutx, help="Variational dropout on x inside the cell (lstm: on the layer input).")
+@click.option("--dropout-i", "dropouti", type=T["dropouti"], default=D.dropouti, help="Locked dropout on the embeddings.")
+@click.option("--dropout-e", "dropoute", type=T["dropoute"], default=D.dropoute, help="Embedding-row dropout.")
+@click.option("--ar", type=T["ar"], default=D.ar, help="Activation regularisation α (DARTS retrains without it).")
+@click.option("--tar", type=T["tar"], default=D.tar, help="Temporal activation regularisation β.")
+@click.option("--nonmono", type=T["nonmono"], default=D.nonmono, help="Switch SGD to ASGD when validation is worse than the best from before the last N epochs.")
+@click.option("--max-rollbacks", type=T["max_rollbacks"], default=D.max_rollbacks, help="Rollbacks to the last checkpoint after a NaN before giving up.")
+@click.option("--max-batches-per-epoch", type=T["max_batches_per_epoch"], default=None, help="Cap the batches of an epoch (quick runs).")
+@click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end (the test is always complete).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
-@click.option("--device", default=D.device, help="cpu, cuda or cuda:N.")
-@cli_errors
+@click.option("--device", type=DEVICE, default=D.device)
+@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
-         **options) -> None:
+         threads, **options) -> None:
     """Retrain a cell from scratch under the DARTS/AWD protocol and report validation and test perplexity.
 
     Defaults are the DARTS PTB settings (emsize = nhid = 850, batch 64, SGD lr 20 switching to
-    ASGD). A quick CPU run on PTB:
+    ASGD), but for the seed (the DARTS code's is 1267). A quick CPU run on PTB:
 
     \b
-        bin/train-lm --cell darts_v2 --data ../shared/data/ptb --out runs/dartsv2 --emsize 200 --time-budget 10
+        bin/train-lm --cell darts_v2 --data ../shared/data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
     """
-    from common.runs import RunDir, check_device, default_run_dir
+    from common.runs import RunDir, default_run_dir
     from common.splits import find_splits
 
     from ..train import Trainer, optimizer_kind, resolve_cell
@@ -67,10 +68,10 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
 
     if resume:
         run = RunDir(resume)
-        config = RetrainConfig.from_dict(run.config(), epochs=epochs, time_budget=time_budget)
+        config = RetrainConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs,
+                                         time_budget=time_budget)
         config.validate()
     else:
-        check_device(options["device"])
         paths = find_splits(data, train_file, valid_file, test_file)
         config = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                                cell=cell, epochs=epochs if epochs is not None else D.epochs, time_budget=time_budget,
@@ -78,6 +79,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         config.validate()
         resolve_cell(config, nhid, match_cell)
         run = RunDir(run_dir or default_run_dir("train"))
+    use_threads(threads)
     trainer = Trainer.open(config, run, bool(resume))
     name = (config.genotype or {}).get("name") or config.cell
     matched = f", matched to {config.match_cell}'s {config.match_rnn_params:,}" if config.match_cell else ""

@@ -21,6 +21,8 @@ class Entry:
     unit: str = "epoch"  # what one of those epochs is called in the progress lines
 
 
+NO_ALPHA_STEP = "this method has no α step to take in first or second order (it draws its architectures)"
+
 METHODS: dict[str, Entry] = {
     "darts": Entry("nas.methods.darts:Darts", "softmax per edge"),
     "idarts": Entry("nas.methods.idarts:IDarts", "one softmax over all edges into a node"),
@@ -30,6 +32,15 @@ METHODS: dict[str, Entry] = {
                  refuses={"max_batches_per_epoch": "with --method ess a round is --intra-steps + --inter-steps batches",
                           "epochs": "--method ess counts --rounds instead"},
                  epochs="rounds", unit="round"),
+    "random": Entry("nas.methods.random_search:RandomSearch",
+                    "random search with weight sharing: one uniformly drawn cell per batch, then the best of "
+                    "--candidates draws on validation (Li & Talwalkar 2019)",
+                    options=("candidates",), refuses={"order": NO_ALPHA_STEP}),
+    "enas": Entry("nas.methods.enas:Enas",
+                  "an LSTM controller samples the cell for each batch and learns by REINFORCE after each epoch; "
+                  "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
+                  options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
+                  refuses={"order": NO_ALPHA_STEP}),
 }
 
 

@@ -1,18 +1,80 @@
 """What a search method is: the plug-in interface `nas.search.Searcher` runs (DARTS's architect.py and the method parts of its model_search.py).
 
 A method owns the search layer it trains, its α groups (one `Architect` each, an Adam optimiser
-over some of the α), the schedule that picks which group steps at each batch, and the genotype
-it derives from the layer. The defaults here are DARTS's: one group of all α stepping on every
-batch, an epoch one pass over the training split, the cell derived by the layer's own rule.
+over some of the α), the schedule that picks which group steps at each batch, what the epoch's log
+line records of its state, and the genotype it derives from the layer. The defaults here are
+DARTS's: one group of all α stepping on every batch, an epoch one pass over the training split,
+the cell derived by the layer's own rule. Methods that score architectures themselves (random
+search, ENAS) do it on the `Validation` the search hands them.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import torch
 import torch.nn as nn
 
 from ..architect import Architect, Batch
+from ..attention import SearchAttention
 from ..config import SearchConfig
+from ..distributed import current
 from ..genotype import Genotype
+from ..lm_eval import evaluate, get_batch
 from ..model import RNNModel
+from ..ops import mean_abs_deviation
+from ..search_cell import SearchRNN
+
+
+@dataclass
+class Validation:
+    """The validation split as a search scores on it: eval mode, fp32, no gradients, the model's current weights.
+
+    `columns` is the split in --batch-size columns (this rank's share under torchrun), as the α step
+    reads it; `split` the split in --eval-batch-size columns, as the epoch's validation reads it.
+    Every number is the mean over all ranks' columns, so every rank gets the same one.
+    """
+
+    model: RNNModel
+    columns: torch.Tensor
+    split: torch.Tensor
+    bptt: int
+    max_batches: int | None  # --eval-batches
+
+    def full(self) -> float:
+        """The epoch's validation NLL (`split`, at most --eval-batches batches)."""
+        return evaluate(self.model, self.split, self.bptt, self.max_batches)
+
+    def nll(self, batches: int | None) -> float:
+        """Mean NLL over the first `batches` batches of `columns` (None: all), from a fresh hidden state."""
+        return self._mean(evaluate(self.model, self.columns, self.bptt, batches))
+
+    def stream(self) -> Iterator[float]:
+        """The mean NLL of each next batch of `columns`, the hidden state carried on, fresh at each pass's start; endless."""
+        while True:
+            hidden = self.model.init_hidden(self.columns.size(1))
+            for i in range(0, self.columns.size(0) - 1, self.bptt):
+                words, targets = get_batch(self.columns, i, self.bptt)
+                was_training = self.model.training
+                self.model.eval()
+                with torch.no_grad():
+                    logits, hidden, _, _ = self.model(words, hidden)
+                    nll = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+                self.model.train(was_training)
+                yield self._mean(float(nll))
+
+    def _mean(self, value: float) -> float:
+        device = self.columns.device  # NCCL reduces tensors on the GPU
+        return float(current().average([torch.tensor([value], dtype=torch.float64, device=device)])[0])
+
+
+@dataclass
+class Conclusion:
+    """How a search ends: the genotype, and what the method measured choosing it."""
+
+    genotype: Genotype
+    valid_ppl: float | None = None  # the chosen cell's validation perplexity (None: the last epoch's stands)
+    metrics: dict = field(default_factory=dict)  # what metrics.json records of the choice
 
 
 class SearchMethod:
@@ -45,6 +107,23 @@ class SearchMethod:
         """The α step of batch `batch`; returns the validation hidden state to carry on."""
         return self.architects[self.phase(batch)].step(train, train_hidden, valid, valid_hidden, eta)
 
+    def after_batches(self, validation: Validation) -> None:
+        """The method's own phase after an epoch's batches, before its validation (ENAS trains its controller here)."""
+
+    def record(self, rnn: nn.Module) -> dict:
+        """What the epoch's log line records of the method's state: every α and their distance from uniform
+        (intra `mad`, inter `mad_inter`)."""
+        record = {}
+        if isinstance(rnn, SearchRNN):
+            record["alpha"] = rnn.alpha.detach().cpu().tolist()
+            record["mad"] = mean_abs_deviation(rnn.mixing_weights().detach(), rnn.steps, rnn.method)
+        if rnn.inter is not None and rnn.inter.searchable:
+            record["alpha_inter"] = {k: getattr(rnn.inter, k).alpha.detach().cpu().tolist() for k in ("f", "g")}
+            record["mad_inter"] = rnn.inter.mad()
+        if isinstance(rnn.attention, SearchAttention):
+            record["alpha_attention"] = rnn.attention.alpha.detach().cpu().tolist()
+        return record
+
     def state(self) -> dict:
         return {phase: a.optimizer.state_dict() for phase, a in self.architects.items()}
 
@@ -62,6 +141,10 @@ class SearchMethod:
         inter = None if rnn.inter is None else rnn.inter.derive()
         attention = None if rnn.attention is None else rnn.attention.derive()
         return Genotype(cell.nodes, cell.concat, inter, attention)
+
+    def conclude(self, rnn: nn.Module, validation: Validation) -> Conclusion:
+        """The search's result once the last epoch is done: here the cell the layer stands for now."""
+        return Conclusion(self.derive(rnn))
 
     def genotype_name(self) -> str:
         c = self.config

@@ -28,13 +28,11 @@ def flair_logs_to_stderr(level: int = logging.INFO) -> None:
 
 
 def use_device(device: str, threads: int | None = None) -> None:
-    """flair's device and torch's CPU threads (None: torch's choice)."""
+    """flair's device (checked when the flag was parsed) and torch's CPU threads (None: torch's choice)."""
     import flair
     import torch
 
-    from common.runs import check_device
+    from common.cli import use_threads
 
-    check_device(device)
     flair.device = torch.device(device)
-    if threads:
-        torch.set_num_threads(threads)
+    use_threads(threads)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_OR_FOLDER, command
+from common.errors import InputError
 
 from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
@@ -22,20 +23,19 @@ from .runtime import flair_logs_to_stderr, offline, use_device
 STDIN = "-"
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
 @click.option("--model", required=True, type=click.Path(), help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="conll", help="conll: token tag lines; jsonl: text, tokens and spans with character offsets; inline: [PER George Washington ] went ...; html: a displaCy-like page.")
-@click.option("--out", type=click.Path(), help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it exists, ends in /, or several INPUTs are given. [default: stdout]")
+@click.option("--out", type=OUTPUT_FILE_OR_FOLDER, help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it exists, ends in /, or several INPUTs are given. [default: stdout]")
 @click.option("--tokenized", is_flag=True, help="One sentence per line, tokens separated by spaces (no splitting or tokenising).")
 @click.option("--columns", is_flag=True, help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).")
 @click.option("--no-line-breaks", is_flag=True, help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank line ends a sentence (segtok's own splitting).")
-@click.option("--batch-size", type=int, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
+@click.option("--batch-size", type=COUNT, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
 @click.option("--encoding-errors", type=click.Choice(ENCODING_ERRORS), default="strict", help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.")
-@click.option("--pooled-memory", type=int, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
-@click.option("--device", default="cpu", help="cpu, cuda or cuda:N.")
-@click.option("--threads", type=int, default=None, help="CPU threads for torch [default: torch's choice].")
-@cli_errors
+@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
+@click.option("--device", type=DEVICE, default="cpu")
+@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
          threads) -> None:
     """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.
@@ -54,10 +54,6 @@ def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size
     offline()
     if tokenized and columns:
         raise InputError("--tokenized and --columns exclude each other")
-    for name, value, least in (("batch-size", batch_size, 1), ("pooled-memory", pooled_memory, 0),
-                               ("threads", threads or 1, 1)):
-        if value < least:
-            raise InputError(f"--{name}: must be at least {least}, got {value}")
     if list(inputs).count(STDIN) > 1:
         raise InputError("- (stdin) can be read only once")
     if no_line_breaks and (tokenized or columns):
@@ -161,3 +157,7 @@ def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_s
             count, entities = count + 1, entities + len(found)
             bar.update(1)
     click.echo(f"{name}: {count} sentences, {entities} entities", err=True)
+
+
+if __name__ == "__main__":
+    main()

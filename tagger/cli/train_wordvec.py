@@ -3,30 +3,28 @@ from __future__ import annotations
 
 import click
 
-from common.errors import InputError, cli_errors
+from common.cli import COUNT, OUTPUT_FILE, command
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
-@click.option("--corpus", required=True, type=click.Path(), help="Whitespace-tokenised text, one sentence per line.")
-@click.option("--out", required=True, type=click.Path(dir_okay=False), help="Output vectors, GloVe text format (no header).")
-@click.option("--dim", type=int, default=100)
+@command()
+@click.option("--data", required=True, type=click.Path(), help="Whitespace-tokenised text, one sentence per line.")
+@click.option("--out", required=True, type=OUTPUT_FILE, help="Output vectors, GloVe text format (no header).")
+@click.option("--dim", type=COUNT, default=100)
 @click.option("--method", type=click.Choice(["word2vec", "fasttext"]), default="word2vec")
-@click.option("--epochs", type=int, default=5)
-@click.option("--window", type=int, default=5)
-@click.option("--min-count", type=int, default=1)
+@click.option("--epochs", type=COUNT, default=5)
+@click.option("--window", type=COUNT, default=5)
+@click.option("--min-count", type=COUNT, default=1)
 @click.option("--seed", type=int, default=1)
-@click.option("--workers", type=int, default=1, help="gensim threads; 1 makes a seed reproducible.")
-@cli_errors
-def main(corpus, out, dim, method, epochs, window, min_count, seed, workers) -> None:
+@click.option("--threads", type=COUNT, default=1, help="gensim worker threads; 1 makes a seed reproducible.")
+def main(data, out, dim, method, epochs, window, min_count, seed, threads) -> None:
     """Train word2vec or fastText vectors offline and write them as `word v1 ... vD` lines.
 
-        bin/train-wordvec --corpus ../shared/data/wikitext-2/wiki.train.tokens --out wt2-100d.txt --dim 100
+    \b
+        bin/train-wordvec --data ../shared/data/wikitext-2/wiki.train.tokens --out wt2-100d.txt --dim 100
     """
     from ..wordvec import train_wordvec
 
-    if dim < 1 or epochs < 1:
-        raise InputError("--dim and --epochs must be at least 1")
-    result = train_wordvec(corpus, out, dim, method, epochs, window, min_count, seed, workers)
+    result = train_wordvec(data, out, dim, method, epochs, window, min_count, seed, threads)
     click.echo(f"{out}: {result['words']} words × {dim} dimensions from {result['sentences']} sentences")
 
 

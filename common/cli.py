@@ -1,0 +1,195 @@
+"""What every command shares on the command line: the one place that turns a failure into one
+`error: ...` line and exit 2, and the flag types that refuse a bad value while the command line is
+parsed, before any work starts, any heavy library loads or any file is written.
+
+Light on purpose (click only): `--help` and a bad flag answer at once.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from .devices import DEVICES, device_problem
+from .errors import InputError
+from .ranges import AT_LEAST_1, NON_NEGATIVE_INT, Range
+
+
+class Command(click.Command):
+    """A click command whose failures are one line on stderr, `error: ...`, and exit status 2: click's
+    own usage errors and refused flag values, an `InputError` from the library, and an `OSError` on a
+    named file. Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
+
+    Called with `standalone_mode=False` (from Python), errors propagate as click's do."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except (click.ClickException, InputError) as err:
+            _fail(_message(err))
+        except OSError as err:
+            if err.filename is None or isinstance(err, BrokenPipeError):
+                raise
+            _fail(f"{err.filename}: {err.strerror}")
+
+
+def _message(err: click.ClickException | InputError) -> str:
+    """The text of the error line: a refused flag value as `--flag: problem`, a usage error with a
+    pointer to --help, the library's own message as it is."""
+    if isinstance(err, click.BadParameter) and not isinstance(err, click.MissingParameter) and err.param is not None:
+        name = err.param.opts[0] if isinstance(err.param, click.Option) else err.param.human_readable_name
+        return f"{name}: {err.message}"
+    if isinstance(err, click.UsageError):
+        where = f" (see {err.ctx.command_path} --help)" if err.ctx is not None else ""
+        return err.format_message() + where
+    if isinstance(err, click.ClickException):
+        return err.format_message()
+    return str(err)
+
+
+def _fail(message: str) -> None:
+    click.echo("error: " + " ".join(line.strip() for line in message.splitlines() if line.strip()), err=True)
+    sys.exit(2)
+
+
+def command(**context: Any) -> Callable:
+    """`click.command` as every command of this toolkit declares it: `-h`, defaults shown in --help,
+    and the one-line errors of `Command`."""
+    return click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],
+                                                        "show_default": True, **context})
+
+
+# -- numbers ---------------------------------------------------------------------------------
+
+
+class _Checked:
+    """A click range type checked against a `Range`: click shows the range in --help, the Range says
+    what is wrong, and nan and inf are refused (click's FloatRange lets nan through)."""
+
+    allowed: Range
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = (click.INT if self.allowed.integer else click.FLOAT).convert(value, param, ctx)
+        problem = self.allowed.problem(number)
+        if problem:
+            self.fail(problem, param, ctx)  # type: ignore[attr-defined]
+        return number
+
+
+class _IntIn(_Checked, click.IntRange):
+    pass
+
+
+class _FloatIn(_Checked, click.FloatRange):
+    pass
+
+
+def bounded(allowed: Range) -> click.ParamType:
+    """The click type of a flag whose values must lie in `allowed`."""
+    kind = (_IntIn if allowed.integer else _FloatIn)(min=allowed.low, max=allowed.high, min_open=allowed.low_open,
+                                                     max_open=allowed.high_open)
+    kind.allowed = allowed
+    return kind
+
+
+def flag_types(ranges: dict[str, Range]) -> dict[str, click.ParamType]:
+    """The click type of every setting a config declares a range for, by setting name."""
+    return {name: bounded(allowed) for name, allowed in ranges.items()}
+
+
+COUNT = bounded(AT_LEAST_1)
+NON_NEGATIVE_COUNT = bounded(NON_NEGATIVE_INT)
+
+
+# -- devices ---------------------------------------------------------------------------------
+
+
+class Device(click.ParamType):
+    """cpu, cuda or cuda:N; a CUDA device must exist on this machine."""
+
+    name = "device"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        problem = device_problem(str(value))
+        if problem:
+            self.fail(problem, param, ctx)
+        return str(value)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "[" + DEVICES.replace(" or ", "|").replace(", ", "|") + "]"
+
+
+DEVICE = Device()
+
+
+def use_threads(threads: int | None) -> None:
+    """torch's CPU threads for this process (None: torch's own choice)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+# -- output paths ----------------------------------------------------------------------------
+
+
+class OutputPath(click.Path):
+    """A file or folder the command will write, refused now if it cannot be made there: under a
+    regular file, in a folder this process cannot write (or a virtual one such as /proc), or of the
+    wrong kind. Nothing is left on disk by the check."""
+
+    def __init__(self, kind: str):
+        assert kind in ("file", "folder", "file or folder")
+        super().__init__(file_okay=kind != "folder", dir_okay=kind != "file")
+        self.kind = kind
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        problem = output_problem(Path(value), self.kind)
+        if problem:
+            self.fail(f"{value}: {problem}", param, ctx)
+        return value
+
+
+def output_problem(path: Path, kind: str) -> str | None:
+    """Why `path` cannot be written as a `kind` ("file", "folder" or "file or folder"); None if it can."""
+    if not str(path):
+        return "an empty path"
+    if path.exists():
+        if path.is_dir():
+            return "a folder, not a file" if kind == "file" else _unwritable(path)
+        if kind == "folder":
+            return "a file, not a folder"
+        if not path.is_file():
+            return "not a regular file"
+        return _unwritable(path.absolute().parent)
+    ancestor = next(p for p in path.absolute().parents if p.exists())
+    if not ancestor.is_dir():
+        return f"cannot be made: {ancestor} is a file"
+    return _unwritable(ancestor)
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Try what the command will do, make a file in `folder` (then remove it): the only honest check
+    for root, for whom permissions say yes where /proc or a read-only mount say no."""
+    try:
+        handle, probe = tempfile.mkstemp(dir=folder, prefix=".write-check-")
+    except OSError as err:
+        return f"cannot make a file in {folder} ({err.strerror})"
+    os.close(handle)
+    os.unlink(probe)
+    return None
+
+
+OUTPUT_FILE = OutputPath("file")
+OUTPUT_FOLDER = OutputPath("folder")
+OUTPUT_FILE_OR_FOLDER = OutputPath("file or folder")

@@ -1,0 +1,31 @@
+"""Where the shipped resources are: the published and found cells (`cells/`) and the character LMs
+(`charlm/`) that `--cell NAME` and `--embeddings flair:NAME:NAME` resolve.
+
+They live in the repository's top-level `resources/` folder, which an installed wheel holds as the
+package `nas_resources` (setup.cfg maps one onto the other). Code run from a checkout reads the
+checkout's folder, so a change there is seen at once; `$NAS_RESOURCES` overrides both.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .errors import InputError
+
+PACKAGE = "nas_resources"
+
+
+def resources_dir() -> Path:
+    """$NAS_RESOURCES, else `resources/` of the checkout this code runs from, else the installed package."""
+    if os.environ.get("NAS_RESOURCES"):
+        return Path(os.environ["NAS_RESOURCES"])
+    root = Path(__file__).resolve().parent.parent
+    if (root / "setup.cfg").is_file() and (root / "resources" / "cells").is_dir():
+        return root / "resources"
+    from importlib.resources import files
+
+    try:
+        return Path(str(files(PACKAGE)))
+    except ModuleNotFoundError:
+        raise InputError(f"the shipped resources are missing: no package {PACKAGE} is installed beside "
+                         f"{root / 'common'} (reinstall the toolkit, or set NAS_RESOURCES to a resources/ folder)") from None

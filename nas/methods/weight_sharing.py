@@ -1,0 +1,124 @@
+"""Search by weight sharing (random search, ENAS): the search cell trains on one drawn architecture per batch.
+
+The shared weights are those of the DARTS search cell (`SearchRNN`: W0 and one W_i per node,
+shared by every edge into node i). `SampledRNN` runs it with one-hot mixing weights, so each node
+reads one predecessor through one op, and without the search cell's BatchNorm, so it computes
+exactly the frozen cell of that genotype (`FrozenRNN`) on the shared weights, dropout masks
+included: the shared model of Li & Talwalkar (the DARTS cell, its genotype set per batch) and of
+ENAS, neither of which normalises. DARTS needs the BatchNorm to keep its mixture of ops at one
+scale; one architecture at a time has no mixture, and in eval mode the running statistics of a
+BatchNorm that saw differently shaped architectures rescale h at every step, which makes the
+recurrence diverge (a NaN validation perplexity after two tiny epochs when we kept it). A method draws the architecture of each batch (`draw`) from its own generator,
+seeded by --seed and the same on every rank, so under torchrun every rank trains the same
+architecture; the generator's state goes into the checkpoint, and the architecture in use is a
+buffer of the layer, so a resumed search draws what an uninterrupted one would. At the end it
+scores --candidates architectures (`candidates`, `score`) with the shared weights and keeps the best.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+
+from common.errors import InputError
+
+from ..architect import Architect, Batch
+from ..attention import SearchAttention
+from ..config import SearchConfig
+from ..genotype import Genotype
+from ..lm_eval import ppl
+from ..model import RNNModel
+from ..ops import OPS, edge_offsets
+from ..sampling import Space
+from ..search_cell import SearchRNN
+from .base import Conclusion, SearchMethod, Validation
+
+
+class SampledRNN(SearchRNN):
+    """The search cell running one architecture at a time (`use`): its mixing weights are that architecture's one-hot.
+
+    It has no α and no BatchNorm; before the first `use` every weight is zero and the nodes are empty.
+    """
+
+    def __init__(self, ninp: int, nhid: int, steps: int, dropout_x: float = 0.0, dropout_h: float = 0.0,
+                 attention: nn.Module | None = None, compile: bool = False):
+        super().__init__(ninp, nhid, steps, "darts", dropout_x, dropout_h, None, attention, compile)
+        choice = torch.zeros_like(self.alpha)
+        del self.alpha
+        self.bn = nn.Identity()
+        self.register_buffer("choice", choice)  # in the checkpoint: the architecture in use when it was written
+
+    def use(self, genotype: Genotype) -> None:
+        """Run `genotype`'s cell from now on (one input per node, concat = all nodes)."""
+        rows = edge_offsets(self.steps)
+        choice = torch.zeros(self.choice.shape)  # built on the CPU, copied to the device in one go
+        for i, ((op, pred),) in enumerate(genotype.nodes):
+            choice[rows[i] + pred, OPS.index(op)] = 1.0
+        self.choice.copy_(choice)
+
+    def mixing_weights(self) -> torch.Tensor:
+        return self.choice
+
+
+class WeightSharing(SearchMethod):
+    """What random search and ENAS share: the layer, the draw of each batch's architecture, the final choice."""
+
+    candidate_scoring = ""  # what a candidate's `valid_ppl` in metrics.json measures
+
+    def __init__(self, config: SearchConfig, model: RNNModel, full_epoch: int):
+        super().__init__(config, model, full_epoch)
+        self.rnn: SampledRNN = model.rnn
+        self.rng = torch.Generator().manual_seed(config.seed)  # the same draws on every rank
+        self.space = Space(nodes=config.nodes)
+
+    @classmethod
+    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+        c = config
+        if isinstance(attention, SearchAttention):
+            raise InputError(f"--attention search: --method {c.method} draws the cell only; "
+                             "give a fixed type (dot, multihead) or none")
+        return SampledRNN(c.emsize, c.nhid, c.nodes, c.dropoutx, c.dropouth, attention, c.compile)
+
+    def make_architects(self, model: RNNModel) -> dict[str, Architect]:
+        return {}
+
+    def draw(self) -> Genotype:
+        """The architecture of the next batch."""
+        raise NotImplementedError
+
+    def candidates(self) -> Sequence[Genotype]:
+        """The architectures scored at the end."""
+        raise NotImplementedError
+
+    def score(self, validation: Validation) -> float:
+        """The validation NLL of the architecture in use, by which the candidates are ranked."""
+        raise NotImplementedError
+
+    def step_alpha(self, batch: int, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
+        """No α: the batch's architecture is drawn instead."""
+        self.rnn.use(self.draw())
+        return valid_hidden
+
+    def record(self, rnn: nn.Module) -> dict:
+        return {}
+
+    def state(self) -> dict:
+        return {"rng": self.rng.get_state()}
+
+    def load_state(self, state: dict) -> None:
+        self.rng.set_state(state["rng"])
+
+    def conclude(self, rnn: nn.Module, validation: Validation) -> Conclusion:
+        """The candidate scoring best, with every candidate's score, and its perplexity on the epoch's validation."""
+        scored = []
+        for genotype in self.candidates():
+            rnn.use(genotype)
+            scored.append((self.score(validation), genotype))
+        best = min(range(len(scored)), key=lambda k: scored[k][0])
+        rnn.use(scored[best][1])
+        ppls = sorted(ppl(nll) for nll, _ in scored)
+        metrics = {"candidates": [{"valid_ppl": ppl(nll), "nodes": genotype.to_dict()["nodes"]} for nll, genotype in scored],
+                   "selected": best, "candidate_scoring": self.candidate_scoring,
+                   "candidate_ppl": {"best": ppls[0], "median": ppls[len(ppls) // 2], "worst": ppls[-1]}}
+        return Conclusion(self.derive(rnn), ppl(validation.full()), metrics)

@@ -1,0 +1,1 @@
+"""The shipped cells and character LMs, installed as the package `nas_resources` (see common.resources)."""

@@ -1,0 +1,45 @@
+"""`bin/export`: write a saved tagger as one model file that flair's own API loads."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from common.cli import OUTPUT_FILE, command
+from common.errors import InputError
+
+from .runtime import flair_logs_to_stderr, offline
+
+
+@command()
+@click.argument("model", type=click.Path())
+@click.option("--out", required=True, type=OUTPUT_FILE, help="The model file to write.")
+def main(model, out) -> None:
+    """Write the tagger of MODEL (a bin/train-tagger run directory or a model file, also one saved by
+    an earlier version of this toolkit) as one flair model file, after loading it safely.
+
+    An lstm tagger loads with flair alone; a tagger on a searched cell loads once this toolkit's
+    tagger.model is imported (its class holds the cell):
+
+    \b
+        bin/export runs/chunk-lstm --out chunker.pt
+        python -c 'from flair.models import SequenceTagger; SequenceTagger.load("chunker.pt")'
+        python -c 'from tagger.model import CellTagger; CellTagger.load("ner-darts.pt")'
+    """
+    offline()
+    target = Path(out)
+    if target.is_dir():
+        raise InputError(f"--out {out}: a directory; give a file name")
+    flair_logs_to_stderr(logging.WARNING)
+    from ..model import load_tagger
+
+    tagger = load_tagger(model, "cpu")
+    tagger.save(target)
+    how = ("flair.models.SequenceTagger.load" if tagger.genotype is None
+           else "tagger.model.CellTagger.load (its searched cell needs this toolkit)")
+    click.echo(f"wrote {target}: load it with {how}", err=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""Every command refuses bad input the same way: exit 2, one `error:` line on stderr naming the flag
+or the file (and its line where there is one), no traceback, nothing on stdout, and nothing
+written, neither in the output location nor anywhere else.
+
+The matrix runs in process through click's test runner (through the same `common.cli.Command`
+that `bin/` and the console scripts run); a few cases run as real processes too.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import write_lm_corpus
+from nas.cli import compare_words, eval_lm, plot_cell, plot_run, plot_search, sample_cells, search_lm, train_lm
+from pipeline import demo
+from tagger.cli import evaluate, tag, train_charlm, train_tagger, train_wordvec
+from tagger_data import write_conll03
+
+REPO = Path(__file__).resolve().parent.parent
+COMMANDS = {"search-lm": search_lm.main, "train-lm": train_lm.main, "eval-lm": eval_lm.main,
+            "compare-words": compare_words.main, "plot-search": plot_search.main, "plot-cell": plot_cell.main,
+            "plot-run": plot_run.main,
+            "sample-cells": sample_cells.main, "train-tagger": train_tagger.main, "tag": tag.main,
+            "evaluate": evaluate.main, "train-charlm": train_charlm.main, "train-wordvec": train_wordvec.main,
+            "demo": demo.main}
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+
+# {fx}: the fixtures below; {out}: a path in an empty folder, the output of the case.
+LM = "--data {fx}/lm --emsize 8 --nhid 8 --batch-size 4 --bptt 5"
+TAGGER = "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/vectors.txt"
+TAG = "{fx}/text.txt --model {fx}/nope.pt"
+EVALUATE = "--model {fx}/nope.pt --corpus conll03 --data {fx}/tagdata"
+CHARLM = "--data {fx}/text.txt --direction forward --epochs 1"
+CASES = [
+    # search-lm: numbers, devices, output paths, corpora, genotypes, method flags, runs of another command
+    ("search-lm", f"{LM} --lr -1", "--lr: must be positive, got -1.0"),
+    ("search-lm", f"{LM} --lr nan", "--lr: must be a finite number, got nan"),
+    ("search-lm", f"{LM} --lr inf", "--lr: must be a finite number, got inf"),
+    ("search-lm", f"{LM} --clip -1", "--clip: must be positive, got -1.0"),
+    ("search-lm", f"{LM} --max-batches-per-epoch 0", "--max-batches-per-epoch: must be at least 1, got 0"),
+    ("search-lm", f"{LM} --epochs 0", "--epochs: must be at least 1, got 0"),
+    ("search-lm", f"{LM} --epochs 1.5", "--epochs: '1.5' is not a valid integer"),
+    ("search-lm", f"{LM} --dropout 1", "--dropout: must be in [0, 1), got 1.0"),
+    ("search-lm", f"{LM} --dropout-h -0.1", "--dropout-h: must be in [0, 1), got -0.1"),
+    ("search-lm", f"{LM} --arch-lr 0", "--arch-lr: must be positive, got 0.0"),
+    ("search-lm", f"{LM} --wdecay -1e-3", "--wdecay: must be non-negative, got -0.001"),
+    ("search-lm", f"{LM} --device tpu", "--device: unknown device 'tpu' (use cpu, cuda or cuda:N)"),
+    ("search-lm", f"{LM} --device bogus", "--device: unknown device 'bogus'"),
+    pytest.param("search-lm", f"{LM} --device cuda", "--device: CUDA is not available on this machine", marks=NO_CUDA),
+    ("search-lm", f"{LM} --threads 0", "--threads: must be at least 1, got 0"),
+    ("search-lm", f"{LM} --out {{fx}}/afile/cell.json", "--out: {fx}/afile/cell.json: cannot be made: {fx}/afile is a file"),
+    ("search-lm", f"{LM} --out /proc/cell.json", "--out: /proc/cell.json: cannot make a file in /proc"),
+    ("search-lm", f"{LM} --out {{fx}}", "--out: {fx}: a folder, not a file"),
+    ("search-lm", f"{LM} --run-dir {{fx}}/afile", "--run-dir: {fx}/afile: a file, not a folder"),
+    ("search-lm", f"{LM} --run-dir /proc/run", "--run-dir: /proc/run: cannot make a file in /proc"),
+    ("search-lm", f"{LM} --method nosuch", "--method: 'nosuch' is not one of"),
+    ("search-lm", f"{LM} --bogus", "No such option '--bogus'"),
+    ("search-lm", "--data {fx}/lm --emsize 8 --nhid 9", "--emsize 8 and --nhid 9 must be equal"),
+    ("search-lm", "--data {fx}/nope", "{fx}/nope: no such directory"),
+    ("search-lm", "--data {fx}/nul --run-dir {out}", "{fx}/nul/ptb.train.txt: line 2: a NUL byte (byte 8): a binary file"),
+    ("search-lm", "--data {fx}/latin1 --run-dir {out}", "{fx}/latin1/ptb.train.txt: line 2: bytes that are not UTF-8"),
+    ("search-lm", "--data {fx}/blank --run-dir {out}", "{fx}/blank/ptb.train.txt: empty corpus"),
+    ("search-lm", f"{LM} --method ess --max-batches-per-epoch 3", "--max-batches-per-epoch: with --method ess"),
+    ("search-lm", f"{LM} --method ess --history 4", "--history 4: needs at least as many --inter-nodes"),
+    ("search-lm", f"{LM} --method ess --search-space inter --cell {{fx}}/badgeno.json",
+     "{fx}/badgeno.json: field 'nodes[0][0]'"),
+    ("search-lm", f"{LM} --seeds 1,2 --select-budget 0", "--select-budget: must be a positive number of minutes, got 0.0"),
+    ("search-lm", "--resume {fx}/trainrun", "{fx}/trainrun/config.json: the config of a bin/train-lm run"),
+    # train-lm
+    ("train-lm", f"{LM} --lr -1", "--lr: must be positive, got -1.0"),
+    ("train-lm", f"{LM} --clip 0", "--clip: must be positive, got 0.0"),
+    ("train-lm", f"{LM} --time-budget 0", "--time-budget: must be a positive number of minutes, got 0.0"),
+    ("train-lm", f"{LM} --seq-len-std nan", "--seq-len-std: must be a finite number, got nan"),
+    ("train-lm", f"{LM} --max-rollbacks -1", "--max-rollbacks: must be non-negative, got -1"),
+    ("train-lm", f"{LM} --dropout-e 1.5", "--dropout-e: must be in [0, 1), got 1.5"),
+    ("train-lm", f"{LM} --device cuda:x", "--device: unknown device 'cuda:x'"),
+    ("train-lm", f"{LM} --run-dir {{fx}}/afile/run", "--run-dir: {fx}/afile/run: cannot be made: {fx}/afile is a file"),
+    ("train-lm", f"{LM} --run-dir /proc/run", "--run-dir: /proc/run: cannot make a file in /proc"),
+    ("train-lm", f"{LM} --out {{out}}", "No such option '--out'"),
+    ("train-lm", f"{LM} --cell nosuch", "cell 'nosuch': no such file, and not a shipped cell"),
+    ("train-lm", f"{LM} --cell {{fx}}/badjson.json", "{fx}/badjson.json: line 1: invalid JSON"),
+    ("train-lm", "--data {fx}/nul --emsize 8 --batch-size 4 --bptt 5 --run-dir {out}", "{fx}/nul/ptb.train.txt: line 2: a NUL byte"),
+    ("train-lm", "--resume {fx}/searchrun", "{fx}/searchrun/config.json: the config of a bin/search-lm run, not of a "
+                                           "bin/train-lm run (continue it with bin/search-lm --resume {fx}/searchrun)"),
+    ("train-lm", "--resume {fx}/tagdata", "{fx}/tagdata: not a run directory (no config.json)"),
+    # eval-lm, compare-words
+    ("eval-lm", "{fx}/nope.pt --file {fx}/text.txt", "{fx}/nope.pt: no such file"),
+    ("eval-lm", "{fx}/text.txt --file {fx}/text.txt", "{fx}/text.txt: not a model file of this toolkit"),
+    ("eval-lm", "{fx} --file {fx}/text.txt", "{fx}: no best.pt"),
+    ("eval-lm", "{fx}/nope.pt --batch-size 0", "--batch-size: must be at least 1, got 0"),
+    ("eval-lm", "{fx}/nope.pt --device tpu", "--device: unknown device 'tpu'"),
+    ("compare-words", "{fx}/nope {fx}/nope --data {fx}/lm", "{fx}/nope: not a language model"),
+    ("compare-words", "{fx}/nope {fx}/nope --data {fx}/lm --top 0", "--top: must be at least 1, got 0"),
+    ("compare-words", "{fx}/nope {fx}/nope --data {fx}/lm --threads -2", "--threads: must be at least 1, got -2"),
+    ("compare-words", "{fx}/nope --data {fx}/lm", "Missing argument 'MODEL_B'"),
+    # pictures, random cells
+    ("plot-search", "{fx}/tagdata", "{fx}/tagdata: not a run directory (no config.json)"),
+    ("plot-search", "{fx}/searchrun --out {fx}/afile", "--out: {fx}/afile: a file, not a folder"),
+    ("plot-run", "{fx}/searchrun --out {fx}/afile", "--out: {fx}/afile: a file, not a folder"),
+    ("plot-run", "{fx}/searchrun --out /proc/curves", "--out: /proc/curves: cannot make a file in /proc"),
+    ("plot-run", "{fx}/tagdata", "{fx}/tagdata: not a run directory"),
+    ("plot-cell", "darts_v2 --out {fx}/afile/pictures", "--out: {fx}/afile/pictures: cannot be made: {fx}/afile is a file"),
+    ("plot-cell", "darts_v2 --out /proc/pictures", "--out: /proc/pictures: cannot make a file in /proc"),
+    ("plot-cell", "{fx}/badgeno.json --out {out}", "{fx}/badgeno.json: field 'nodes[0][0]'"),
+    ("plot-cell", "nosuch --out {out}", "cell 'nosuch': no such file, and not a shipped cell"),
+    ("sample-cells", "--n 0 --out {out}", "--n: must be at least 1, got 0"),
+    ("sample-cells", "--n 2 --out {fx}/afile", "--out: {fx}/afile: a file, not a folder"),
+    ("sample-cells", "--out {out}", "Missing option '--n'"),
+    # train-tagger
+    ("train-tagger", f"{TAGGER} --lr -1", "--lr: must be positive, got -1.0"),
+    ("train-tagger", f"{TAGGER} --lr nan", "--lr: must be a finite number, got nan"),
+    ("train-tagger", f"{TAGGER} --anneal-factor 2", "--anneal-factor: must be in (0, 1), got 2.0"),
+    ("train-tagger", f"{TAGGER} --anneal-factor 0", "--anneal-factor: must be in (0, 1), got 0.0"),
+    ("train-tagger", f"{TAGGER} --clip -1", "--clip: must be positive, got -1.0"),
+    ("train-tagger", f"{TAGGER} --patience -1", "--patience: must be non-negative, got -1"),
+    ("train-tagger", f"{TAGGER} --hidden-size 0", "--hidden-size: must be at least 1, got 0"),
+    ("train-tagger", f"{TAGGER} --word-dropout 1", "--word-dropout: must be in [0, 1), got 1.0"),
+    ("train-tagger", f"{TAGGER} --device tpu", "--device: unknown device 'tpu'"),
+    pytest.param("train-tagger", f"{TAGGER} --device cuda", "--device: CUDA is not available", marks=NO_CUDA),
+    ("train-tagger", f"{TAGGER} --run-dir {{fx}}/afile/run", "--run-dir: {fx}/afile/run: cannot be made: {fx}/afile is a file"),
+    ("train-tagger", f"{TAGGER} --run-dir /proc/run", "--run-dir: /proc/run: cannot make a file in /proc"),
+    ("train-tagger", f"{TAGGER} --corpus nosuch", "--corpus: 'nosuch' is not one of"),
+    ("train-tagger", "--corpus conll03 --data {fx}/nope --run-dir {out}", "{fx}/nope: no such directory (--data)"),
+    ("train-tagger", f"{TAGGER} --cell {{fx}}/badgeno.json --run-dir {{out}}", "{fx}/badgeno.json: field 'nodes[0][0]'"),
+    # tag, evaluate
+    ("tag", "{fx}/binary.txt --model {fx}/nope.pt --out {out}", "{fx}/binary.txt: line 3: a NUL byte (byte 8)"),
+    ("tag", "{fx}/nope.txt --model {fx}/nope.pt --out {out}", "{fx}/nope.txt: no such file"),
+    ("tag", f"{TAG} --out {{fx}}/afile/tagged.conll", "--out: {fx}/afile/tagged.conll: cannot be made: {fx}/afile is a file"),
+    ("tag", f"{TAG} --out /proc/tagged.conll", "--out: /proc/tagged.conll: cannot make a file in /proc"),
+    ("tag", f"{TAG} --batch-size 0", "--batch-size: must be at least 1, got 0"),
+    ("tag", f"{TAG} --pooled-memory -1", "--pooled-memory: must be non-negative, got -1"),
+    ("tag", f"{TAG} --device bogus", "--device: unknown device 'bogus'"),
+    ("tag", f"{TAG} --tokenized --columns", "--tokenized and --columns exclude each other"),
+    ("evaluate", f"{EVALUATE} --out {{fx}}/afile/eval", "--out: {fx}/afile/eval: cannot be made: {fx}/afile is a file"),
+    ("evaluate", f"{EVALUATE} --out /proc/eval", "--out: /proc/eval: cannot make a file in /proc"),
+    ("evaluate", f"{EVALUATE} --batch-size 0", "--batch-size: must be at least 1, got 0"),
+    ("evaluate", f"{EVALUATE} --device tpu", "--device: unknown device 'tpu'"),
+    ("evaluate", "--model {fx}/nope.pt --corpus conll03 --data {fx}/nope --out {out}", "{fx}/nope: no such directory (--data)"),
+    # train-charlm, train-wordvec, demo
+    ("train-charlm", f"{CHARLM} --run-dir {{fx}}/afile/lm", "--run-dir: {fx}/afile/lm: cannot be made: {fx}/afile is a file"),
+    ("train-charlm", f"{CHARLM} --run-dir /proc/lm", "--run-dir: /proc/lm: cannot make a file in /proc"),
+    ("train-charlm", f"{CHARLM} --run-dir {{out}} --lr 0", "--lr: must be positive, got 0.0"),
+    ("train-charlm", f"{CHARLM} --run-dir {{out}} --hidden 0", "--hidden: must be at least 1, got 0"),
+    ("train-charlm", f"{CHARLM} --run-dir {{out}} --time-budget -1", "--time-budget: must be a positive number of minutes"),
+    ("train-charlm", "--data {fx}/text.txt --direction forward --run-dir {out}", "give --epochs N or --time-budget MIN"),
+    ("train-charlm", f"{CHARLM} --run-dir {{out}} --device tpu", "--device: unknown device 'tpu'"),
+    ("train-wordvec", "--data {fx}/text.txt --out {fx}/afile/v.txt", "--out: {fx}/afile/v.txt: cannot be made: {fx}/afile is a file"),
+    ("train-wordvec", "--data {fx}/text.txt --out /proc/v.txt", "--out: /proc/v.txt: cannot make a file in /proc"),
+    ("train-wordvec", "--data {fx}/text.txt --out {fx}", "--out: {fx}: a folder, not a file"),
+    ("train-wordvec", "--data {fx}/text.txt --out {out} --dim 0", "--dim: must be at least 1, got 0"),
+    ("train-wordvec", "--data {fx}/text.txt --out {out} --threads 0", "--threads: must be at least 1, got 0"),
+    ("train-wordvec", "--data {fx}/nope.txt --out {out}", "{fx}/nope.txt: no such file"),
+    ("train-wordvec", "--data {fx}/nul/ptb.train.txt --out {out}", "{fx}/nul/ptb.train.txt: line 2: a NUL byte"),
+    ("demo", "--run-dir {fx}/afile/demo", "--run-dir: {fx}/afile/demo: cannot be made: {fx}/afile is a file"),
+    ("demo", "--run-dir /proc/demo", "--run-dir: /proc/demo: cannot make a file in /proc"),
+    ("demo", "--run-dir {out} --threads 0", "--threads: must be at least 1, got 0"),
+    ("demo", "--run-dir {out} --data {fx}/nope", "{fx}/nope/ptb: no such directory (--data, --lm, --corpus)"),
+]
+
+
+@pytest.fixture(scope="module")
+def fx(tmp_path_factory) -> Path:
+    """Small inputs, good and bad, made here: corpora, genotypes, run directories, a regular file."""
+    root = tmp_path_factory.mktemp("inputs")
+    lm = write_lm_corpus(root / "lm", train_lines=40, other_lines=10)
+    for name, train in (("nul", b"a b c\nd \x00 e\n"), ("latin1", b"a b c\nd \xe9 e\n"), ("blank", b"\n \n")):
+        (root / name).mkdir()
+        for split in ("valid", "test"):
+            (root / name / f"ptb.{split}.txt").write_bytes((lm / f"ptb.{split}.txt").read_bytes())
+        (root / name / f"ptb.train.txt").write_bytes(train)
+    write_conll03(root / "tagdata")
+    (root / "vectors.txt").write_text("a 0.1 0.2\n", encoding="utf-8")
+    (root / "afile").write_text("a regular file\n", encoding="utf-8")
+    (root / "text.txt").write_text("George Washington went to Washington .\n", encoding="utf-8")
+    (root / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (root / "badjson.json").write_text("{nodes: 1}\n", encoding="utf-8")
+    (root / "badgeno.json").write_text(json.dumps({"format": "nas-rnn-genotype", "version": 1, "nodes": [[["relu", 3]]],
+                                                   "concat": [1]}), encoding="utf-8")
+    for run, config in (("searchrun", {"method": "darts", "train": str(lm / "ptb.train.txt")}),
+                        ("trainrun", {"cell": "darts_v2", "test_batch_size": 1})):
+        (root / run).mkdir()
+        (root / run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return root
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    return {str(p): (p.read_bytes() if p.is_file() else None) for p in sorted(root.rglob("*"))}
+
+
+def _args(args: str, fx: Path, out: Path) -> list[str]:
+    return shlex.split(args.format(fx=fx, out=out))
+
+
+def _assert_refused(code: int, stdout: str, stderr: str, expected: str) -> None:
+    assert code == 2, stderr
+    assert "Traceback" not in stderr and stdout == ""
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    assert expected in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("command, args, expected", CASES)
+def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, monkeypatch, command, args, expected):
+    work = tmp_path / "work"  # the working directory, where default run directories would appear
+    work.mkdir()
+    monkeypatch.chdir(work)
+    out = tmp_path / "out" / "result"
+    before = _tree(fx)
+    result = CliRunner().invoke(COMMANDS[command], _args(args, fx, out))
+    _assert_refused(result.exit_code, result.stdout, result.stderr, expected.format(fx=fx))
+    assert not (tmp_path / "out").exists() and not any(work.iterdir())
+    assert _tree(fx) == before
+
+
+def test_the_matrix_covers_every_command():
+    assert len(CASES) >= 60 and {getattr(case, "values", case)[0] for case in CASES} == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command, args, expected", [
+    ("search-lm", f"{LM} --lr nan", "--lr: must be a finite number, got nan"),
+    ("train-lm", f"{LM} --run-dir {{fx}}/afile/run", "{fx}/afile is a file"),
+    ("train-tagger", f"{TAGGER} --device tpu", "--device: unknown device 'tpu'"),
+    ("tag", "{fx}/binary.txt --model {fx}/nope.pt --out {out}", "{fx}/binary.txt: line 3: a NUL byte"),
+    ("sample-cells", "--n 1", "Missing option '--out'"),
+])
+def test_bad_input_in_a_real_process(fx, tmp_path, command, args, expected):
+    """As a user runs it: bin/COMMAND, exit status and stderr as the shell sees them."""
+    out = tmp_path / "out" / "result"
+    proc = subprocess.run([sys.executable, str(REPO / "bin" / command), *_args(args, fx, out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    _assert_refused(proc.returncode, proc.stdout, proc.stderr, expected.format(fx=fx))
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
