@@ -3,7 +3,9 @@
 against flair's `SequenceTagger` with its LSTM, same embeddings, hidden size and corpus.
 
 The corpus is `tagger.synthetic` (CoNLL-2003 style, --sentences training sentences, a fifth as
-many test sentences). The word vectors are a generated GloVe-style file of random --dim vectors
+many test sentences). With --match-params, flair's LSTM gets the hidden size at which its
+recurrent layer has the cell layer's parameter count (`tagger.sizing`, as `bin/train-tagger --cell
+lstm --match-params CELL` sizes it); otherwise both run at --hidden-size. The word vectors are a generated GloVe-style file of random --dim vectors
 for its vocabulary; `--charlm FWD.pt:BWD.pt` stacks Flair embeddings of a char LM pair on top
 (e.g. resources/charlm/wt2-forward.pt:resources/charlm/wt2-backward.pt). Both taggers are built
 by `tagger.train.build_model` exactly as `bin/train-tagger` builds them (`--cell lstm` is flair's
@@ -15,7 +17,7 @@ Prediction is `model.predict` on the test sentences under `torch.inference_mode`
 runs it. The two models alternate epoch by epoch, so load on a shared machine hits both alike.
 Prints one JSON line of medians.
 
-    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--repeats 3] [--charlm FWD.pt:BWD.pt]
+    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--charlm FWD.pt:BWD.pt]
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import argparse
 import logging
 import random
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from harness import default_device, median, report, timed
@@ -33,6 +36,7 @@ from nas.genotype import load  # noqa: E402
 from tagger.config import TaggerConfig  # noqa: E402
 from tagger.corpora import load_corpus, to_sentences  # noqa: E402
 from tagger.embeddings import build_embeddings  # noqa: E402
+from tagger.sizing import match_layer, rnn_parameters  # noqa: E402
 from tagger.synthetic import generate  # noqa: E402
 from tagger.train import build_model  # noqa: E402
 
@@ -72,6 +76,8 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=5000, help="training sentences")
     parser.add_argument("--cell", default="darts_v2")
     parser.add_argument("--hidden-size", type=int, default=256)
+    parser.add_argument("--match-params", action="store_true",
+                        help="size flair's LSTM so its recurrent layer has the cell layer's parameter count")
     parser.add_argument("--dim", type=int, default=100, help="word vector size")
     parser.add_argument("--charlm", help="FWD.pt:BWD.pt, Flair embeddings stacked on the word vectors")
     parser.add_argument("--batch-size", type=int, default=32)
@@ -102,10 +108,13 @@ def main() -> None:
         train = to_sentences(corpus.train, corpus.tag_type)
         test = to_sentences(corpus.test, corpus.tag_type)
     config = TaggerConfig(hidden_size=args.hidden_size)
+    cell = load(args.cell).to_dict()
+    lstm_hidden = (match_layer(None, args.cell, cell, args.hidden_size, embeddings.embedding_length).hidden_size
+                   if args.match_params else args.hidden_size)
     models = {}
-    for name, genotype in ((args.cell, load(args.cell).to_dict()), ("flair_lstm", None)):
+    for name, genotype, hidden in ((args.cell, cell, args.hidden_size), ("flair_lstm", None, lstm_hidden)):
         torch.manual_seed(args.seed)
-        model = build_model(config, corpus, embeddings, genotype).to(device)
+        model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype).to(device)
         models[name] = (model, torch.optim.SGD(model.parameters(), lr=config.lr))
     epoch_s = {name: [] for name in models}
     predict_s = {name: [] for name in models}
@@ -117,6 +126,9 @@ def main() -> None:
             epoch_s[name].append(timed(lambda: train_epoch(model, train, args.batch_size, optimizer, rep), device))
             predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size), device))
     record = {"bench": "tagger_epoch", "device": str(device), "cell": args.cell, "hidden_size": args.hidden_size,
+              "flair_lstm_hidden_size": lstm_hidden, "match_params": args.match_params,
+              f"{args.cell}_rnn_parameters": rnn_parameters(cell, embeddings.embedding_length, args.hidden_size),
+              "flair_lstm_rnn_parameters": rnn_parameters(None, embeddings.embedding_length, lstm_hidden),
               "embeddings": "random word vectors" + (" + Flair char LM pair" if args.charlm else ""),
               "embedding_dim": embeddings.embedding_length, "train_sentences": len(train),
               "test_sentences": len(test), "train_tokens": sum(len(s) for s in train),

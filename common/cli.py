@@ -1,16 +1,19 @@
 """What every command shares on the command line: the one place that turns a failure into one
 `error: ...` line and exit 2, and the flag types that refuse a bad value while the command line is
-parsed, before any work starts, any heavy library loads or any file is written.
+parsed, before any work starts, any heavy library loads or any file is written; and the options
+that fill the other flags' defaults from stored settings (`--preset NAME`, `--config RUN_DIR/config.json`,
+as `spacy train config.cfg` reruns a run): a flag given on the command line still wins.
 
 Light on purpose (click only): `--help` and a bad flag answer at once.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import click
 
@@ -193,3 +196,85 @@ def _unwritable(folder: Path) -> str | None:
 OUTPUT_FILE = OutputPath("file")
 OUTPUT_FOLDER = OutputPath("folder")
 OUTPUT_FILE_OR_FOLDER = OutputPath("file or folder")
+
+
+# -- defaults from stored settings: presets and configs --------------------------------------
+
+
+def _add_defaults(ctx: click.Context, values: dict[str, Any]) -> None:
+    """Make `values` ({parameter name: value}) the defaults of the command's flags: click takes a
+    flag from the command line if given there, else from `default_map`, else its own default, and
+    `ctx.get_parameter_source(name)` tells DEFAULT_MAP apart from COMMANDLINE."""
+    ctx.default_map = {**(ctx.default_map or {}), **values}
+
+
+def defaults_option(*param_decls: str, lookup: Callable[[str], dict[str, Any]], **attrs: Any) -> Callable:
+    """An eager option whose value `v` sets the defaults `lookup(v)` of the command's other flags
+    (`--preset NAME`); an InputError from `lookup` is the usual one line."""
+
+    def fill(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
+        values = lookup(value)
+        unknown = sorted(set(values) - {p.name for p in ctx.command.params})
+        if unknown:
+            raise ValueError(f"{param.opts[0]} {value}: {ctx.info_name} has no option {', '.join(unknown)}")
+        _add_defaults(ctx, values)
+        return value
+
+    return click.option(*param_decls, callback=fill, is_eager=True, **attrs)
+
+
+META_KEY = "config_file"
+
+
+def config_option(renames: Mapping[str, str | None] | None = None) -> Callable:
+    """The `--config FILE` option; `renames` maps a config key to the parameter it fills (None: to none)."""
+    renames = dict(renames or {})
+
+    def load(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is None:
+            return None
+        stored = _read(value, ctx, param)
+        params = {p.name: p for p in ctx.command.params if p.name != param.name}
+        defaults = {}
+        for key, setting in stored.items():
+            name = renames.get(key, key)
+            target = params.get(name) if name is not None else None
+            if target is None or setting is None or isinstance(setting, (dict, list)):
+                continue
+            defaults[name] = str(setting) if isinstance(target.type, click.Choice) else setting
+        _add_defaults(ctx, defaults)
+        ctx.meta[META_KEY] = stored
+        return value
+
+    return click.option("--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False,
+                        callback=load, help="A run's config.json: its settings are the defaults of every flag "
+                                            "(flags given here win); the run goes into a new --run-dir.")
+
+
+def loaded_config() -> dict[str, Any]:
+    """The whole file given to --config ({} without one): the keys that fill no flag."""
+    return click.get_current_context().meta.get(META_KEY, {})
+
+
+def not_from_config(values: dict[str, Any]) -> dict[str, Any]:
+    """`values` (by parameter name) less those the --config file filled: a check of how flags fit
+    together (e.g. a method's own flags) judges what was typed, not what a run of another kind stored."""
+    ctx = click.get_current_context()
+    return {k: v for k, v in values.items() if ctx.get_parameter_source(k) != click.core.ParameterSource.DEFAULT_MAP}
+
+
+def _read(value: str, ctx: click.Context, param: click.Parameter) -> dict:
+    try:
+        with open(value, encoding="utf-8") as handle:
+            stored = json.load(handle)
+    except OSError as err:
+        raise click.BadParameter(f"{value}: {err.strerror}", ctx, param) from None
+    except UnicodeDecodeError as err:
+        raise click.BadParameter(f"{value}: not UTF-8 text (byte {err.start})", ctx, param) from None
+    except json.JSONDecodeError as err:
+        raise click.BadParameter(f"{value}: line {err.lineno}: invalid JSON ({err.msg})", ctx, param) from None
+    if not isinstance(stored, dict):
+        raise click.BadParameter(f"{value}: not a run's config.json (a JSON object of settings)", ctx, param)
+    return stored

@@ -1,11 +1,26 @@
-"""Run directories: config.json, log.jsonl, metrics.json and an atomic checkpoint, the same for every command."""
+"""Run directories: config.json, log.jsonl, metrics.json and an atomic checkpoint, the same for every command.
+
+Nothing half-written stays: a run directory appears when a run starts (after its inputs are
+checked), and a run that fails before its first checkpoint removes what it made (`discard`), so
+the same command can be given the same directory again. Temporary files that a kill during an
+atomic write leaves (`.NAME.XXXX.tmp`) are removed when a run starts or resumes there.
+
+The log and the checkpoint of an epoch: the log line is written first, then the checkpoint, and
+a resume drops the log lines of epochs after the checkpoint's (`trim_log`). A kill between the
+two therefore loses neither: the epoch is run again and logged again. A last log line torn by a
+kill is left out, with a warning.
+"""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import random
+import shutil
 import signal
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -15,6 +30,9 @@ from .files import atomic_torch_save, atomic_write_json, atomic_write_text, read
 
 
 PRECISIONS = ("fp32", "bf16")
+TEMP_FILES = ".*.tmp"  # what common.files.atomic_open leaves behind when killed mid-write
+
+log = logging.getLogger(__name__)
 
 
 def autocast(device: torch.device, precision: str):
@@ -31,18 +49,51 @@ def default_run_dir(kind: str) -> Path:
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._made: Path | None = None  # the topmost folder `start` created
+        self._before: set[str] | None = None  # what a folder that existed before `start` held
 
     @property
     def checkpoint(self) -> Path:
         return self.path / "checkpoint.pt"
 
-    def start(self, config: dict) -> None:
-        if self.checkpoint.exists():
-            raise InputError(f"{self.path}: already holds a run; continue it with --resume {self.path} "
-                             "or choose another --run-dir")
+    def holds_run(self) -> bool:
+        return (self.path / "config.json").exists() or self.checkpoint.exists()
+
+    def start(self, config: dict, afresh: bool = False) -> None:
+        """Make the directory of a new run and write its config.json. One that holds a run is
+        refused, unless `afresh`: a resumed run that never wrote a checkpoint starts over in it."""
+        if not afresh:
+            if self.holds_run():
+                raise InputError(f"{self.path}: already holds a run; continue it with --resume {self.path} "
+                                 "or choose another --run-dir")
+            self.claim()
         self.path.mkdir(parents=True, exist_ok=True)
+        self.clean_temp_files()
+        if afresh:
+            (self.path / "log.jsonl").unlink(missing_ok=True)
         atomic_write_json(self.path / "config.json", config)
-        atomic_write_text(self.path / "log.jsonl", "")
+
+    def claim(self) -> None:
+        """Make the folder, noting what was there before, so that `discard` removes only what came after."""
+        self._made = next((p for p in reversed([self.path, *self.path.parents]) if not p.exists()), None)
+        self._before = None if self._made is not None else {p.name for p in self.path.iterdir()}
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def discard(self) -> None:
+        """Remove what `start` made, after a failure before the run's first checkpoint: the folder
+        it created, or what was added to a folder that existed. A no-op for a run it did not start."""
+        if self._made is not None:
+            shutil.rmtree(self._made, ignore_errors=True)
+        elif self._before is not None and self.path.is_dir():
+            for entry in self.path.iterdir():
+                if entry.name not in self._before:
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+        self._made = self._before = None
+
+    def clean_temp_files(self) -> None:
+        """Remove the temp files of atomic writes a kill interrupted (the files they were to replace are intact)."""
+        for stray in self.path.glob(TEMP_FILES):
+            stray.unlink(missing_ok=True)
 
     def config(self) -> dict:
         if not (self.path / "config.json").is_file():
@@ -54,21 +105,26 @@ class RunDir:
             handle.write(json.dumps(record) + "\n")
 
     def read_log(self) -> list[dict]:
-        """The logged records; a torn last line (the run was killed while writing it) is left out."""
+        """The logged records. A last line without its newline (the run was killed while writing it)
+        is left out with a warning; any other line that is not a JSON record is an InputError."""
         path = self.path / "log.jsonl"
         if not path.is_file():
             return []
-        records = []
+        records, number = [], 0
         for number, line in utf8_lines(path, complete=True):
             if line.strip():
                 try:
                     records.append(json.loads(line))
                 except json.JSONDecodeError as err:
                     raise InputError(f"{path}: line {number}: not a JSON record ({err.msg})") from None
+        if _ends_torn(path):
+            log.warning(f"warning: {path}: line {number + 1} is torn (the run was killed while writing it); "
+                        "left out")
         return records
 
     def trim_log(self, epochs_done: int) -> None:
-        """Drop log lines of epochs the checkpoint does not hold (written just before an interruption)."""
+        """Keep the log lines of the epochs the checkpoint holds: drop those written after it (a kill
+        came between an epoch's log line and its checkpoint) and a torn last line."""
         kept = [r for r in self.read_log() if r.get("epoch", 0) <= epochs_done]
         atomic_write_text(self.path / "log.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
 
@@ -85,12 +141,22 @@ class RunDir:
         return safe_torch_load(path, map_location)
 
 
-def rng_state(py_rng: random.Random) -> dict:
+def _ends_torn(path: Path) -> bool:
+    """True when the file's last line has no newline."""
+    with open(path, "rb") as handle:
+        if handle.seek(0, os.SEEK_END) == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) != b"\n"
+
+
+def rng_state(py_rng: random.Random | ModuleType) -> dict:
+    """torch's generator and a Python one (a `random.Random`, or the module `random` for its global generator)."""
     version, internal, gauss = py_rng.getstate()
     return {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
 
 
-def set_rng_state(state: dict, py_rng: random.Random) -> None:
+def set_rng_state(state: dict, py_rng: random.Random | ModuleType) -> None:
     torch.set_rng_state(state["torch"])
     version, internal, gauss = state["python"]
     py_rng.setstate((version, tuple(internal), gauss))

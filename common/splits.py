@@ -4,13 +4,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import InputError
+from .paths import absolute
 
 SPLITS = ("train", "valid", "test")
 
 
 def find_splits(data: str | Path | None, train: str | None = None, valid: str | None = None,
                 test: str | None = None, needed: tuple[str, ...] = SPLITS) -> dict[str, Path]:
-    """Locate the `needed` splits in DIR (`ptb.train.txt`, `wiki.valid.tokens`, `test.txt`, ...)."""
+    """Locate the `needed` splits in DIR (`ptb.train.txt`, `wiki.valid.tokens`, `test.txt`, ...), as
+    absolute paths: a run's config.json names them, and a resume may start in another folder."""
     given = {"train": train, "valid": valid, "test": test}
     found: dict[str, Path] = {}
     if data is not None:
@@ -25,12 +27,12 @@ def find_splits(data: str | Path | None, train: str | None = None, valid: str | 
             if not matches:
                 raise InputError(f"{root}: no {split} split (expected a file like ptb.{split}.txt, "
                                  f"wiki.{split}.tokens or {split}.txt, or pass --{split})")
-            found[split] = matches[0]
+            found[split] = absolute(matches[0])
     for split, name in given.items():
         if name:
             if not Path(name).is_file():
                 raise InputError(f"{name}: no such file (--{split})")
-            found[split] = Path(name)
+            found[split] = absolute(name)
     missing = [s for s in needed if s not in found]
     if missing:
         raise InputError(f"no {missing[0]} split: give --data DIR or --{missing[0]} FILE")

@@ -65,6 +65,7 @@ class LMConfig:
     eval_batches: int | None = None
     device: str = "cpu"
     precision: str = "fp32"
+    preset: str | None = None  # common.presets: the flags it set are recorded with the others
     command: str = ""
 
     COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from common.errors import InputError
 from common.files import atomic_write_text, read_json
+from common.presets import cell_recipe
 from common.resources import resources_dir
 
 from .ops import OPS, SQUASHES
@@ -193,10 +194,11 @@ def load(spec: str | os.PathLike) -> Genotype:
                 break
         else:
             stem = Path(str(spec)).stem
-            raise InputError(
-                f"cell '{spec}': no such file, and not a shipped cell (shipped: {', '.join(shipped_cells())}). "
-                f"To make it, run a search, e.g. `bin/search-lm --method ess --data DIR --out {stem}.json`, "
-                f"and pass that file")
+            recipe = cell_recipe(stem)  # a file named like a search preset: that search makes it
+            how = (f"Make it with `{recipe}`" if recipe else
+                   f"To make it, run a search, e.g. `bin/search-lm --method ess --data DIR --out {stem}.json`,")
+            raise InputError(f"cell '{spec}': no such file, and not a shipped cell (shipped: "
+                             f"{', '.join(shipped_cells())}). {how} and pass that file")
     data = read_json(path)
     return validate(data, str(path))
 

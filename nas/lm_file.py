@@ -16,6 +16,7 @@ import torch.nn as nn
 from .cell import FrozenRNN
 from common.errors import InputError
 from common.files import safe_torch_load
+from common.parameters import count_on_meta
 from .genotype import Genotype, validate
 from .lstm import LSTMLayer
 from .model import RNNModel
@@ -58,15 +59,9 @@ def build_lm(spec: LMSpec) -> RNNModel:
     return RNNModel(spec.ntoken, spec.emsize, rnn, spec.dropout, spec.dropouti, spec.dropoute)
 
 
-def count_parameters(module: nn.Module) -> int:
-    """Trainable numbers, a tied tensor counted once."""
-    return sum(p.numel() for p in module.parameters())
-
-
 def rnn_parameters(kind: str, genotype: Genotype | None, ninp: int, nhid: int) -> int:
     """Parameters of the recurrent layer alone, counted on the meta device (nothing allocated)."""
-    with torch.device("meta"):
-        return count_parameters(build_rnn(kind, genotype, ninp, nhid))
+    return count_on_meta(lambda: build_rnn(kind, genotype, ninp, nhid))
 
 
 def model_file(spec: LMSpec, vocab: list[str], state_dict: dict, **extra: Any) -> dict:

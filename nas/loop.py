@@ -11,6 +11,11 @@ A run supplies, by overriding the hooks below: its model and optimiser, its sequ
 its per-batch step, its validation and epoch record, its state for the checkpoint, and what it
 returns at the end. The checkpoint holds the RNG states, the carried hidden states and the
 position in the epoch, so a resumed run ends exactly where an uninterrupted one would.
+
+Nothing half-written stays (`common.runs`): the run directory is made once the corpus is read and
+the model built; a run that fails before its first checkpoint past the start removes it; an
+epoch's log line is written before its checkpoint and a resume trims the log to the checkpoint;
+a resume of a run killed before it wrote any checkpoint starts it afresh from its config.json.
 """
 from __future__ import annotations
 
@@ -78,6 +83,7 @@ class TrainingLoop:
         self.hidden = None
         self.totals = _fresh_totals()
         self.rollbacks = 0
+        self.kept = False  # a checkpoint past the start is on disk, or the run was resumed: never discard it
         self.elapsed = 0.0  # seconds of training and validation in finished epochs (over resumes where saved)
         self.stop = StopFlag()
         self.progress = Progress()
@@ -87,6 +93,8 @@ class TrainingLoop:
         """The run in `run_dir`, started fresh or resumed from its checkpoint; under torchrun every
         rank joins the process group first, and only rank 0 writes."""
         ranks = distributed.init(config.device)
+        if resume:
+            _check_splits(config, run_dir)
         loop = cls(config, ranks.run_dir(run_dir), Corpus.load(config.splits()))
         if resume:
             loop.resume()
@@ -173,17 +181,33 @@ class TrainingLoop:
             raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this {self.noun} "
                              f"({' '.join(str(err).split())[:200]})") from None
 
-    def start(self) -> None:
+    def start(self, afresh: bool = False) -> None:
         """A fresh run: config.json and an epoch-0 checkpoint (the rollback target of the first epoch)."""
-        self.run_dir.start(asdict(self.config))
+        self.run_dir.start(asdict(self.config), afresh)
         self.run_dir.save_checkpoint(self.state())
 
     def resume(self) -> None:
-        """Continue from the checkpoint; config.json then holds the limits the run now goes on to."""
+        """Continue from the checkpoint; config.json then holds the limits the run now goes on to.
+        A run killed before it wrote a checkpoint starts afresh."""
+        self.kept = True
+        if not self.run_dir.checkpoint.is_file():
+            self.start(afresh=True)
+            return
+        self.run_dir.clean_temp_files()
         self.load_state(self.run_dir.load_checkpoint(map_location=self.device))
         self.run_dir.trim_log(self.epoch)
         if self.ranks.main:
             atomic_write_json(self.run_dir.path / "config.json", asdict(self.config))
+
+    def save_checkpoint(self) -> None:
+        self.run_dir.save_checkpoint(self.state())
+        self.kept = True
+
+    def kept_note(self) -> str:
+        """What a failure leaves on disk, for its error line."""
+        if self.kept:
+            return f"the last good checkpoint in {self.run_dir.path} is kept"
+        return f"nothing was kept: no epoch had finished, and {self.run_dir.path} is removed"
 
     # -- loop --------------------------------------------------------------------------------
 
@@ -194,14 +218,19 @@ class TrainingLoop:
     def run(self, progress: Progress | None = None, on_batch: Callable[[Any], None] | None = None) -> Any:
         """Train until `epochs` or the time budget; `on_batch(self)` after every batch. Returns `finish()`."""
         self.progress = progress or Progress()
-        with self.stop:
-            while self.epoch < self.epochs and not self.out_of_time():
-                try:
-                    self._train_epoch(on_batch)
-                    self._end_epoch()
-                except NonFinite as bad:
-                    self._roll_back(str(bad))
-        return self.finish()
+        try:
+            with self.stop:
+                while self.epoch < self.epochs and not self.out_of_time():
+                    try:
+                        self._train_epoch(on_batch)
+                        self._end_epoch()
+                    except NonFinite as bad:
+                        self._roll_back(str(bad))
+            return self.finish()
+        except BaseException:
+            if not self.kept:
+                self.run_dir.discard()
+            raise
 
     def _train_epoch(self, on_batch: Callable[[Any], None] | None) -> None:
         if self.pos == 0 and self.batch == 0:
@@ -226,7 +255,7 @@ class TrainingLoop:
             if on_batch is not None:
                 on_batch(self)
             if self.ranks.any(self.stop.requested):
-                self.run_dir.save_checkpoint(self.state())
+                self.save_checkpoint()
                 raise Interrupted(f"stopped in epoch {self.epoch + 1} after batch {self.batch}; "
                                   f"continue with --resume {self.run_dir.path}")
             if self.out_of_time(self.totals["seconds"]):
@@ -272,8 +301,8 @@ class TrainingLoop:
         if not self.wraps:
             self.pos = 0
         self.totals = _fresh_totals()
-        self.run_dir.save_checkpoint(self.state())
-        self.run_dir.log(record)
+        self.run_dir.log(record)  # before the checkpoint: a resume trims the log to the checkpoint's epochs
+        self.save_checkpoint()
         self.progress.epoch_done(self, record)
 
     def _roll_back(self, problem: str) -> None:
@@ -287,6 +316,14 @@ class TrainingLoop:
         torch.manual_seed(self.config.seed + 7919 * n)  # fresh dropout masks and sequence lengths for the retry
         self.py_rng.seed(f"{self.config.seed}/rollback/{n}")
         self.progress.rolled_back(self, problem)
+
+
+def _check_splits(config: LMConfig, run_dir: RunDir) -> None:
+    """The corpus files a resumed run's config.json names must still be there."""
+    for split, path in config.splits().items():
+        if not path.is_file():
+            where = "" if path.is_absolute() else " (a relative path: resume from the folder the run was started in)"
+            raise InputError(f"{run_dir.path / 'config.json'}: its {split} file {path} is missing{where}")
 
 
 def _fresh_totals() -> dict:

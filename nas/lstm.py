@@ -17,6 +17,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from common.parameters import closest_size, count_on_meta
+
 from .model import locked_dropout
 
 # oneDNN has no projected LSTM; torch says so once and uses its own kernel, which is what we want.
@@ -49,16 +51,13 @@ class LSTMLayer(nn.Module):
 
 
 def lstm_parameters(ninp: int, nhid: int) -> int:
-    with torch.device("meta"):
-        return sum(p.numel() for p in LSTMLayer(ninp, nhid).parameters())
+    return count_on_meta(lambda: LSTMLayer(ninp, nhid))
 
 
 def matching_nhid(ninp: int, target: int) -> int:
-    """The LSTM hidden size whose layer has the parameter count closest to `target`.
+    """The LSTM hidden size whose layer has the parameter count closest to `target` (a tie: the smaller).
 
-    With projection the count is about nhid·(9·ninp + 8); the exact count of the few hidden sizes
-    around that estimate (and nhid = ninp, which has no projection) decides.
+    nhid is at least ninp (a projection needs nhid > ninp). The count grows with nhid (about
+    nhid·(9·ninp + 8) with the projection) except at nhid = ninp, which has no projection.
     """
-    estimate = max(1, round(target / (9 * ninp + 8)))
-    candidates = {ninp, *range(max(1, estimate - 2), estimate + 3)}
-    return min(sorted(candidates), key=lambda h: abs(lstm_parameters(ninp, h) - target))
+    return closest_size(lambda h: lstm_parameters(ninp, h), target, smallest=ninp + 1, also=(ninp,))

@@ -27,7 +27,7 @@ from .distributed import sync_batch_norm
 from .genotype import Genotype
 from .lm_eval import get_batch, ppl
 from .loop import TrainingLoop
-from .methods import METHODS, method_class
+from .methods import method_class
 from .methods.base import Validation
 from .model import detach_hidden
 from .search_cell import SearchRNN
@@ -107,21 +107,14 @@ class Searcher(TrainingLoop):
         self.steps_done += 1
 
     def giving_up(self, problem: str) -> str:
-        """Says what the run directory keeps, which is nothing searched before the first epoch ends."""
-        if self.epoch == 0:
-            kept = "no epoch had finished, so no searched state is kept"
-        else:
-            unit = METHODS[self.config.method].unit
-            kept = (f"{self.run_dir.checkpoint} keeps the search as of its last checkpoint "
-                    f"({self.epoch} {unit}{'s' if self.epoch > 1 else ''} done)")
-        return f"{problem}; {kept} (try a lower --lr)"
+        return f"{problem}; {self.kept_note()} (try a lower --lr)"
 
     # -- epochs ------------------------------------------------------------------------------
 
     def validate(self) -> float:
         """The method's own end-of-epoch phase (ENAS trains its controller here), then the validation NLL."""
         if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise InputError(self.giving_up(f"weights became non-finite in epoch {self.epoch + 1}"))
+            raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; {self.kept_note()}")
         self.method.after_batches(self.validation)
         return self.validation.full()
 

@@ -28,13 +28,14 @@ from typing import Iterator
 import torch
 
 from common.errors import InputError
+from common.parameters import count_parameters
 from common.runs import RunDir
 
 from .config import RetrainConfig
 from .corpus import Corpus, batchify
 from .genotype import load
 from .lm_eval import evaluate, ppl
-from .lm_file import LMSpec, build_lm, count_parameters, load_model_file, model_file, rnn_parameters
+from .lm_file import LMSpec, build_lm, load_model_file, model_file, rnn_parameters
 from .loop import NonFinite, TrainingLoop
 from .lstm import matching_nhid
 from .model import RNNModel
@@ -199,6 +200,8 @@ class Trainer(TrainingLoop):
                 "rollbacks": self.rollbacks}
 
     def giving_up(self, problem: str) -> str:
+        if not self.kept:
+            return f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.kept_note()} (lower --lr or --clip)"
         return (f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.run_dir.checkpoint} holds the "
                 f"last good state (lower --lr or --clip, then --resume)")
 

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from common.devices import device_problem
 from common.errors import InputError
-from common.ranges import AT_LEAST_1, FACTOR, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
+from common.ranges import AT_LEAST_1, FACTOR, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
 
 
 @dataclass
@@ -26,6 +26,8 @@ class TaggerConfig:
     embeddings: str = "glove:glove-6b-50d"
     pooling: str = "min"
     hidden_size: int = 512
+    match_params: str | None = None  # as given: a cell to match flair's LSTM to, or lstm:H to match a cell to
+    matched_to: dict | None = None  # resolved: {"cell", "hidden_size", "rnn_parameters"} of the layer matched
     locked_dropout: float = 0.5
     word_dropout: float = 0.05
     dropout_x: float = 0.0
@@ -40,10 +42,12 @@ class TaggerConfig:
     min_lr: float = 1e-4
     clip: float = 5.0
     train_with_dev: bool = False
+    time_budget: float | None = None  # minutes; see train.EpochTimer
     seed: int = 1
     runs: int = 1
     device: str = "cpu"
     threads: int | None = None
+    preset: str | None = None  # common.presets: the flags it set are recorded with the others
     command: str = ""
 
     # The allowed values of the numeric settings: check() tests them, bin/train-tagger's flag types come from them.
@@ -51,7 +55,7 @@ class TaggerConfig:
         **dict.fromkeys(("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs", "threads"), AT_LEAST_1),
         **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
         "lr": POSITIVE, "clip": POSITIVE, "min_lr": NON_NEGATIVE, "anneal_factor": FACTOR,
-        "patience": NON_NEGATIVE_INT,
+        "patience": NON_NEGATIVE_INT, "time_budget": MINUTES,
     }
 
     def check(self) -> None:
@@ -60,3 +64,25 @@ class TaggerConfig:
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")
+        if self.match_params is not None:
+            self.match_reference()
+
+    def match_reference(self) -> tuple[str, int]:
+        """(cell, hidden size) of the layer `--match-params` matches: CELL at --hidden-size for
+        `--cell lstm`, else flair's LSTM at H (`lstm:H`)."""
+        spec, lstm = self.match_params or "", self.cell.lower() == "lstm"
+        if spec.lower().startswith("lstm:"):
+            if lstm:
+                raise InputError(f"--match-params {spec}: sizes a cell like an LSTM; with --cell lstm give the cell "
+                                 "to match, e.g. --match-params darts_v2")
+            try:
+                hidden = int(spec[5:])
+            except ValueError:
+                hidden = 0
+            if hidden < 1:
+                raise InputError(f"--match-params {spec}: expected lstm:H with H a hidden size of at least 1")
+            return "lstm", hidden
+        if not lstm or spec.lower() == "lstm" or not spec:
+            raise InputError(f"--match-params {spec}: give a cell to size flair's LSTM like it (--cell lstm "
+                             "--match-params darts_v2), or lstm:H to size --cell like an LSTM of hidden size H")
+        return spec, self.hidden_size

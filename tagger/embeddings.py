@@ -39,6 +39,13 @@ def parse_spec(spec: str) -> list[tuple[str, list[str]]]:
     return items
 
 
+def absolute_spec(spec: str) -> str:
+    """`spec` with every file or folder it names from the root (a run's config.json must work from any folder)."""
+    from common.paths import absolute_if_exists
+
+    return ",".join(f"{kind}:" + ":".join(absolute_if_exists(arg) for arg in args) for kind, args in parse_spec(spec))
+
+
 def build_embeddings(spec: str, pooling: str = "min"):
     """flair `StackedEmbeddings` for an `--embeddings` spec."""
     from flair.embeddings import StackedEmbeddings

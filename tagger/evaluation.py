@@ -9,10 +9,10 @@ per-type table or conlleval's own report (`conlleval`).
 from __future__ import annotations
 
 import os
-import statistics
 from collections import Counter
 
 from common.files import atomic_write_text
+from common.stats import mean_std
 
 from .prediction import predict_tags
 from .tag_schemes import spans
@@ -96,13 +96,9 @@ def conlleval(gold: list[list[str]], pred: list[list[str]]) -> str:
 
 def summarise(reports: list[dict]) -> dict:
     """Mean and sample standard deviation (0 for one run) of strict F1, overall and per type, over runs."""
-    def stats(values: list[float]) -> dict:
-        return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-                "runs": values}
-
     types = sorted({k for r in reports for k in r["strict"] if not k.endswith(" avg")})
-    return {"f1": stats([r["f1"] for r in reports]),
-            "per_type_f1": {t: stats([r["strict"].get(t, {}).get("f1-score", 0.0) for r in reports]) for t in types}}
+    return {"f1": mean_std([r["f1"] for r in reports]),
+            "per_type_f1": {t: mean_std([r["strict"].get(t, {}).get("f1-score", 0.0) for r in reports]) for t in types}}
 
 
 def summary_table(summary: dict) -> str:

@@ -58,6 +58,14 @@ class PackedCellRNN(nn.Module):
         return pack_padded_sequence(out, lengths, enforce_sorted=False), hidden
 
 
+def recurrent_layer(genotype: Genotype | None, input_size: int, hidden_size: int, dropout_x: float = 0.0,
+                    dropout_h: float = 0.0) -> nn.Module:
+    """The tagger's bidirectional recurrent layer: the genotype's cell, or flair's own LSTM for None."""
+    if genotype is None:
+        return SequenceTagger.RNN("LSTM", 1, hidden_size, True, input_size)
+    return PackedCellRNN(genotype, input_size, hidden_size, dropout_x, dropout_h)
+
+
 class CellTagger(SequenceTagger):
     """`SequenceTagger` with a searched cell (genotype dict) or, with `genotype=None`, flair's BiLSTM."""
 
@@ -72,11 +80,9 @@ class CellTagger(SequenceTagger):
 
     def RNN(self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool,
             rnn_input_dim: int) -> nn.Module:
-        if self.genotype is None:
-            return SequenceTagger.RNN(rnn_type, rnn_layers, hidden_size, bidirectional, rnn_input_dim)
         if rnn_layers != 1 or not bidirectional:
             raise ValueError("the cell tagger runs one bidirectional layer")
-        return PackedCellRNN(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h)
+        return recurrent_layer(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h)
 
     def _get_state_dict(self) -> dict:
         # Without a cell this is flair's BiLSTM-CRF exactly: stored under flair's class name, so flair

@@ -5,6 +5,9 @@ gradient clipping 5.0, lr × 0.25 after 2 epochs without dev improvement, stop w
 below 1e-4 or after `max_epochs`. The best epoch on dev is tested (the final one with
 `--train-with-dev`). Test scoring is ours (`evaluation`), so the trainer is given train and dev
 only and does not score test a second time.
+
+A run checkpoints every epoch and resumes exactly (`resume`); a run that fails before its first
+checkpoint removes its directory (`common.runs`).
 """
 from __future__ import annotations
 
@@ -12,8 +15,11 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
-from common.files import atomic_write_json
+from common.files import atomic_write_json, read_json
+from common.parameters import count_parameters
+from common.runs import RunDir
 
 from . import evaluation
 from .config import TaggerConfig
@@ -45,16 +51,24 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
         locked_dropout=config.locked_dropout)
 
 
-def _timer_plugin(notes: list[str]):
-    """A trainer plugin that times each epoch's training pass and logs the corpus notes to training.log."""
-    from flair.trainers.plugins.base import TrainerPlugin
+def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None):
+    """A trainer plugin that logs the corpus notes to training.log, times each epoch, keeps the dev F1
+    of each epoch, and stops before an epoch that would end past `time_budget` minutes.
 
-    class EpochTimer(TrainerPlugin):
+    The budget counts the wall-clock time since the first epoch started (training, dev evaluation,
+    saving the best model). An epoch starts only if the mean epoch so far still fits, so a run stops
+    before its budget rather than one epoch after; the first epoch always runs.
+    """
+    from flair.trainers.plugins.base import TrainerPlugin, TrainingInterrupt
+
+    class EpochPlugin(TrainerPlugin):
         def __init__(self):
             super().__init__()
             self.train_seconds: list[float] = []
             self.epoch_seconds: list[float] = []
-            self._start = 0.0
+            self.dev_f1: list[float] = []
+            self.stopped: str | None = None
+            self._start = self._first = 0.0
 
         @TrainerPlugin.hook
         def after_setup(self, **kw):
@@ -62,18 +76,27 @@ def _timer_plugin(notes: list[str]):
                 log.info(note)
 
         @TrainerPlugin.hook
-        def before_training_epoch(self, **kw):
-            self._start = time.perf_counter()
+        def before_training_epoch(self, epoch, **kw):
+            now = time.perf_counter()
+            done = len(self.epoch_seconds)
+            if not self._first:  # the first epoch of this process: a resumed run has spent its earlier epochs' time
+                self._first = now - sum(self.epoch_seconds)
+            if done and time_budget is not None and (now - self._first) * (done + 1) / done > 60 * time_budget:
+                self.stopped = f"time budget of {time_budget:g} minutes: the next epoch would end past it"
+                raise TrainingInterrupt(f"stopping before epoch {epoch}: {self.stopped}")
+            self._start = now
 
         @TrainerPlugin.hook
         def after_training_epoch(self, **kw):
             self.train_seconds.append(time.perf_counter() - self._start)
 
         @TrainerPlugin.hook
-        def after_evaluation(self, **kw):
+        def after_evaluation(self, validation_scores, **kw):
             self.epoch_seconds.append(time.perf_counter() - self._start)
+            if records_dev:
+                self.dev_f1.append(float(validation_scores[0]))
 
-    return EpochTimer()
+    return EpochPlugin()
 
 
 class _OwnTestScoring(logging.Filter):
@@ -96,8 +119,12 @@ class _OwnTestScoring(logging.Filter):
 
 
 def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
-              out: Path) -> dict:
+              out: Path, resume: bool = False, on_epoch: Callable | None = None) -> dict:
     """Train one seed into `out` and return its metrics (also written to out/metrics.json).
+
+    `resume`: continue from out/checkpoint.pt (from the start when there is none; a finished run
+    only returns its metrics). `on_epoch` is called with the `resume.TrainingState` after each
+    epoch's checkpoint.
 
     With `--device cuda` and several GPUs this is flair's own multi-GPU path: `launch_distributed`
     spawns one process per GPU and `ModelTrainer.train(multi_gpu=True)` wraps the model in DDP
@@ -105,43 +132,68 @@ def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype:
     """
     import torch
 
+    if resume and (out / "metrics.json").is_file():
+        return read_json(out / "metrics.json")
     if config.device.startswith("cuda") and torch.cuda.device_count() > 1:
         from flair.distributed_utils import launch_distributed
 
-        return launch_distributed(_train_run, config, corpus, embeddings, genotype, seed, out, True)
-    return _train_run(config, corpus, embeddings, genotype, seed, out, False)
+        return launch_distributed(_train_run, config, corpus, embeddings, genotype, seed, out, True, resume, on_epoch)
+    return _train_run(config, corpus, embeddings, genotype, seed, out, False, resume, on_epoch)
 
 
 def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
-               out: Path, multi_gpu: bool) -> dict:
+               out: Path, multi_gpu: bool, resume: bool, on_epoch: Callable | None) -> dict:
     import flair
-    from flair.distributed_utils import is_main_process
     from flair.data import Corpus
     from flair.datasets import FlairDatapointDataset
+    from flair.distributed_utils import is_main_process
     from flair.trainers import ModelTrainer
+    from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
+    from flair.trainers.plugins.loggers.loss_file import LossFilePlugin
+
+    from . import resume as resuming
 
     flair.set_seed(seed)
     out.mkdir(parents=True, exist_ok=True)
+    run = RunDir(out)
+    run.clean_temp_files()
+    state = resuming.load_checkpoint(run) if resume else None
+    start = state["epoch"] if state is not None else 0
+    resuming.trim_loss_table(out, start)
     train = to_sentences(corpus.train, corpus.tag_type)
     dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
     scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
     model = build_model(config, corpus, embeddings, genotype)
-    untrained = (evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
-                 if scored_dev is not None else None)
-    timer = _timer_plugin(corpus.notes)
+    if state is None:
+        untrained = (evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
+                     if scored_dev is not None else None)
+    else:
+        model.load_state_dict(state["model"])
+        untrained = state["dev_f1_untrained"]
+    timer = _epoch_plugin(corpus.notes, scored_dev is not None, config.time_budget)
+    annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
+                                patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
+    keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,
+                                    keep_best=not config.train_with_dev, dev_f1_untrained=untrained, state=state,
+                                    on_epoch=on_epoch)
     splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
                     name=corpus.train.path.parent.name, sample_missing_splits=False)
     trainer = ModelTrainer(model, splits)
+    # in this order: the epoch's row of loss.tsv is written before TrainingState's checkpoint
+    plugins = [timer, annealing, LossFilePlugin(out, epoch=start), resuming.AppendingLog(out / "training.log", start > 0),
+               keeper]
     truthful = _OwnTestScoring(len(corpus.test.tokens))
     log.addFilter(truthful)
     try:
-        trainer.train(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
-                      eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
-                      anneal_factor=config.anneal_factor, patience=config.patience, min_learning_rate=config.min_lr,
-                      max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
-                      plugins=[timer], save_final_model=True, multi_gpu=multi_gpu)
+        with keeper.stop:
+            trainer.train_custom(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
+                                 eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
+                                 max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
+                                 plugins=plugins, epoch=start, save_final_model=False, use_final_model_for_eval=True,
+                                 create_file_logs=False, create_loss_file=False, multi_gpu=multi_gpu)
     finally:
         log.removeFilter(truthful)
+    keeper.mark_best_complete()
     if not is_main_process():
         return {}
     test = to_sentences(corpus.test, corpus.tag_type)
@@ -154,8 +206,14 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         "seconds_per_epoch": {"train": _mean(timer.train_seconds), "with_dev_evaluation": _mean(timer.epoch_seconds),
                               "each_train": timer.train_seconds},
         "dev_f1_untrained": untrained,
+        "dev_f1_by_epoch": timer.dev_f1,
+        "stopped": timer.stopped,
+        "rnn_parameters": count_parameters(model.rnn),
+        "hidden_size": config.hidden_size,
         "test": report,
     }
+    if config.matched_to:
+        metrics["matched_to"] = config.matched_to
     if scored_dev is not None:
         metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
     atomic_write_json(out / "metrics.json", metrics)
@@ -168,14 +226,31 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path) -> dict:
-    """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary."""
-    atomic_write_json(out / "config.json", {**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
+def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path,
+               resume: bool = False, on_epoch: Callable | None = None) -> dict:
+    """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary.
+
+    A fresh run writes out/config.json first; if it fails before any seed's first checkpoint, out
+    is removed. `resume` continues each seed where it stopped (`train_run`)."""
+    run = RunDir(out)
+    if not resume:
+        run.start({**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
+    try:
+        return _train_seeds(config, corpus, embeddings, genotype, out, resume, on_epoch)
+    except BaseException:
+        if not resume and not any(out.glob("**/checkpoint.pt")) and not any(out.glob("**/metrics.json")):
+            run.discard()
+        raise
+
+
+def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path,
+                 resume: bool, on_epoch: Callable | None) -> dict:
     if config.runs == 1:
-        return train_run(config, corpus, embeddings, genotype, config.seed, out)
-    runs = [train_run(config, corpus, embeddings, genotype, config.seed + k, out / f"seed-{config.seed + k}")
-            for k in range(config.runs)]
+        return train_run(config, corpus, embeddings, genotype, config.seed, out, resume, on_epoch)
+    runs = [train_run(config, corpus, embeddings, genotype, config.seed + k, out / f"seed-{config.seed + k}",
+                      resume, on_epoch) for k in range(config.runs)]
     summary = {"runs": [{"seed": r["seed"], "test_f1": r["test"]["f1"], "epochs": r["epochs"]} for r in runs],
-               "test": evaluation.summarise([r["test"] for r in runs])}
+               "test": evaluation.summarise([r["test"] for r in runs]),
+               **{k: runs[0][k] for k in ("rnn_parameters", "hidden_size", "matched_to") if k in runs[0]}}
     atomic_write_json(out / "metrics.json", summary)
     return summary

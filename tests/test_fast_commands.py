@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-COMMANDS = ("train-tagger", "tag", "evaluate", "export", "train-charlm", "train-wordvec", "demo")
+COMMANDS = ("train-tagger", "tag", "evaluate", "export", "train-charlm", "train-wordvec", "demo", "transfer")
 HEAVY = {"flair", "torch", "gensim", "seqeval", "transformers", "numpy"}
 
 

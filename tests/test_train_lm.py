@@ -21,7 +21,8 @@ from nas.cli.train_lm import main as train_lm
 from common.splits import find_splits
 from nas.corpus import Corpus
 from nas.genotype import load
-from nas.lm_file import LMSpec, build_lm, count_parameters, model_file, rnn_parameters
+from common.parameters import count_parameters
+from nas.lm_file import LMSpec, build_lm, model_file, rnn_parameters
 from nas.lstm import lstm_parameters, matching_nhid
 from common.runs import Interrupted, RunDir
 from nas.config import RetrainConfig

@@ -174,7 +174,7 @@ def test_search_command_writes_a_genotype_that_loads_and_every_candidate(lm_corp
     cell = genotype.load(out)
     assert cell == genotype.load(run_dir / "genotype.json")
     assert cell.steps == 3 and all(len(node) == 1 for node in cell.nodes)
-    assert cell.name == f"{method}_search_seed3" and cell.provenance["method"] == method
+    assert cell.name == f"{method}_search_seed1" and cell.provenance["method"] == method
     metrics = json.loads((run_dir / "metrics.json").read_text())
     scores = [c["valid_ppl"] for c in metrics["candidates"]]
     assert len(scores) == 5 and metrics["selected"] == scores.index(min(scores))

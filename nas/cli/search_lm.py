@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, flag_types, use_threads
+from common.cli import (COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, config_option, defaults_option,
+                        flag_types, loaded_config, not_from_config, use_threads)
 from common.errors import InputError
+from common.presets import preset_values, presets_help
 from common.ranges import MINUTES
 
 from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
@@ -20,9 +22,12 @@ if TYPE_CHECKING:
 
 D = SearchConfig()
 T = flag_types(SearchConfig.RANGES)
+# config.json keys that fill another flag, or none (the fixed cell is stored as a genotype, see main)
+CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file", "cell": None}
 
 
 @command()
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "search-lm"), help=presets_help("search-lm"))
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (the α step and model selection).")
@@ -80,6 +85,7 @@ T = flag_types(SearchConfig.RANGES)
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
 @click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
+@config_option(CONFIG_KEYS)
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
          workers, select_budget, select_args, threads, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
@@ -98,7 +104,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from common.runs import RunDir, default_run_dir
     from common.splits import find_splits
 
-    from ..genotype import load
+    from ..genotype import load, validate
     from ..search import Searcher
     from .terminal import Terminal, command_line, run_loop
 
@@ -109,9 +115,10 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         config = SearchConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs, rounds=rounds)
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
-        check_method_flags(options["method"], {"rounds": rounds, "cell": cell_spec, "epochs": epochs, "order": order,
-                                               **options})
-        cell = load(cell_spec) if cell_spec else None
+        check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,
+                                                               "order": order, **options}))
+        stored_cell = loaded_config().get("cell")
+        cell = load(cell_spec) if cell_spec else validate(stored_cell, "--config cell") if stored_cell else None
         if options["attention"] is None:
             options["attention"] = (cell.attention if cell is not None else None) or "none"
         resolved = {k: v for k, v in options.items() if v is not None}
@@ -148,12 +155,15 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
 
 # Flags of the multi-seed run itself, not passed on to each seed's bin/search-lm.
-SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume")
+SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume",
+             "data", "train_file", "valid_file", "test_file")  # the splits go on as absolute --train/--valid/--test
 
 
 def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float, select_args: str,
                   out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
+    from common.paths import absolute_if_exists
+
     from ..seeds import SeedRuns, parse_seeds, seed_search_args
 
     ctx = click.get_current_context()
@@ -162,6 +172,9 @@ def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, s
     given = {param.opts[0]: ctx.params[param.name] for param in ctx.command.params
              if param.name not in SEEDS_OWN and ctx.get_parameter_source(param.name) != click.core.ParameterSource.DEFAULT}
     splits = {"train": config.train, "valid": config.valid, "test": config.test}
+    if "--cell" in given:
+        given["--cell"] = absolute_if_exists(given["--cell"])
+    given = {**{f"--{k}": v for k, v in splits.items()}, **given}
     board = SeedRuns(run.path, parse_seeds(seeds), workers, seed_search_args(given), splits, config.device,
                      select_budget, shlex.split(select_args), config.command,
                      report=lambda line: click.echo(line, err=True)).run(Path(out) if out else None)

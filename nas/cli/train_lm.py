@@ -5,7 +5,8 @@ import json
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, flag_types, use_threads
+from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, config_option, defaults_option, flag_types, use_threads
+from common.presets import preset_values, presets_help
 
 from ..config import PRECISIONS, RetrainConfig
 
@@ -14,6 +15,7 @@ T = flag_types(RetrainConfig.RANGES)
 
 
 @command()
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "train-lm"), help=presets_help("train-lm"))
 @click.option("--cell", default=D.cell, help="A shipped cell (darts_v2, enas, ...), a genotype JSON file from bin/search-lm, or lstm.")
 @click.option("--match-cell", default="darts_v2", help="--cell lstm without --nhid: choose nhid so the LSTM has as many parameters as this cell's layer.")
 @click.option("--data", type=click.Path(), help="Corpus directory with train/valid/test files (ptb.train.txt, wiki.train.tokens, ...).")
@@ -50,6 +52,7 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@config_option({"train": "train_file", "valid": "valid_file", "test": "test_file"})
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
          threads, **options) -> None:
     """Retrain a cell from scratch under the DARTS/AWD protocol and report validation and test perplexity.
@@ -60,6 +63,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     \b
         bin/train-lm --cell darts_v2 --data ../shared/data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
     """
+    from common.paths import absolute_if_exists
     from common.runs import RunDir, default_run_dir
     from common.splits import find_splits
 
@@ -74,10 +78,10 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         config = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                               cell=cell, epochs=epochs if epochs is not None else D.epochs, time_budget=time_budget,
-                               command=command_line("bin/train-lm"), **options)
+                               cell=absolute_if_exists(cell), epochs=epochs if epochs is not None else D.epochs,
+                               time_budget=time_budget, command=command_line("bin/train-lm"), **options)
         config.validate()
-        resolve_cell(config, nhid, match_cell)
+        resolve_cell(config, nhid, absolute_if_exists(match_cell))
         run = RunDir(run_dir or default_run_dir("train"))
     use_threads(threads)
     trainer = Trainer.open(config, run, bool(resume))

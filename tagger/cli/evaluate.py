@@ -12,7 +12,7 @@ from common.errors import InputError
 from ..corpus_formats import FORMATS, SPLITS
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
 from ..tag_schemes import SCHEMES, spans
-from .runtime import flair_logs_to_stderr, offline, use_device
+from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinished
 
 
 @command()
@@ -75,6 +75,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     from ..model import load_tagger
 
     tagger = load_tagger(model_path, device)
+    warn_if_unfinished(tagger, model)
     _check_types(tagger, part, model_path)
     bound_pooled_memory(tagger, pooled_memory)
     with torch.inference_mode():

@@ -36,3 +36,16 @@ def use_device(device: str, threads: int | None = None) -> None:
 
     flair.device = torch.device(device)
     use_threads(threads)
+
+
+def warn_if_unfinished(tagger, model: str) -> None:
+    """One line on stderr when the model was saved by a training that has not finished (killed, or still running)."""
+    import click
+
+    from ..resume import is_complete
+
+    if not is_complete(tagger):
+        epoch = ((tagger.model_card or {}).get("training_parameters") or {}).get("epoch")
+        after = f" after epoch {epoch}" if epoch else ""
+        click.echo(f"warning: {model}: saved{after} by a training that has not finished (continue it with "
+                   "bin/train-tagger --resume RUN_DIR)", err=True)

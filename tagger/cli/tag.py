@@ -18,7 +18,7 @@ from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
 from ..prediction import tag
 from ..text_input import ENCODING_ERRORS, check_file, check_text, open_text, read_chunks, sentences
-from .runtime import flair_logs_to_stderr, offline, use_device
+from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinished
 
 STDIN = "-"
 
@@ -75,6 +75,7 @@ def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size
         from ..model import load_tagger
 
         tagger = load_tagger(model, device)
+        warn_if_unfinished(tagger, model)
         bound_pooled_memory(tagger, pooled_memory)
         for destination, names in plan:
             _write(tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, bounded, command, use_threads
+from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, bounded, command, config_option, use_threads
 from common.errors import InputError
 from common.ranges import MINUTES, POSITIVE
 
@@ -28,6 +28,7 @@ from common.ranges import MINUTES, POSITIVE
 @click.option("--seed", type=int, default=1)
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@config_option()
 def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
          device, threads) -> None:
     """Train a character language model with flair's LanguageModelTrainer, offline.
@@ -38,17 +39,30 @@ def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_l
         bin/train-charlm --data ../shared/data/wikitext-2 --direction forward --run-dir charlm-fwd --time-budget 20
     """
     from common.files import atomic_write_json
+    from common.paths import absolute
+    from common.runs import RunDir
 
     from ..charlm import train_charlm
 
     if epochs is None and time_budget is None:
         raise InputError("give --epochs N or --time-budget MIN")
     use_threads(threads)
-    result = train_charlm(data, run_dir, direction, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr,
-                          seed, device, split_chars)
-    provenance = {"command": " ".join(shlex.quote(a) for a in ["bin/train-charlm", *sys.argv[1:]]),
-                  "corpus": str(Path(data)), "direction": direction, "hidden": hidden, "epochs": epochs,
-                  "time_budget_min": time_budget, **result,
+    command = " ".join(shlex.quote(a) for a in ["bin/train-charlm", *sys.argv[1:]])
+    settings = {"data": str(absolute(data)), "direction": direction, "hidden": hidden, "embedding": embedding,
+                "epochs": epochs, "time_budget": time_budget, "seq_len": seq_len, "batch_size": batch_size, "lr": lr,
+                "split_chars": split_chars, "seed": seed, "device": device, "command": command}
+    run = RunDir(run_dir)
+    run.claim()
+    try:
+        atomic_write_json(run.path / "config.json", settings)
+        result = train_charlm(data, run_dir, direction, hidden, embedding, epochs, time_budget, seq_len, batch_size,
+                              lr, seed, device, split_chars)
+    except BaseException:
+        if not (run.path / "best-lm.pt").is_file():  # failed before its first model: leave nothing half-made
+            run.discard()
+        raise
+    provenance = {"command": command, "corpus": settings["data"], "direction": direction, "hidden": hidden,
+                  "epochs": epochs, "time_budget_min": time_budget, **result,
                   "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     atomic_write_json(Path(run_dir) / "provenance.json", provenance)
     click.echo(f"{Path(run_dir) / 'best-lm.pt'}: validation {result['valid_bpc']:.3f} bits per character, "

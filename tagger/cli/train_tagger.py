@@ -4,13 +4,14 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 import click
 
-from common.cli import DEVICE, OUTPUT_FOLDER, command, flag_types
+from common.cli import DEVICE, OUTPUT_FOLDER, command, config_option, defaults_option, flag_types
 from common.errors import InputError
+from common.presets import preset_values, presets_help
 
 from ..config import TaggerConfig
 from ..corpus_formats import FORMATS
@@ -23,16 +24,18 @@ T = flag_types(TaggerConfig.RANGES)
 
 
 @command()
+@defaults_option("--preset", lookup=lambda name: preset_values(name, "train-tagger"), help=presets_help("train-tagger"))
 @click.option("--cell", default=D.cell, help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.")
-@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), required=True, help="Corpus format; column: any column file, see --columns.")
-@click.option("--data", type=click.Path(), required=True, help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).")
+@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), help="Corpus format; column: any column file, see --columns.  [required]")
+@click.option("--data", type=click.Path(), help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).  [required]")
 @click.option("--columns", help="column corpus: INDEX:NAME items, e.g. 0:text,3:ner [default: 0:text,1:ner].")
 @click.option("--tag-column", help="Which named column holds the tags to learn [default: ner; chunk for conll2000; the only tag column for column].")
 @click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: iob1 for conll03, else iob2].")
 @click.option("--train-scheme", type=click.Choice(["bioes", "iob2"]), default=D.train_scheme, help="Tags the CRF learns (evaluation is always on IOB2 spans).")
 @click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a character LM may be a shipped name (flair:wt2-forward:wt2-backward).")
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
-@click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction.")
+@click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction (with --cell lstm --match-params CELL: CELL's).")
+@click.option("--match-params", help="Equal parameters: with --cell lstm, a cell (darts_v2, FILE) whose recurrent layer at --hidden-size the LSTM's matches; with a cell, lstm:H, the LSTM of hidden size H the cell's layer matches. The hidden size is chosen, the two counts printed and kept in metrics.json.")
 @click.option("--locked-dropout", type=T["locked_dropout"], default=D.locked_dropout, help="Locked (variational) dropout on the RNN input and output.")
 @click.option("--word-dropout", type=T["word_dropout"], default=D.word_dropout)
 @click.option("--dropout-x", type=T["dropout_x"], default=D.dropout_x, help="Variational dropout on x inside the cell.")
@@ -47,13 +50,16 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--min-lr", type=T["min_lr"], default=D.min_lr, help="Stop when the lr falls below this.")
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
+@click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
 @click.option("--seed", type=int, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
 @click.option("--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
 @click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/tagger-<time>].")
 @click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
-def main(run_dir, dry_run, **options) -> None:
+@click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")
+@config_option()
+def main(run_dir, dry_run, resume, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
 
     Example, DARTS_V2 on CoNLL-2000 chunking with the packaged GloVe vectors (a short run):
@@ -61,18 +67,34 @@ def main(run_dir, dry_run, **options) -> None:
     \b
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """
-    from common.runs import default_run_dir
+    from common.paths import absolute, absolute_if_exists
+    from common.runs import Interrupted, RunDir, default_run_dir
 
     from ..corpora import load_corpus, parse_columns
+    from ..embeddings import absolute_spec
 
     offline()
-    config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
-                          command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
+    if resume:
+        config, genotype = _resumed(RunDir(resume))
+        run_dir = Path(resume)
+    else:
+        _require("corpus", "data")
+        config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
+                              command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
+        run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     config.check()
-    run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
-    if not dry_run and (run_dir / "config.json").exists():
-        raise InputError(f"{run_dir}: already holds a run; choose another --run-dir")
-    genotype = _genotype(config.cell)
+    if not resume and not dry_run and RunDir(run_dir).holds_run():
+        if (run_dir / "metrics.json").exists():
+            raise InputError(f"{run_dir}: already holds a run; choose another --run-dir")
+        raise InputError(f"{run_dir}: already holds a run; continue it with --resume {run_dir} or choose another --run-dir")
+    matched = config.match_reference()[0] if config.match_params and not resume else None
+    if matched == "lstm" and \
+            click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE:
+        raise InputError(f"--hidden-size: not with --match-params {config.match_params} (the cell's hidden size "
+                         "is chosen to match the LSTM's parameters)")
+    if not resume:
+        genotype = _genotype(config.cell)
+    reference = _genotype(matched) if matched else None  # a cell that does not load fails before the corpus loads
     corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
@@ -80,6 +102,8 @@ def main(run_dir, dry_run, **options) -> None:
     embeddings = build_embeddings(config.embeddings, config.pooling)
     for note in corpus.notes:
         click.echo(note, err=True)
+    sized = replace(config, match_params=None) if resume else config  # a resumed run keeps the size it was matched to
+    click.echo(_size_layer(sized, genotype, reference, embeddings.embedding_length), err=True)
     if dry_run:
         from ..train import build_model
 
@@ -92,9 +116,54 @@ def main(run_dir, dry_run, **options) -> None:
     from ..train import train_runs
 
     click.echo(f"run directory: {run_dir}", err=True)
-    config.data = str(Path(config.data).resolve())  # config.json is read back from anywhere (bin/evaluate)
-    metrics = train_runs(config, corpus, embeddings, genotype, run_dir)
+    if not resume:  # config.json names files from the root, so a resume or a rerun works from any folder
+        config = replace(config, data=str(absolute(config.data)), cell=absolute_if_exists(config.cell),
+                         embeddings=absolute_spec(config.embeddings))
+    try:
+        metrics = train_runs(config, corpus, embeddings, genotype, run_dir, resume=bool(resume))
+    except Interrupted as stop:
+        click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
+        sys.exit(130)
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
+
+
+def _size_layer(config: TaggerConfig, genotype: dict | None, reference: dict | None, input_size: int) -> str:
+    """With --match-params (`reference`: the genotype of the layer matched, None for the LSTM), set
+    config.hidden_size to the matching size and config.matched_to; a line that says the recurrent
+    layer's size and parameter count (and the matched layer's)."""
+    from ..sizing import match_layer, rnn_parameters
+
+    name = "flair's LSTM" if genotype is None else config.cell
+    if not config.match_params:
+        count = rnn_parameters(genotype, input_size, config.hidden_size)
+        return f"recurrent layer: {name}, hidden {config.hidden_size}, {count:,} parameters (both directions)"
+    cell, hidden = config.match_reference()
+    match = match_layer(genotype, cell, reference, hidden, input_size)
+    config.hidden_size, config.matched_to = match.hidden_size, match.reference
+    return (f"recurrent layer: {name}, hidden {match.hidden_size}, {match.rnn_parameters:,} parameters (both "
+            f"directions, input {input_size}); matched to {cell} at hidden {hidden}: {match.reference['rnn_parameters']:,}")
+
+
+def _require(*names: str) -> None:
+    """Options needed unless --resume (or --config) gives them: click's own error when missing."""
+    ctx = click.get_current_context()
+    for param in ctx.command.params:
+        if param.name in names and ctx.params[param.name] is None:
+            raise click.MissingParameter(ctx=ctx, param=param)
+
+
+def _resumed(run) -> tuple[TaggerConfig, dict | None]:
+    """The settings and genotype of the interrupted run in `run`."""
+    stored = run.config()
+    if "embeddings" not in stored:
+        raise InputError(f"{run.path / 'config.json'}: not a run of bin/train-tagger")
+    if (run.path / "metrics.json").exists():
+        raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
+    try:
+        config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
+    except TypeError as err:
+        raise InputError(f"{run.path / 'config.json'}: {err}") from None
+    return config, stored.get("genotype")
 
 
 def _genotype(cell: str) -> dict | None:

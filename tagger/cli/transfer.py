@@ -1,0 +1,50 @@
+"""`bin/transfer`: does a searched cell tag better than an LSTM? Every cell on every corpus, over seeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from common.cli import COUNT, OUTPUT_FOLDER, bounded, command
+from common.ranges import MINUTES
+
+from ..config import TaggerConfig
+
+D = TaggerConfig()
+
+
+@command()
+@click.option("--cells", default="darts_v2,lstm", help="Comma-separated shipped cells, genotype files (named by their stem) and lstm (flair's BiLSTM, the reference of the paired test).")
+@click.option("--corpora", required=True, help="Comma-separated [NAME=]FORMAT:PATH, as train-tagger's --corpus FORMAT --data PATH; NAME defaults to FORMAT. E.g. conll2000:../shared/data/conll2000,wnut17:../shared/data/wnut17.")
+@click.option("--seeds", type=COUNT, default=3, help="Seeds 1..N of every cell on every corpus.")
+@click.option("--hidden-size", type=COUNT, default=D.hidden_size, help="The LSTM's hidden size per direction (with --sizes hidden: every model's).")
+@click.option("--sizes", type=click.Choice(["params", "hidden"]), default="params", help="params: each cell's hidden size chosen so its recurrent layer has the parameters of the LSTM at --hidden-size; hidden: all at --hidden-size.")
+@click.option("--time-budget", type=bounded(MINUTES), help="Minutes per run (train-tagger --time-budget), added to either --sizes; epochs reached then differ.")
+@click.option("--run-dir", type=OUTPUT_FOLDER, help="Where the runs go [default: runs/transfer-<time>]; an existing one is resumed (finished runs are skipped).")
+@click.option("--threads", type=COUNT, help="CPU threads of each run (train-tagger --threads).")
+@click.argument("tagger_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN_TAGGER_ARGS]")
+def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, tagger_args) -> None:
+    """Train every cell on every corpus for several seeds as ordinary bin/train-tagger runs, then print
+    one table (dev and test F1 mean ± std, and a paired t-test of each cell against the LSTM), and write
+    it as RUN_DIR/transfer.md and transfer.json with a plot of dev F1 by epoch, transfer.png.
+
+    Arguments after -- go to every train-tagger run. A small example (2 cells, 1 corpus, 2 seeds):
+
+    \b
+        bin/transfer --cells darts_v2,lstm --corpora conll2000:../shared/data/conll2000 --seeds 2 --hidden-size 128 --run-dir runs/transfer -- --embeddings glove:glove-6b-50d --max-epochs 3
+    """
+    from common.runs import default_run_dir
+
+    from ..transfer import Benchmark, parse_cells, parse_corpora
+
+    bench = Benchmark(Path(run_dir) if run_dir else default_run_dir("transfer"), parse_cells(cells),
+                      parse_corpora(corpora), seeds, hidden_size, sizes, time_budget, tagger_args, threads,
+                      report=lambda line: click.echo(line, err=True))
+    bench.run()
+    _, table = bench.write_report()
+    click.echo(table)
+    click.echo(f"written: {bench.run_dir / 'transfer.md'}, transfer.json, transfer.png", err=True)
+
+
+if __name__ == "__main__":
+    main()

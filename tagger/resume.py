@@ -1,0 +1,215 @@
+"""What a tagger training keeps so that `bin/train-tagger --resume` ends where an uninterrupted run would.
+
+flair 0.15's `ModelTrainer` has no resume of its own: its `epoch` argument only sets where the
+epoch count starts; the optimiser and the annealing scheduler are made afresh in `train_custom`,
+and its best dev score is a local variable. So `TrainingState`, a trainer plugin, keeps
+
+- `checkpoint.pt` after every epoch: the model's weights, the optimiser (its annealed lr
+  included), the scheduler, the best score, the epoch times and the random states (torch, Python,
+  numpy; the next epoch's shuffle and dropout are drawn from them), as tensors and plain values
+  loaded with weights_only (`common.runs`);
+- `best-model.pt`, by flair's own rule (dev micro F1 strictly above the best so far, from 0; the
+  train loss when there is no dev split): flair is told to keep none (`use_final_model_for_eval`),
+  since after a resume it would compare against 0 again (its log line naming the model the
+  final evaluation uses is put right);
+- the mark of an unfinished training: every model file written while training carries
+  `"training_complete": false` in its model card, and the run flips it once training ends
+  (`final-model.pt` is written complete; `best-model.pt` is written again); `bin/tag` and
+  `bin/evaluate` warn about a model whose training did not finish.
+
+The epoch's row of flair's loss.tsv is written before its checkpoint, and a resume drops the rows
+of epochs after the checkpoint's (`trim_loss_table`), so a kill between the two loses neither.
+Ctrl-C stops at the end of the epoch, after its checkpoint (`common.runs.Interrupted`); a second
+Ctrl-C stops at once, keeping the last checkpoint.
+
+flair loads with this module; `tagger.train` imports it when a training starts.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import random
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+from flair.distributed_utils import is_main_process
+from flair.trainers.plugins.base import TrainerPlugin
+from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
+
+from common.errors import InputError
+from common.files import atomic_write_text
+from common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
+
+log = logging.getLogger("flair")
+
+FORMAT = "nas-tagger-checkpoint"
+COMPLETE = "training_complete"  # the model card's mark
+LOSS_TABLE = "loss.tsv"
+
+
+def is_complete(model) -> bool:
+    """False for a model saved while its training was still running (a file of an older toolkit counts as complete)."""
+    return (getattr(model, "model_card", None) or {}).get(COMPLETE, True) is not False
+
+
+def load_checkpoint(run: RunDir) -> dict | None:
+    """The checkpoint of a tagger run (None: there is none yet, the run starts afresh)."""
+    if not run.checkpoint.is_file():
+        return None
+    state = run.load_checkpoint()
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise InputError(f"{run.checkpoint}: not a checkpoint of bin/train-tagger")
+    return state
+
+
+def trim_loss_table(folder: Path, epochs_done: int) -> None:
+    """Keep the header and the rows of the epochs the checkpoint holds; with none, remove the table
+    (flair writes its header again at epoch 1)."""
+    path = folder / LOSS_TABLE
+    if not path.is_file():
+        return
+    if epochs_done == 0:
+        path.unlink()
+        return
+    header, *rows = path.read_text(encoding="utf-8").split("\n")
+    rows = rows[:-1]  # what follows the last newline: nothing, or a row torn by a kill
+    kept = [row for row in rows if row.split("\t")[0].isdigit() and int(row.split("\t")[0]) <= epochs_done]
+    atomic_write_text(path, "\n".join([header, *kept]) + "\n")  # flair writes EPOCH first
+
+
+class AppendingLog(TrainerPlugin):
+    """flair's training.log, continued by a resume (flair's own log plugin starts the file anew)."""
+
+    def __init__(self, path: Path, append: bool):
+        super().__init__()
+        self.handler = logging.FileHandler(path, mode="a" if append else "w", encoding="utf-8")
+        self.handler.setLevel(logging.INFO)
+        self.handler.setFormatter(logging.Formatter("%(asctime)-15s %(message)s"))
+        log.addHandler(self.handler)
+
+    @TrainerPlugin.hook("_training_exception", "after_training")
+    def close(self, **kw) -> None:
+        self.handler.close()
+        log.removeHandler(self.handler)
+
+    @property
+    def attach_to_all_processes(self) -> bool:
+        return False
+
+
+class TrainingState(TrainerPlugin):
+    """Checkpoints, the best model and the completion mark of one training (see the module's docstring).
+
+    Attach it after the annealing and loss-table plugins: its `after_evaluation` must see the
+    scheduler stepped and the epoch's row written. `state` is the checkpoint to continue from (None:
+    a fresh start); `on_epoch(self)` runs after each checkpoint (tests stop a run with it).
+    """
+
+    def __init__(self, folder: Path, annealing: AnnealingPlugin, timer, best_by_dev: bool, keep_best: bool,
+                 dev_f1_untrained: float | None, state: dict | None = None,
+                 on_epoch: Callable[["TrainingState"], None] | None = None):
+        super().__init__()
+        self.run = RunDir(folder)
+        self.annealing, self.timer, self.state, self.on_epoch = annealing, timer, state, on_epoch
+        self.best_by_dev, self.keep_best, self.dev_f1_untrained = best_by_dev, keep_best, dev_f1_untrained
+        self.best = (0.0 if best_by_dev else math.inf) if state is None else state["best_score"]
+        self.epoch = 0 if state is None else state["epoch"]
+        self.stop = StopFlag()
+        self.failed = False
+
+    @TrainerPlugin.hook
+    def after_setup(self, **kw) -> None:
+        log.addFilter(self._final_model_line)
+        self.model.model_card[COMPLETE] = False
+        if self.state is None:
+            return
+        self.trainer.optimizer.load_state_dict(self.state["optimizer"])
+        self.annealing.scheduler.load_state_dict(self.state["scheduler"])
+        self.annealing.store_learning_rate()
+        self.timer.train_seconds[:] = self.state["timer"]["train"]
+        self.timer.epoch_seconds[:] = self.state["timer"]["epoch"]
+        self.timer.dev_f1[:] = self.state["timer"].get("dev_f1", [])
+        _set_random_states(self.state["random"])
+        self.state = None  # only the weights, which train_run loaded, stay in memory
+
+    @TrainerPlugin.hook
+    def after_evaluation(self, epoch: int, validation_scores: tuple, **kw) -> None:
+        self.epoch = epoch
+        if self.keep_best and validation_scores:
+            score = validation_scores[0]
+            if score > self.best if self.best_by_dev else score < self.best:
+                self.best = score
+                self._save_model(self.run.path / "best-model.pt")
+        if is_main_process():
+            self.run.save_checkpoint(self.checkpoint())
+        _barrier()
+        if self.on_epoch is not None:
+            self.on_epoch(self)
+        if self.stop.requested:
+            raise Interrupted(f"stopped after epoch {epoch}, its checkpoint written")
+
+    @TrainerPlugin.hook
+    def _training_exception(self, **kw) -> None:
+        self.failed = True
+
+    @TrainerPlugin.hook
+    def _training_finally(self, **kw) -> None:
+        """Training ended: write final-model.pt (the model now holds the last epoch's weights), complete.
+        flair ends on its own KeyboardInterrupt too, which here is a second Ctrl-C: stop there instead."""
+        log.removeFilter(self._final_model_line)
+        if self.failed:
+            return
+        if self.stop.requested:
+            raise Interrupted(f"stopped in epoch {self.epoch + 1}; the checkpoint of epoch {self.epoch} is kept")
+        self.model.model_card[COMPLETE] = True
+        self._save_model(self.run.path / "final-model.pt")
+
+    def mark_best_complete(self) -> None:
+        """Write best-model.pt again, marked complete (after flair loaded its weights into the model)."""
+        if self.model.model_card.get(COMPLETE) and (self.run.path / "best-model.pt").is_file():
+            self._save_model(self.run.path / "best-model.pt")
+
+    def _final_model_line(self, record: logging.LogRecord) -> bool:
+        """flair names the final model from `use_final_model_for_eval`, which says nothing here: name the model tested."""
+        if record.getMessage().startswith("Final evaluation on model"):
+            record.msg, record.args = "Final evaluation on " + (
+                "model from best epoch (best-model.pt)" if self.keep_best else "model after last epoch (final-model.pt)"), ()
+        return True
+
+    def checkpoint(self) -> dict:
+        return {"format": FORMAT, "epoch": self.epoch, "model": self.model.state_dict(),
+                "optimizer": self.trainer.optimizer.state_dict(), "scheduler": self.annealing.scheduler.state_dict(),
+                "best_score": self.best, "dev_f1_untrained": self.dev_f1_untrained,
+                "timer": {"train": list(self.timer.train_seconds), "epoch": list(self.timer.epoch_seconds),
+                          "dev_f1": list(self.timer.dev_f1)},
+                "random": _random_states()}
+
+    def _save_model(self, path: Path) -> None:
+        if is_main_process():
+            self.model.save(path)
+        _barrier()
+
+
+def _barrier() -> None:
+    """Under flair's multi-GPU training, no process reads a file before the main one has written it."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+
+
+def _random_states() -> dict:
+    """The states of the generators flair seeds (`flair.set_seed`): torch's, Python's global one, numpy's."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    states = {**rng_state(random), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached]}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_random_states(states: dict) -> None:
+    set_rng_state(states, random)
+    kind, keys, pos, has_gauss, cached = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])

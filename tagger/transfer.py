@@ -1,0 +1,300 @@
+"""The transfer benchmark (`bin/transfer`): every cell on every corpus for several seeds, against the LSTM.
+
+Each run is an ordinary `bin/train-tagger` run directory, RUN_DIR/CORPUS/CELL/seed-S (its log,
+train-tagger.log, inside), launched as a child process. A run is finished when its metrics.json
+exists; a benchmark started again on the same RUN_DIR skips finished runs and starts unfinished
+ones afresh. RUN_DIR/transfer-plan.json keeps the settings, so a resume with other settings is
+refused; cells, corpora and seeds may be added.
+
+Sizes (`sizes`): `params` (the default) gives every cell the hidden size at which its recurrent
+layer has the parameter count of flair's BiLSTM at `hidden_size` (`bin/train-tagger --match-params
+lstm:H`), and the LSTM runs at `hidden_size`: every model is compared with one fixed reference
+rather than the LSTM chasing each cell. `hidden` runs them all at `hidden_size`. A `time_budget`
+(minutes per run) adds equal wall-clock time to either.
+
+The report: per corpus and cell, the hidden size, the recurrent layer's parameters, epochs
+reached, seconds per training epoch, dev and test F1 (mean ± sample std over seeds), and each
+cell's paired t-test against the LSTM over the seeds both finished (`common.stats`), as Markdown,
+JSON, and a plot of dev F1 by epoch (mean over seeds).
+"""
+from __future__ import annotations
+
+import io
+import math
+import shutil
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from common.errors import InputError
+from common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from common.stats import mean_std, paired_t_test
+from common.subprocesses import last_error, run_module
+
+from .corpus_formats import FORMATS
+
+CORPUS_FORMATS = (*FORMATS, "column")
+LSTM = "lstm"
+# train-tagger flags the benchmark sets for each run itself
+OWN_FLAGS = ("--cell", "--corpus", "--data", "--seed", "--runs", "--out", "--run-dir", "--hidden-size",
+             "--match-params", "--time-budget", "--threads", "--dry-run")
+
+
+@dataclass(frozen=True)
+class Cell:
+    name: str  # the label in the table and the directory: a shipped name, or a file's stem
+    spec: str  # as given to train-tagger --cell
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    format: str
+    path: str
+
+
+def parse_cells(text: str) -> list[Cell]:
+    """`darts_v2,ess_ptb,FILE,lstm`: shipped names, genotype files (named by their stem) and lstm."""
+    specs = [part.strip() for part in text.split(",") if part.strip()]
+    cells = [Cell(LSTM if s.lower() == LSTM else Path(s).stem if s.lower().endswith(".json") else s, s) for s in specs]
+    if not cells:
+        raise InputError("--cells: no cell given")
+    _unique("--cells", [c.name for c in cells])
+    return cells
+
+
+def parse_corpora(text: str) -> list[Corpus]:
+    """`[NAME=]FORMAT:PATH,...`; NAME defaults to FORMAT (train-tagger's --corpus FORMAT --data PATH)."""
+    corpora = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        name, _, rest = item.rpartition("=") if "=" in item.split(":", 1)[0] else ("", "", item)
+        form, sep, path = rest.partition(":")
+        if not sep or not path or form not in CORPUS_FORMATS:
+            raise InputError(f"--corpora {item}: expected [NAME=]FORMAT:PATH with FORMAT one of "
+                             f"{', '.join(CORPUS_FORMATS)}, e.g. conll2000:../shared/data/conll2000")
+        corpora.append(Corpus(name or form, form, path))
+    if not corpora:
+        raise InputError("--corpora: no corpus given")
+    _unique("--corpora", [c.name for c in corpora], " (name them: NAME=FORMAT:PATH)")
+    return corpora
+
+
+def _unique(flag: str, names: list[str], hint: str = "") -> None:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise InputError(f"{flag}: {', '.join(repeated)} given twice{hint}")
+
+
+def check_passed_args(args: list[str]) -> None:
+    """The train-tagger arguments after `--` may not set what the benchmark sets per run."""
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in OWN_FLAGS:
+            raise InputError(f"{flag}: bin/transfer sets it for each run; give bin/transfer's own flags "
+                             "(--cells, --corpora, --seeds, --hidden-size, --time-budget, --threads, --run-dir) instead")
+
+
+@dataclass(frozen=True)
+class Run:
+    cell: Cell
+    corpus: Corpus
+    seed: int
+    path: Path
+
+    @property
+    def finished(self) -> bool:
+        return (self.path / "metrics.json").is_file()
+
+    def label(self) -> str:
+        return f"{self.cell.name} on {self.corpus.name}, seed {self.seed}"
+
+
+class Benchmark:
+    """The runs of one benchmark in `run_dir`; `tagger_args` go to every train-tagger run."""
+
+    def __init__(self, run_dir: Path, cells: list[Cell], corpora: list[Corpus], seeds: int, hidden_size: int,
+                 sizes: str = "params", time_budget: float | None = None, tagger_args: tuple[str, ...] = (),
+                 threads: int | None = None, report: Callable[[str], None] = lambda line: None):
+        if seeds < 1:
+            raise InputError(f"--seeds: must be at least 1, got {seeds}")
+        if hidden_size < 1:
+            raise InputError(f"--hidden-size: must be at least 1, got {hidden_size}")
+        if time_budget is not None and not time_budget > 0:
+            raise InputError(f"--time-budget: must be a positive number of minutes, got {time_budget}")
+        check_passed_args(list(tagger_args))
+        self.run_dir, self.cells, self.corpora, self.seeds = Path(run_dir), cells, corpora, list(range(1, seeds + 1))
+        self.hidden_size, self.sizes, self.time_budget, self.tagger_args = hidden_size, sizes, time_budget, tagger_args
+        self.threads, self.report = threads, report  # threads: of each run; a resume may change them
+        self.runs = [Run(cell, corpus, seed, self.run_dir / corpus.name / cell.name / f"seed-{seed}")
+                     for corpus in corpora for cell in cells for seed in self.seeds]
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Train every unfinished run, one after another; a failed run stops the benchmark."""
+        self._check_plan()
+        todo = [r for r in self.runs if not r.finished]
+        self.report(f"run directory: {self.run_dir}: {len(self.runs)} runs, {len(self.runs) - len(todo)} finished "
+                    f"before, {len(todo)} to train")
+        for k, run in enumerate(todo, 1):
+            if run.path.exists():  # started before and interrupted: train-tagger begins in an empty directory
+                shutil.rmtree(run.path)
+                self.report(f"[{k}/{len(todo)}] {run.label()}: unfinished before, starting it again")
+            run.path.mkdir(parents=True)
+            self.report(f"[{k}/{len(todo)}] {run.label()}: training")
+            log = run.path / "train-tagger.log"
+            code = run_module("tagger.cli.train_tagger", self.tagger_argv(run), log)
+            if code != 0 or not run.finished:
+                raise InputError(f"{run.label()}: bin/train-tagger failed (exit {code}): {last_error(log)} "
+                                 f"(log: {log}); run the same command again to go on from here")
+            metrics = read_json(run.path / "metrics.json")
+            self.report(f"[{k}/{len(todo)}] {run.label()}: test F1 {100 * metrics['test']['f1']:.2f} after "
+                        f"{metrics['epochs']} epochs")
+
+    def tagger_argv(self, run: Run) -> list[str]:
+        """The train-tagger arguments of one run."""
+        if self.sizes == "params" and run.cell.name != LSTM:
+            size = ["--match-params", f"lstm:{self.hidden_size}"]
+        else:
+            size = ["--hidden-size", str(self.hidden_size)]
+        budget = ["--time-budget", str(self.time_budget)] if self.time_budget is not None else []
+        threads = ["--threads", str(self.threads)] if self.threads is not None else []
+        return ["--cell", run.cell.spec, "--corpus", run.corpus.format, "--data", run.corpus.path, "--seed",
+                str(run.seed), "--runs", "1", *size, *budget, *threads, *self.tagger_args, "--run-dir", str(run.path)]
+
+    def _check_plan(self) -> None:
+        """Write the settings, or check them against those of the runs already there."""
+        plan_file = self.run_dir / "transfer-plan.json"
+        shared = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
+                  "tagger_args": list(self.tagger_args)}
+        cells = {c.name: c.spec for c in self.cells}
+        corpora = {c.name: [c.format, c.path] for c in self.corpora}
+        if plan_file.exists():
+            plan = read_json(plan_file)
+            for key, value in shared.items():
+                if plan.get(key) != value:
+                    raise InputError(f"{self.run_dir}: its runs were trained with {key} {plan.get(key)!r}, not "
+                                     f"{value!r}; give the same settings to resume, or another --run-dir")
+            for kind, mine in (("cell", cells), ("corpus", corpora)):
+                theirs = plan[kind]
+                for name in mine.keys() & theirs.keys():
+                    if mine[name] != theirs[name]:
+                        raise InputError(f"{self.run_dir}: {kind} {name} was {theirs[name]}, not {mine[name]}; "
+                                         "name it otherwise, or use another --run-dir")
+            cells, corpora = {**plan["cell"], **cells}, {**plan["corpus"], **corpora}
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(plan_file, {**shared, "cell": cells, "corpus": corpora})
+
+    # -- the report ------------------------------------------------------------------------------
+
+    def results(self) -> dict:
+        """Per corpus and cell, the summary row; and each finished run's figures."""
+        runs = [{"cell": r.cell.name, "corpus": r.corpus.name, "seed": r.seed, "run_dir": str(r.path),
+                 **_run_figures(read_json(r.path / "metrics.json"))} for r in self.runs if r.finished]
+        rows = []
+        for corpus in self.corpora:
+            mine = [r for r in runs if r["corpus"] == corpus.name]
+            lstm = {r["seed"]: r["test_f1"] for r in mine if r["cell"] == LSTM}
+            for cell in self.cells:
+                seeds = [r for r in mine if r["cell"] == cell.name]
+                if seeds:
+                    rows.append(_row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None))
+        settings = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
+                    "seeds": self.seeds, "tagger_args": list(self.tagger_args),
+                    "cells": [asdict(c) for c in self.cells], "corpora": [asdict(c) for c in self.corpora]}
+        return {"settings": settings, "rows": rows, "runs": runs}
+
+    def write_report(self) -> tuple[dict, str]:
+        """RUN_DIR/transfer.json, transfer.md and transfer.png; returns (results, the Markdown table)."""
+        results = self.results()
+        table = markdown(results["rows"], self.sizes, self.hidden_size, self.time_budget)
+        atomic_write_json(self.run_dir / "transfer.json", results)
+        atomic_write_text(self.run_dir / "transfer.md", table + "\n")
+        plot_dev_f1(results["runs"], [c.name for c in self.corpora], [c.name for c in self.cells],
+                    self.run_dir / "transfer.png")
+        return results, table
+
+
+def _run_figures(metrics: dict) -> dict:
+    return {"hidden_size": metrics["hidden_size"], "rnn_parameters": metrics["rnn_parameters"],
+            "epochs": metrics["epochs"], "seconds_per_epoch": metrics["seconds_per_epoch"]["train"],
+            "dev_f1": metrics["dev"]["f1"] if "dev" in metrics else None, "test_f1": metrics["test"]["f1"],
+            "dev_f1_by_epoch": metrics.get("dev_f1_by_epoch", []), "stopped": metrics.get("stopped")}
+
+
+def _row(cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None) -> dict:
+    """The summary of one cell on one corpus; `lstm` (seed → test F1) pairs it with the LSTM's runs."""
+    dev = [r["dev_f1"] for r in runs if r["dev_f1"] is not None]
+    speeds = [r["seconds_per_epoch"] for r in runs if r["seconds_per_epoch"] is not None]
+    row = {"cell": cell, "corpus": corpus, "seeds": [r["seed"] for r in runs],
+           "hidden_size": runs[0]["hidden_size"], "rnn_parameters": runs[0]["rnn_parameters"],
+           "epochs": [r["epochs"] for r in runs], "seconds_per_epoch": statistics.fmean(speeds) if speeds else None,
+           "dev_f1": mean_std(dev) if dev else None, "test_f1": mean_std([r["test_f1"] for r in runs]),
+           "vs_lstm": None}
+    if lstm is not None:
+        pairs = [(r["test_f1"], lstm[r["seed"]]) for r in runs if r["seed"] in lstm]
+        test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
+        row["vs_lstm"] = {"seeds": len(pairs),
+                          "mean_difference": statistics.fmean(a - b for a, b in pairs) if pairs else None,
+                          "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
+                          "df": test.df if test else None, "p": test.p if test else None}
+    return row
+
+
+def _pm(stats: dict | None) -> str:
+    return "n/a" if stats is None else f"{100 * stats['mean']:.2f} ± {100 * stats['std']:.2f}"
+
+
+def markdown(rows: list[dict], sizes: str, hidden_size: int, time_budget: float | None) -> str:
+    """The table, with a line that says how the models were sized and what the last columns mean."""
+    how = (f"every cell's recurrent layer matched to the parameters of flair's BiLSTM at hidden {hidden_size}"
+           if sizes == "params" else f"every model at hidden {hidden_size}")
+    budget = f"; {time_budget:g} minutes per run" if time_budget is not None else ""
+    lines = [f"Sizes: {how}{budget}. F1 (strict IOB2 spans) mean ± sample std over seeds; Δ test: the mean "
+             "per-seed difference from the LSTM, p: paired t-test (two-sided) over the seeds both finished.", "",
+             "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | Δ test vs lstm | p | seeds |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        epochs = r["epochs"]
+        reached = str(epochs[0]) if len(set(epochs)) == 1 else f"{min(epochs)}–{max(epochs)}"
+        speed = f"{r['seconds_per_epoch']:.1f}" if r["seconds_per_epoch"] is not None else "n/a"
+        vs = r["vs_lstm"]
+        delta = "—" if vs is None else "n/a" if vs["mean_difference"] is None else f"{100 * vs['mean_difference']:+.2f}"
+        p = "—" if vs is None else "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
+        lines.append(f"| {r['corpus']} | {r['cell']} | {r['hidden_size']} | {r['rnn_parameters']:,} | {reached} | "
+                     f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {delta} | {p} | {len(r['seeds'])} |")
+    return "\n".join(lines)
+
+
+def plot_dev_f1(runs: list[dict], corpora: list[str], cells: list[str], path: Path) -> None:
+    """One panel per corpus: each cell's dev F1 by epoch, the mean over the seeds that reached the epoch."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, len(corpora), figsize=(5 * len(corpora), 3.6), squeeze=False)
+    for ax, corpus in zip(axes[0], corpora):
+        for cell in cells:
+            curves = [r["dev_f1_by_epoch"] for r in runs if r["corpus"] == corpus and r["cell"] == cell
+                      and r["dev_f1_by_epoch"]]
+            if curves:
+                mean = [100 * statistics.fmean(c[e] for c in curves if len(c) > e)
+                        for e in range(max(map(len, curves)))]
+                ax.plot(range(1, len(mean) + 1), mean, marker="o", markersize=3, label=f"{cell} ({len(curves)})")
+        ax.set(title=corpus, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if ax.has_data():
+            ax.legend(fontsize="small")
+        else:
+            ax.text(0.5, 0.5, "no dev F1 (trained on train + dev)", ha="center", transform=ax.transAxes)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())

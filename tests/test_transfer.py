@@ -1,0 +1,122 @@
+"""bin/transfer: 2 cells × 1 corpus × 2 seeds of real train-tagger runs; the table, the JSON, the plot, resuming."""
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+import tagger_data as td
+from common.errors import InputError
+from common.stats import paired_t_test
+from tagger import transfer
+from tagger.cli.transfer import main
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """One benchmark, trained once: darts_v2 sized like the LSTM at hidden 8, one epoch per run."""
+    root = tmp_path_factory.mktemp("transfer")
+    td.write_conll03(root / "data", sizes=(16, 8, 8))
+    vectors = td.write_vectors(root / "vectors.txt")
+    args = ["--cells", "darts_v2,lstm", "--corpora", f"conll03:{root / 'data'}", "--seeds", "2", "--hidden-size", "8",
+            "--run-dir", str(root / "bench"), "--threads", "1", "--",
+            "--embeddings", f"glove:{vectors}", "--max-epochs", "1", "--batch-size", "8"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    return root / "bench", args, result
+
+
+def metrics(run_dir, cell, seed):
+    return json.loads((run_dir / "conll03" / cell / f"seed-{seed}" / "metrics.json").read_text())
+
+
+def test_each_run_is_an_ordinary_train_tagger_run_at_equal_parameters(bench):
+    run_dir, _, _ = bench
+    lstm, cell = metrics(run_dir, "lstm", 1), metrics(run_dir, "darts_v2", 1)
+    assert lstm["hidden_size"] == 8 and lstm["rnn_parameters"] == 2 * (4 * 8 * 16 + 4 * 8 * 8 + 8 * 8) == 1664
+    # the cell's size that comes closest: 2·(2h(16+h) + 16h²) is 1,680 at h = 6 (1,134 at 5, 2,352 at 7)
+    assert cell["hidden_size"] == 6 and cell["rnn_parameters"] == 1680
+    assert cell["matched_to"] == {"cell": "lstm", "hidden_size": 8, "rnn_parameters": 1664}
+    config = json.loads((run_dir / "conll03" / "darts_v2" / "seed-2" / "config.json").read_text())
+    assert config["seed"] == 2 and config["match_params"] == "lstm:8" and config["threads"] == 1
+    assert cell["epochs"] == 1 and len(cell["dev_f1_by_epoch"]) == 1
+
+
+def test_the_table_and_json_hold_the_runs_figures_and_the_paired_test(bench):
+    run_dir, _, result = bench
+    report = json.loads((run_dir / "transfer.json").read_text())
+    rows = {r["cell"]: r for r in report["rows"]}
+    tests = {c: [metrics(run_dir, c, s)["test"]["f1"] for s in (1, 2)] for c in ("darts_v2", "lstm")}
+    devs = {c: [metrics(run_dir, c, s)["dev"]["f1"] for s in (1, 2)] for c in ("darts_v2", "lstm")}
+    for cell in ("darts_v2", "lstm"):
+        assert rows[cell]["test_f1"]["runs"] == tests[cell] and rows[cell]["dev_f1"]["runs"] == devs[cell]
+        assert rows[cell]["test_f1"]["mean"] == pytest.approx(sum(tests[cell]) / 2)
+    expected = paired_t_test(tests["darts_v2"], tests["lstm"])
+    assert rows["lstm"]["vs_lstm"] is None
+    assert rows["darts_v2"]["vs_lstm"]["p"] == expected.p and rows["darts_v2"]["vs_lstm"]["seeds"] == 2
+    table = (run_dir / "transfer.md").read_text()
+    assert table.strip() == result.stdout.strip()
+    line = next(row for row in table.splitlines() if row.startswith("| conll03 | darts_v2 |"))
+    mean, std = 100 * rows["darts_v2"]["test_f1"]["mean"], 100 * rows["darts_v2"]["test_f1"]["std"]
+    assert f"| 6 | 1,680 | 1 |" in line and f"{mean:.2f} ± {std:.2f}" in line and line.endswith("| 2 |")
+    assert (run_dir / "transfer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch):
+    run_dir, args, _ = bench
+    unfinished = run_dir / "conll03" / "lstm" / "seed-2"
+    kept = (unfinished / "metrics.json").read_bytes()
+    (unfinished / "metrics.json").unlink()  # as if interrupted before its end
+    (unfinished / "stale.txt").write_text("left by the interrupted run")
+    calls = []
+
+    def fake_run_module(name, argv, log):  # stands in for the one train-tagger run still to do
+        calls.append((name, argv, sorted(p.name for p in unfinished.iterdir())))
+        (unfinished / "metrics.json").write_bytes(kept)
+        return 0
+
+    monkeypatch.setattr(transfer, "run_module", fake_run_module)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    assert len(calls) == 1 and calls[0][0] == "tagger.cli.train_tagger" and calls[0][2] == []  # started in an empty directory
+    argv = calls[0][1]
+    assert argv[argv.index("--cell") + 1] == "lstm" and argv[argv.index("--seed") + 1] == "2"
+    assert argv[argv.index("--run-dir") + 1] == str(unfinished) and argv[argv.index("--hidden-size") + 1] == "8"
+    assert "3 finished before, 1 to train" in result.stderr
+
+    monkeypatch.setattr(transfer, "run_module", lambda *a: pytest.fail("a finished run was trained again"))
+    assert CliRunner().invoke(main, args).exit_code == 0
+
+
+def test_resuming_with_other_settings_is_refused(bench):
+    run_dir, args, _ = bench
+    at = args.index("--hidden-size") + 1
+    other = [*args[:at], "16", *args[at + 1:]]
+    result = CliRunner().invoke(main, other)
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: {run_dir}: its runs were trained with hidden_size 8, not 16; give the same "
+                             "settings to resume, or another --run-dir\n")
+
+
+@pytest.mark.parametrize("text, says", [
+    ("conll2000", "--corpora conll2000: expected [NAME=]FORMAT:PATH"),
+    ("nope:data", "--corpora nope:data: expected [NAME=]FORMAT:PATH"),
+    ("conll2000:a,conll2000:b", "--corpora: conll2000 given twice (name them: NAME=FORMAT:PATH)"),
+])
+def test_corpora_errors(text, says):
+    with pytest.raises(InputError, match=f"^{__import__('re').escape(says)}"):
+        transfer.parse_corpora(text)
+
+
+def test_corpora_and_cells_parse():
+    assert transfer.parse_corpora("a=column:d/x,wnut17:/w") == [transfer.Corpus("a", "column", "d/x"),
+                                                                transfer.Corpus("wnut17", "wnut17", "/w")]
+    assert [(c.name, c.spec) for c in transfer.parse_cells("darts_v2, runs/x/cell.json,LSTM")] == [
+        ("darts_v2", "darts_v2"), ("cell", "runs/x/cell.json"), ("lstm", "LSTM")]
+
+
+def test_flags_the_benchmark_sets_itself_are_refused_after_the_dashes(tmp_path):
+    result = CliRunner().invoke(main, ["--corpora", "conll2000:x", "--run-dir", str(tmp_path / "b"), "--",
+                                       "--hidden-size", "4"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --hidden-size: bin/transfer sets it for each run")
+    assert not (tmp_path / "b").exists()
