@@ -140,7 +140,7 @@ def assert_one_error_line(result, line: str, run_dir: Path) -> None:
 def test_a_tag_column_that_is_not_there_is_one_line(tmp_path, vectors):
     td.write_conll03(tmp_path / "data")
     result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--tag-column", "ne",
-                                       "--embeddings", f"glove:{vectors}", "--out", str(tmp_path / "run")])
+                                       "--embeddings", f"glove:{vectors}", "--run-dir", str(tmp_path / "run")])
     assert_one_error_line(result, "error: --tag-column ne: not one of the columns (text, pos, chunk, ner)", tmp_path / "run")
 
 
@@ -148,7 +148,7 @@ def test_a_train_split_too_small_to_sample_dev_from_is_one_line(tmp_path, vector
     (tmp_path / "train.txt").write_text("He PRP B-NP\n", encoding="utf-8")  # one sentence of one token
     (tmp_path / "test.txt").write_text("He PRP B-NP\nran VBD B-VP\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["--corpus", "conll2000", "--data", str(tmp_path), "--embeddings",
-                                       f"glove:{vectors}", "--out", str(tmp_path / "run")])
+                                       f"glove:{vectors}", "--run-dir", str(tmp_path / "run")])
     assert_one_error_line(result, f"error: {tmp_path / 'train.txt'}: 1 sentence in the train split, but conll2000 has no "
                                   f"dev split and one is sampled from train (10%), so train needs at least 2", tmp_path / "run")
 
@@ -160,7 +160,7 @@ def test_a_truncated_vector_file_names_its_last_line(tmp_path):
     path.write_text(text[:text.rindex(" ", 0, len(text) - 30)])  # cut inside the last vector
     count = text.count("\n")
     result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings",
-                                       f"glove:{path}", "--out", str(tmp_path / "run")])
+                                       f"glove:{path}", "--run-dir", str(tmp_path / "run")])
     kept = len(path.read_text().splitlines()[-1].split()) - 1
     assert_one_error_line(result, f"error: {path}: line {count}: {kept} numbers where the vectors have 16 (a truncated "
                                   f"file?)", tmp_path / "run")
