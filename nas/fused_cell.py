@@ -225,7 +225,8 @@ def _warn_once_without_kernels() -> None:
     if _kernels is None and not _warned:
         _warned = True
         logging.getLogger(__name__).warning(
-            "nas.fused_cell: C++ kernels not built (pip install -e . builds them); running the pure PyTorch path")
+            "nas.fused_cell: C++ kernels not built (the README's pip install --no-build-isolation -e . builds them); "
+            "running the PyTorch ops")
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,

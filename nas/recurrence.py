@@ -98,7 +98,8 @@ class PaddedBatch:
         return [self.batch] * self.steps if self.packing is None else self.packing.counts
 
     def packed_inputs(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The caller's x (T, B, K) as `packed(inputs(x) ⊙ mask)` in one gather, mask (D, B, K) in the loop's order."""
+        """The caller's x (T, B, K) as the loop's packed rows (D, rows, K): each direction's real positions,
+        step after step, in one gather, times a per-sequence mask (D, B, K) in the loop's order."""
         T, B, K = x.shape
         D = self.directions
         if D == 1 and self.packing is None:
@@ -113,12 +114,6 @@ class PaddedBatch:
         packed = x.reshape(T * B, K).index_select(0, torch.cat(sources)).view(D, -1, K)
         return packed if mask is None else packed * mask.index_select(1, b)
 
-    def packed(self, x: torch.Tensor) -> torch.Tensor:
-        """x (T, D, B, K) -> (D, rows, K): the real positions only, step after step (all of them without lengths)."""
-        T, D, B, K = x.shape
-        flat = x.transpose(0, 1).reshape(D, T * B, K)
-        return flat if self.packing is None else flat[:, self.packing.rows]
-
     def unpack(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`packed` rows (D, rows, H) -> the padded (T, D, B, H), zero past each length, and each last row (D, B, H)."""
         if self.packing is None:
@@ -132,7 +127,11 @@ class PaddedBatch:
         the sentences); the steps are split, not indexed, so the backward pass stacks their
         gradients once instead of zero-filling a whole (T, D, B, N) tensor per step.
         """
-        return torch.bmm(self.packed(x), weight).split(self.counts, 1)
+        T, D, B, K = x.shape
+        flat = x.transpose(0, 1).reshape(D, T * B, K)
+        if self.packing is None:
+            return torch.bmm(flat, weight).view(D, T, B, -1).unbind(1)
+        return torch.bmm(flat[:, self.packing.rows], weight).split(self.packing.counts, 1)
 
     def outputs(self, out: torch.Tensor) -> torch.Tensor:
         """The loop's (T, D, B, H) -> (T, B, D·H) in the caller's order, both directions in sentence order."""
