@@ -16,7 +16,8 @@ in one interleaved run.
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
 the fused padded LSTM kernel is invisible to it and is counted analytically with the same
 formula, and so are oneDNN's matmuls in the fused loop: every FrozenRNN variant is counted on
-the autograd path, which runs the same products as aten matmuls. "useful" GFLOP/s divide the FLOPs that the real tokens need (the packed LSTM's, or
+the autograd path, which runs the same products as aten matmuls. "useful" GFLOP/s divide the
+FLOPs that the real tokens need (the packed LSTM's, or
 FrozenRNN's on each sentence alone) by the time, so work spent on padding earns nothing.
 Prints one JSON line of medians.
 
@@ -134,7 +135,8 @@ def main() -> None:
     for ours in ("frozen", "frozen_torch_ops", "frozen_bmm", "frozen_autograd"):
         for base in ("lstm", "lstm_padded"):
             record[f"time_ratio_{ours}_over_{base}"] = round(record[f"{ours}_s"] / record[f"{base}_s"], 3)
-            record[f"gflop_s_ratio_{ours}_over_{base}"] = round(record[f"{ours}_gflop_s"] / record[f"{base}_gflop_s"], 3)
+            record[f"gflop_s_ratio_{ours}_over_{base}"] = round(
+                record[f"{ours}_gflop_s"] / record[f"{base}_gflop_s"], 3)
             record[f"useful_gflop_s_ratio_{ours}_over_{base}"] = round(
                 record[f"{ours}_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
     record["speedup_fused_over_autograd"] = round(record["frozen_autograd_s"] / record["frozen_s"], 3)

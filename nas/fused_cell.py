@@ -240,8 +240,8 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
         states[:, 0] = h[:, :n]
         for wave, wave_weights in zip(plan.waves, weights):
             for group, w in zip(wave.groups, wave_weights):
-                xs = X[:, rows, group.input]
-                torch.mul(states[:, group.pred], mh[:, :n], out=xs) if mh is not None else xs.copy_(states[:, group.pred])
+                xs, prev = X[:, rows, group.input], states[:, group.pred]
+                torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
                 for d in range(xs.size(0)):  # wave 0 adds to the input projection
                     _gemm(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
             act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
@@ -257,7 +257,8 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
 
 
 def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                    weights: list[list[torch.Tensor]], A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+                    weights: list[list[torch.Tensor]], A: torch.Tensor, S: torch.Tensor,
+                    G: torch.Tensor) -> torch.Tensor:
     """Back-propagation through the time loop: fills G, returns ∂h0."""
     D, _, R, H = S.shape
     scale = 1.0 / len(plan.concat.index)

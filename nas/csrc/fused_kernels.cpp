@@ -153,6 +153,7 @@ void highway_backward(const at::Tensor& grad, const at::Tensor& prev, const at::
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("highway_forward", &highway_forward, "act = [c | h] -> [sigmoid(c) | f(h)] in place; out = prev + sigmoid(c)(f(h) - prev)");
+  m.def("highway_forward", &highway_forward,
+        "act = [c | h] -> [sigmoid(c) | f(h)] in place; out = prev + sigmoid(c)(f(h) - prev)");
   m.def("highway_backward", &highway_backward, "g = [dc | dh] and direct = grad (1 - sigmoid(c)) of the highway");
 }
