@@ -204,11 +204,13 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
 
 
 USE_ONEDNN = True  # bench/birnn.py turns it off to time torch.mm instead
+# oneDNN's matmul is an internal op of torch's CPU builds (Inductor's); torch.mm where it is missing
+_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 def _gemm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, accumulate: bool = False) -> None:
     """out (n, N) = x (n, K) · weight (N, K)ᵀ, plus out when accumulating."""
-    if USE_ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32 and torch.backends.mkldnn.is_available():
+    if USE_ONEDNN and _ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32:
         product = torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
         out.add_(product) if accumulate else out.copy_(product)
     elif accumulate:
