@@ -7,24 +7,34 @@ nn.LSTM gets a PackedSequence, as flair's tagger feeds it ("lstm"), and, for sca
 batch, which runs its fused kernel over the padding too ("lstm_padded"; wrong past each length
 in the backward direction, a speed baseline only).
 
+"frozen" runs the fused time loop (`nas/fused_cell.py`: its per-step GEMMs on oneDNN, its C++
+kernels when they are built), "frozen_torch_ops" the same loop with the PyTorch ops the kernels
+replace, "frozen_bmm" with its per-step GEMMs on torch.bmm (MKL) instead of oneDNN,
+"frozen_autograd" the same layer and weights op by op through autograd (`fused=False`): all timed
+in one interleaved run.
+
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
 the fused padded LSTM kernel is invisible to it and is counted analytically with the same
-formula. "useful" GFLOP/s divide the FLOPs that the real tokens need (the packed LSTM's, or
+formula, and so are oneDNN's matmuls in the fused loop: every FrozenRNN variant is counted on
+the autograd path, which runs the same products as aten matmuls. "useful" GFLOP/s divide the
+FLOPs that the real tokens need (the packed LSTM's, or
 FrozenRNN's on each sentence alone) by the time, so work spent on padding earns nothing.
 Prints one JSON line of medians.
 
-    /work/venv/bin/python bench/birnn.py [--device cuda] [--repeats 7]
+    python bench/birnn.py [--device cuda] [--repeats 7]
+    taskset -c 0 python bench/birnn.py --threads 1 --repeats 15   # side by side on a shared CPU
 """
 from __future__ import annotations
 
 import argparse
 
-from common import GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
+from harness import GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
+import nas.fused_cell as fused_cell  # noqa: E402
 from nas.cell import FrozenRNN  # noqa: E402
 from nas.genotype import load  # noqa: E402
 
@@ -62,12 +72,17 @@ def main() -> None:
     frozen = FrozenRNN(load(args.cell), args.ninp, args.nhid, directions=2).to(device).train()
     lstm = nn.LSTM(args.ninp, args.nhid, bidirectional=True).to(device).train()
 
-    def run_frozen() -> None:
+    kernels = fused_cell._kernels
+    fused_cell._warned = True  # frozen_torch_ops runs without the kernels on purpose
+
+    def run_frozen(fused: bool = True, with_kernels: bool = True, onednn: bool = True) -> None:
+        frozen.fused, fused_cell._kernels, fused_cell.USE_ONEDNN = fused, kernels if with_kernels else None, onednn
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x, lengths=lengths)
         (out * grad_out).sum().backward()
 
     def run_one(b: int) -> None:  # sentence b alone: the work its real tokens need
+        frozen.fused = False
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x[: lengths[b], b: b + 1])
         (out * grad_out[: lengths[b], b: b + 1]).sum().backward()
@@ -83,13 +98,18 @@ def main() -> None:
         out, _ = lstm(x)
         (out * grad_out).sum().backward()
 
-    runs = {"frozen": run_frozen, "lstm": run_lstm, "lstm_padded": run_lstm_padded}
+    runs = {"frozen": run_frozen, "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
+            "frozen_bmm": lambda: run_frozen(onednn=False),
+            "frozen_autograd": lambda: run_frozen(False), "lstm": run_lstm, "lstm_padded": run_lstm_padded}
     tokens = int(lengths.sum())
-    flops = {"frozen": count_flops(run_frozen), "lstm": count_flops(run_lstm)}
+    flops = {name: count_flops(runs[name]) for name in ("frozen_autograd", "lstm")}
+    flops["frozen"] = flops["frozen_torch_ops"] = flops["frozen_bmm"] = flops["frozen_autograd"]
     # Same executed work per position as the packed LSTM (measured), over every padded position.
     flops["lstm_padded"] = flops["lstm"] * (T * B) / tokens
-    useful = {"frozen": sum(count_flops(lambda: run_one(b)) for b in range(B)), "lstm": flops["lstm"],
-              "lstm_padded": flops["lstm"]}
+    frozen_useful = sum(count_flops(lambda: run_one(b)) for b in range(B))
+    useful = {"frozen": frozen_useful, "frozen_torch_ops": frozen_useful, "frozen_bmm": frozen_useful,
+              "frozen_autograd": frozen_useful,
+              "lstm": flops["lstm"], "lstm_padded": flops["lstm"]}
     for run in runs.values():  # warm-up
         run()
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -102,6 +122,7 @@ def main() -> None:
     record: dict = {"bench": "birnn", "device": str(device), "cell": args.cell, "ninp": args.ninp, "nhid": args.nhid,
                     "batch": B, "padded_length": T, "tokens": tokens, "lengths": lengths.tolist(),
                     "repeats": args.repeats, "fp32_gemm_peak_gflop_s": round(peak, 2),
+                    "fused_kernels": "c++" if kernels is not None else "none built (frozen = frozen_torch_ops)",
                     "flops": "GEMM FLOPs executed fwd+bwd (FlopCounterMode; lstm_padded scaled from lstm)",
                     "lstm_forward_gflop_analytic": round(lstm_forward_flops(tokens, args.ninp, args.nhid) / 1e9, 4)}
     for name in runs:
@@ -111,11 +132,16 @@ def main() -> None:
         record[f"{name}_gflop_s"] = round(flops[name] / sec / 1e9, 2)
         record[f"{name}_useful_gflop_s"] = round(useful[name] / sec / 1e9, 2)
         record[f"{name}_fraction_of_peak"] = round(flops[name] / sec / 1e9 / peak, 3)
-    for base in ("lstm", "lstm_padded"):
-        record[f"time_ratio_frozen_over_{base}"] = round(record["frozen_s"] / record[f"{base}_s"], 3)
-        record[f"gflop_s_ratio_frozen_over_{base}"] = round(record["frozen_gflop_s"] / record[f"{base}_gflop_s"], 3)
-        record[f"useful_gflop_s_ratio_frozen_over_{base}"] = round(
-            record["frozen_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
+    for ours in ("frozen", "frozen_torch_ops", "frozen_bmm", "frozen_autograd"):
+        for base in ("lstm", "lstm_padded"):
+            record[f"time_ratio_{ours}_over_{base}"] = round(record[f"{ours}_s"] / record[f"{base}_s"], 3)
+            record[f"gflop_s_ratio_{ours}_over_{base}"] = round(
+                record[f"{ours}_gflop_s"] / record[f"{base}_gflop_s"], 3)
+            record[f"useful_gflop_s_ratio_{ours}_over_{base}"] = round(
+                record[f"{ours}_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
+    record["speedup_fused_over_autograd"] = round(record["frozen_autograd_s"] / record["frozen_s"], 3)
+    record["speedup_kernels_over_torch_ops"] = round(record["frozen_torch_ops_s"] / record["frozen_s"], 3)
+    record["speedup_onednn_over_bmm"] = round(record["frozen_bmm_s"] / record["frozen_s"], 3)
     report(record)
 
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from unittest import mock
 
-from common import DTYPES, GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
+from harness import DTYPES, GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
 
 import torch  # noqa: E402  (after common, which sets sys.path)
 

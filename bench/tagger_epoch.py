@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from common import default_device, median, report, timed
+from harness import default_device, median, report, timed
 
 import torch  # noqa: E402  (after common, which sets sys.path)
 

@@ -15,6 +15,9 @@ steps before the loop. The time loop, padded batches and the reversed direction 
 
 A genotype may add the ESS inter-cell gates (`nas.gates`: the cell then reads ĥ_{t-1} and x̂_t)
 and a NASABN attention layer over the output sequence (`nas.attention`), both run here too.
+
+Without gates (and outside autocast) the time loop runs as one autograd Function with a
+hand-written backward instead, `nas.fused_cell`: the same equations, far fewer ops.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import torch
 import torch.nn as nn
 
 from .attention import build_attention
+from .fused_cell import fused_frozen_cell, plan
 from .gates import InterGates
 from .genotype import Genotype
 from .masks import variational_mask
@@ -95,12 +99,18 @@ class FrozenRNN(nn.Module):
     (m, directions, B, ·) hold the last m layer inputs and states, so a language model carries
     them across batches; otherwise it is h (directions, B, nhid). `inter` and `attention` replace
     the genotype's own (the inter-only search wraps a fixed cell in searchable gates).
+
+    Without gates the time loop is the fused Function of `nas.fused_cell` (the attention layer
+    after it stays on autograd). `fused=False` (or setting `.fused`) runs it op by op through
+    autograd (`cell_step`), as it always runs with gates and under autocast, where bf16 GEMMs
+    beat the fused loop in fp32 (docs/fused.md).
     """
 
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, attention_heads: int = 4,
-                 inter: nn.Module | None = None, attention: nn.Module | None = None):
+                 inter: nn.Module | None = None, attention: nn.Module | None = None, fused: bool = True):
         super().__init__()
+        self.fused = fused
         self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         steps = genotype.steps
@@ -112,6 +122,7 @@ class FrozenRNN(nn.Module):
             attention = build_attention(genotype.attention, directions * nhid, attention_heads)
         self.inter, self.attention = inter, attention
         self.waves = plan_waves(genotype)
+        self._plan = plan(self.waves, genotype.concat, steps)
         # The node matrix W_i of every edge in wave order: one gather per forward (one zero-filled
         # gradient of ws in the backward pass), then split into the waves.
         self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self.waves for i in wave.nodes]),
@@ -138,13 +149,16 @@ class FrozenRNN(nn.Module):
         T, B, _ = x.shape
         D, H = self.directions, self.nhid
         batch = PaddedBatch(T, B, lengths, D, x.device)
-        x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
         hidden = self.init_hidden(B) if hidden is None else batch.sort(hidden)
         h, history = (hidden, None) if self.inter is None else (hidden[0], tuple(hidden[1:]))
         mx = mh = None
-        if self.training:
+        if self.training:  # in the loop's batch order
             mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (D, B, H))
+        if self.inter is None and self.fused and not torch.is_autocast_enabled(x.device.type):
+            packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts)
+            return self._finish(batch, *batch.unpack(packed))
+        x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
         xin = x if mx is None else x * mx
         w0x, w0h, wave_weights = self._loop_weights()
         if self.inter is None:
@@ -159,10 +173,14 @@ class FrozenRNN(nn.Module):
                              self.genotype.concat)
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, batch.packing)
-        out, state = batch.outputs(out), batch.unsort(h if history is None else (h, *history))
+        return self._finish(batch, out, h if history is None else (h, *history))
+
+    def _finish(self, batch: PaddedBatch, out: torch.Tensor, state):
+        """The loop's outputs (T, D, B, H) and last state to the caller's layout, then attention."""
+        out, state = batch.outputs(out), batch.unsort(state)
         if self.attention is not None:
             # causal for one direction (the LM); a BiRNN has seen the whole sentence anyway
-            out = batch.zero_padding(self.attention(out, causal=D == 1, lengths=batch.lengths))
+            out = batch.zero_padding(self.attention(out, causal=self.directions == 1, lengths=batch.lengths))
         return out, state
 
     def _loop_weights(self) -> tuple[torch.Tensor, StepWeight, list[StepWeight]]:

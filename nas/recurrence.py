@@ -92,6 +92,34 @@ class PaddedBatch:
         """A hidden state of the caller's batch (or None) in the loop's batch order."""
         return state if self.order is None or state is None else batch_take(state, self.order)
 
+    @property
+    def counts(self) -> list[int]:
+        """Per step, the sequences still going."""
+        return [self.batch] * self.steps if self.packing is None else self.packing.counts
+
+    def packed_inputs(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The caller's x (T, B, K) as the loop's packed rows (D, rows, K): each direction's real positions,
+        step after step, in one gather, times a per-sequence mask (D, B, K) in the loop's order."""
+        T, B, K = x.shape
+        D = self.directions
+        if D == 1 and self.packing is None:
+            return x.reshape(1, T * B, K) if mask is None else (x * mask).reshape(1, T * B, K)
+        rows = self.packing.rows if self.packing is not None else torch.arange(T * B, device=x.device)
+        t, b = rows // B, rows % B  # b in the loop's order
+        column = b if self.order is None else self.order[b]
+        sources = [t * B + column]
+        if D == 2:
+            lengths = self.packing.lengths[b] if self.packing is not None else T
+            sources.append((lengths - 1 - t) * B + column)
+        packed = x.reshape(T * B, K).index_select(0, torch.cat(sources)).view(D, -1, K)
+        return packed if mask is None else packed * mask.index_select(1, b)
+
+    def unpack(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """`packed` rows (D, rows, H) -> the padded (T, D, B, H), zero past each length, and each last row (D, B, H)."""
+        if self.packing is None:
+            return packed.view(packed.size(0), self.steps, self.batch, -1).movedim(1, 0), packed[:, -self.batch:]
+        return self.packing.unpack(packed), self.packing.last_rows(packed)
+
     def project(self, x: torch.Tensor, weight: torch.Tensor) -> list[torch.Tensor] | tuple[torch.Tensor, ...]:
         """x_t·W of every step in one batched GEMM over the real positions only: x (T, D, B, K), W (D, K, N).
 

@@ -110,9 +110,10 @@ MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identi
 
 @pytest.mark.parametrize("geno", [load("DARTS_V2"), MULTI], ids=["darts_v2", "multi_input"])
 @pytest.mark.parametrize("directions", [1, 2])
-def test_frozen_cell_matches_reference_on_variable_lengths(geno, directions):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "autograd"])
+def test_frozen_cell_matches_reference_on_variable_lengths(geno, directions, fused):
     torch.manual_seed(0)
-    rnn = FrozenRNN(geno, 5, 4, directions=directions).double()
+    rnn = FrozenRNN(geno, 5, 4, directions=directions, fused=fused).double()
     with torch.no_grad():  # larger weights than the init range, so every path matters
         for p in rnn.parameters():
             p.uniform_(-0.5, 0.5)

@@ -1,0 +1,361 @@
+"""The frozen cell's whole time loop as one autograd Function, back-propagated through time by hand.
+
+Autograd records a node for each of the hundreds of small ops per time step and keeps every
+intermediate; here the forward runs the loop under no_grad into a few preallocated buffers and
+the backward is written out (NOTES §1, equations in `nas.cell`). Both directions are stacked on
+a leading axis (on a CPU the loop runs them one after the other, so that each one's weights stay
+in cache); the batch is packed step after step (step t runs the first `counts[t]` sequences of a
+length-sorted batch) and the variational mask m_h is fixed.
+
+The cell is run as waves of edges s_node += prev + σ(c)(f(h) − prev), [c | h] = (prev⊙m_h)·W:
+wave 0 is s0 (prev = h_{t-1}, W = W0h, f = tanh, on top of the input projection x·W0x), then
+the genotype's waves. The edges of a wave that share a predecessor form a group: one GEMM
+(prev⊙m_h)·[W_i | W_j | …] per step, and one for its gradient. Per direction and packed row the
+forward keeps
+    X: each group's GEMM input (H),  A: each edge's [σ(c) | f(h)] (2H),  S: h_{t-1} and every state (H),
+nothing else. The backward fills G = ∂[c | h] per edge and row, step by step and wave by wave in
+reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = Xᵀ·G (and
+∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways).
+
+The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0];
+for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
+passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
+loop each), else as a few PyTorch ops. The per-step GEMMs (8 to 32 rows) run on oneDNN's matmul
+in float32 on a CPU, 1.4 to 1.7 times as fast as torch.mm there (docs/fused.md).
+"""
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple, Sequence
+
+import torch
+
+try:
+    from . import _fused_kernels as _kernels
+except ImportError:
+    _kernels = None
+
+# A wave of `nas.cell.plan_waves`: its edges' nodes and predecessors, and runs (op, first, end) of edges
+CellWave = tuple[Sequence[int], Sequence[int], Sequence[tuple[str, int, int]]]
+OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/csrc/fused_kernels.cpp
+
+
+class Pick:
+    """Indices into one dimension, taken as a view when they are evenly spaced (a copy otherwise)."""
+
+    def __init__(self, index: Sequence[int]):
+        self.index = list(index)
+        steps = {b - a for a, b in zip(self.index, self.index[1:])}
+        self.step = (steps.pop() if len(steps) == 1 else None) if self.index[1:] else 1
+        if self.step is not None and self.step < 0:
+            self.step = None
+        self.distinct = len(set(self.index)) == len(self.index)
+        self._tensors: dict[torch.device, torch.Tensor] = {}
+
+    def tensor(self, device: torch.device) -> torch.Tensor:
+        if device not in self._tensors:
+            self._tensors[device] = torch.tensor(self.index, device=device)
+        return self._tensors[device]
+
+    @property
+    def is_view(self) -> bool:
+        return self.step is not None
+
+    def take(self, t: torch.Tensor, dim: int) -> torch.Tensor:
+        """t.index_select(dim, index)."""
+        if self.step is None:
+            return t.index_select(dim, self.tensor(t.device))
+        if self.step == 0:
+            return t.narrow(dim, self.index[0], 1).expand(*t.shape[:dim], len(self.index), *t.shape[dim + 1:])
+        view = t.narrow(dim, self.index[0], (len(self.index) - 1) * self.step + 1)
+        return view if self.step == 1 else view.unfold(dim, 1, self.step).squeeze(-1)
+
+    def put(self, t: torch.Tensor, dim: int, src: torch.Tensor) -> None:
+        """Writes src at the indices; repeated indices add up (into a t that is zero there)."""
+        if self.distinct and self.step is not None:
+            self.take(t, dim).copy_(src)
+        elif self.distinct:
+            t.index_copy_(dim, self.tensor(t.device), src)
+        else:
+            self.add(t, dim, src)
+
+    def add(self, t: torch.Tensor, dim: int, src: torch.Tensor) -> None:
+        """t.index_add_(dim, index, src)."""
+        if self.step == 0:
+            t.narrow(dim, self.index[0], 1).add_(src.sum(dim, keepdim=True))
+        elif self.step is not None:
+            self.take(t, dim).add_(src)
+        else:
+            t.index_add_(dim, self.tensor(t.device), src)
+
+
+class Group(NamedTuple):
+    """A wave's edges that read the same state: one GEMM (prev⊙m_h)·[W_i | W_j | …] per step."""
+
+    edges: slice  # their slots in A and G
+    input: int  # its slot in X
+    pred: int  # the state it reads (S slot)
+    weights: Pick | None  # the edges' matrices in ws (None: wave 0, W0h)
+
+
+class Wave(NamedTuple):
+    """Edges whose inputs are ready together, sorted by predecessor, then node."""
+
+    edges: slice  # their slots in A and G
+    nodes: Pick  # the states they write (S slots)
+    preds: Pick  # the states they read (S slots)
+    groups: list[Group]
+    ops: list[str]
+    codes: list[int]
+
+
+class Plan(NamedTuple):
+    """A genotype's edges as the Function runs them. S slot 0 is h_{t-1}, slot 1 + k node k."""
+
+    waves: list[Wave]
+    concat: Pick  # the states averaged into h_t
+    states: int
+    edges: int
+    inputs: int
+    multi_input: bool  # some node sums several edges
+
+
+def plan(waves: Sequence[CellWave], concat: Sequence[int], steps: int) -> Plan:
+    """The Plan of a genotype's waves, as `nas.cell.plan_waves` groups its edges."""
+    tanh = OP_CODES["tanh"]
+    out = [Wave(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [tanh])]
+    start, inputs = 1, 1
+    for nodes, preds, runs in waves:
+        ops = [op for op, first, end in runs for _ in range(first, end)]
+        edges = sorted(zip(preds, nodes, ops))
+        groups = []
+        for pred in sorted(set(preds)):
+            first = start + next(e for e, edge in enumerate(edges) if edge[0] == pred)
+            mine = [node for p, node, _ in edges if p == pred]
+            groups.append(Group(slice(first, first + len(mine)), inputs, pred + 1, Pick([node - 1 for node in mine])))
+            inputs += 1
+        ops = [op for _, _, op in edges]
+        out.append(Wave(slice(start, start + len(edges)), Pick([node + 1 for _, node, _ in edges]),
+                        Pick([pred + 1 for pred, _, _ in edges]), groups, ops, [OP_CODES[op] for op in ops]))
+        start += len(edges)
+    return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out))
+
+
+def _activate_(op: str, h: torch.Tensor) -> None:
+    if op == "tanh":
+        h.tanh_()
+    elif op == "relu":
+        h.relu_()
+    elif op == "sigmoid":
+        h.sigmoid_()
+
+
+def _activation_grad(op: str, a: torch.Tensor, grad: torch.Tensor, out: torch.Tensor) -> None:
+    """out = grad · f'(h), with f' written through the activation's output a = f(h)."""
+    if op == "tanh":
+        torch.mul(grad, 1 - a * a, out=out)
+    elif op == "relu":
+        torch.mul(grad, a > 0, out=out)
+    elif op == "sigmoid":
+        torch.mul(grad, a - a * a, out=out)
+    else:
+        out.copy_(grad)
+
+
+def _with_kernels(t: torch.Tensor) -> bool:
+    return _kernels is not None and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+
+
+def _highway_forward(act: torch.Tensor, prev: torch.Tensor, wave: Wave, out: torch.Tensor) -> None:
+    """act = [c | h] → [σ(c) | f(h)] in place; out = prev + σ(c)(f(h) − prev). Edges at dim 1."""
+    if _with_kernels(act):
+        return _kernels.highway_forward(act, prev, wave.codes, out)
+    H = prev.size(-1)
+    sig, a = act[..., :H], act[..., H:]
+    sig.sigmoid_()
+    for e, op in enumerate(wave.ops):
+        _activate_(op, a[:, e])
+    torch.addcmul(prev, sig, a - prev, out=out)
+
+
+def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor, wave: Wave,
+                      g: torch.Tensor, direct: torch.Tensor) -> None:
+    """g = [∂c | ∂h] of out = prev + σ(c)(f(h) − prev) from act = [σ(c) | f(h)] and grad = ∂out;
+    direct = ∂prev through the highway alone, grad·(1 − σ(c))."""
+    if _with_kernels(act):
+        return _kernels.highway_backward(grad, prev, act, wave.codes, g, direct)
+    H = prev.size(-1)
+    sig, a = act[..., :H], act[..., H:]
+    torch.mul(grad * (a - prev), sig - sig * sig, out=g[..., :H])
+    grad_a = grad * sig
+    for e, op in enumerate(wave.ops):
+        _activation_grad(op, a[:, e], grad_a[:, e], g[:, e, ..., H:])
+    torch.sub(grad, grad_a, out=direct)
+
+
+def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
+    """The group's matrices as one linear weight (D, N, K): forward [W_i | W_j | …]ᵀ (D, E·2H, H),
+    backward [W_i | W_j | …] (D, H, E·2H), the latter a view for one edge."""
+    w = w0h.unsqueeze(1) if group.weights is None else group.weights.take(ws, 1)  # (D, E, H, 2H)
+    D, E, H, H2 = w.shape
+    if forward:
+        return w.transpose(-1, -2).reshape(D, E * H2, H).contiguous()
+    return w.transpose(1, 2).reshape(D, H, E * H2)
+
+
+USE_ONEDNN = True  # bench/birnn.py turns it off to time torch.mm instead
+# oneDNN's matmul is an internal op of torch's CPU builds (Inductor's); torch.mm where it is missing
+_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def _gemm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, accumulate: bool = False) -> None:
+    """out (n, N) = x (n, K) · weight (N, K)ᵀ, plus out when accumulating."""
+    if USE_ONEDNN and _ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32:
+        product = torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
+        out.add_(product) if accumulate else out.copy_(product)
+    elif accumulate:
+        torch.addmm(out, x, weight.t(), out=out)
+    else:
+        torch.mm(x, weight.t(), out=out)
+
+
+_warned = False
+
+
+def _warn_once_without_kernels() -> None:
+    global _warned
+    if _kernels is None and not _warned:
+        _warned = True
+        logging.getLogger(__name__).warning(
+            "nas.fused_cell: C++ kernels not built (the README's pip install --no-build-isolation -e . builds them); "
+            "running the PyTorch ops")
+
+
+def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
+                   weights: list[list[torch.Tensor]], X: torch.Tensor, A: torch.Tensor, S: torch.Tensor,
+                   out: torch.Tensor) -> None:
+    """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection)."""
+    start = 0
+    for n in counts:
+        rows = slice(start, start + n)
+        states = S[:, :, rows]
+        states[:, 0] = h[:, :n]
+        for wave, wave_weights in zip(plan.waves, weights):
+            for group, w in zip(wave.groups, wave_weights):
+                xs, prev = X[:, rows, group.input], states[:, group.pred]
+                torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
+                for d in range(xs.size(0)):  # wave 0 adds to the input projection
+                    _gemm(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
+            act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
+            if wave.nodes.is_view and wave.nodes.distinct:
+                _highway_forward(act, prev, wave, wave.nodes.take(states, 1))
+            else:
+                new = torch.empty_like(prev)
+                _highway_forward(act, prev, wave, new)
+                wave.nodes.put(states, 1, new)
+        h = out[:, rows]
+        torch.mean(plan.concat.take(states, 1), 1, out=h)
+        start += n
+
+
+def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
+                    weights: list[list[torch.Tensor]], A: torch.Tensor, S: torch.Tensor,
+                    G: torch.Tensor) -> torch.Tensor:
+    """Back-propagation through the time loop: fills G, returns ∂h0."""
+    D, _, R, H = S.shape
+    scale = 1.0 / len(plan.concat.index)
+    grad_states = grad_out.new_empty(D, plan.states, counts[0], H)
+    grad_prevs = grad_out.new_empty(D, max(len(wave.ops) for wave in plan.waves), counts[0], H)
+    through = grad_out.new_empty(counts[0], H)
+    carry = None  # ∂h_{t-1} of step t: h_{t-1} is the output of step t − 1
+    end = R
+    for n in reversed(counts):
+        rows = slice(end - n, end)
+        end -= n
+        grad_h = grad_out[:, rows] * scale
+        if carry is not None:
+            grad_h[:, : carry.size(1)].add_(carry, alpha=scale)
+        grad_s = grad_states[:, :, :n].zero_()
+        plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand(-1, len(plan.concat.index), -1, -1))
+        states = S[:, :, rows]
+        for wave, wave_weights in zip(reversed(plan.waves), reversed(weights)):
+            grad_prev = grad_prevs[:, : len(wave.ops), :n]
+            _highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1),
+                              A[:, rows, wave.edges].transpose(1, 2), wave, G[:, rows, wave.edges].transpose(1, 2),
+                              grad_prev)
+            wave.preds.add(grad_s, 1, grad_prev)
+            for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
+                for d in range(D):
+                    _gemm(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
+                    grad_s[d, group.pred].add_(through[:n]) if mh is None else grad_s[d, group.pred].addcmul_(
+                        through[:n], mh[d, :n])
+        carry = grad_s[:, 0].clone()
+    return carry
+
+
+def _directions(D: int, device: torch.device) -> list[slice]:
+    """On a CPU one direction after the other, so that each one's weights stay in cache from step to
+    step (2-3% faster at hidden 512, bench/birnn.py); elsewhere both at once."""
+    return [slice(d, d + 1) for d in range(D)] if device.type == "cpu" else [slice(None)]
+
+
+class FusedFrozenCell(torch.autograd.Function):
+    """Packed outputs (D, R, H) of the frozen cell over packed inputs x (D, R, ninp).
+
+    Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
+    w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, and counts (the
+    rows of each step, non-increasing). Row r of step t is sequence r − offset_t.
+    """
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
+                mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
+        _warn_once_without_kernels()
+        D, R, ninp = x.shape
+        H = h0.size(-1)
+        X = x.new_empty(D, R, plan.inputs, H)
+        A = x.new_empty(D, R, plan.edges, 2 * H)
+        S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
+        out = x.new_empty(D, R, H)
+        torch.bmm(x, w0[:, :ninp], out=A[:, :, 0])  # the input projection of every row at once
+        weights = [[_group_weights(g, w0[:, ninp:], ws, True) for g in wave.groups] for wave in plan.waves]
+        for d in _directions(D, x.device):
+            _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
+                           [[w[d] for w in wave] for wave in weights], X[d], A[d], S[d], out[d])
+        ctx.save_for_backward(x, w0, ws, mh, X, A, S)
+        ctx.plan, ctx.counts = plan, counts
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        x, w0, ws, mh, X, A, S = ctx.saved_tensors
+        plan, counts = ctx.plan, ctx.counts
+        D, ninp = x.size(0), x.size(-1)
+        G = torch.empty_like(A)  # ∂[c | h] of every edge and row
+        weights = [[_group_weights(g, w0[:, ninp:], ws, False) for g in wave.groups] for wave in plan.waves]
+        grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
+                                             [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
+                             for d in _directions(D, x.device)])
+        need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
+        grad_x = torch.bmm(G[:, :, 0], w0[:, :ninp].transpose(1, 2)) if need_x else None
+        grad_w0 = torch.empty_like(w0) if need_w0 else None
+        grad_ws = (torch.zeros_like if plan.multi_input else torch.empty_like)(ws) if need_ws else None
+        if need_w0:
+            torch.bmm(x.transpose(1, 2), G[:, :, 0], out=grad_w0[:, :ninp])
+            torch.bmm(X[:, :, 0].transpose(1, 2), G[:, :, 0], out=grad_w0[:, ninp:])
+        for group in (g for wave in plan.waves[1:] for g in wave.groups) if need_ws else ():
+            for e, node in zip(range(group.edges.start, group.edges.stop), group.weights.index):
+                # one GEMM over every row of every step per weight; several edges into one node add up
+                for d in range(D):
+                    xs, gs = X[d, :, group.input].t(), G[d, :, e]
+                    if plan.multi_input:
+                        grad_ws[d, node].addmm_(xs, gs)
+                    else:
+                        torch.mm(xs, gs, out=grad_ws[d, node])
+        return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None
+
+
+def fused_frozen_cell(x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
+                      mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
+    """FusedFrozenCell.apply: the packed outputs (D, R, H)."""
+    return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts)

@@ -1,0 +1,144 @@
+"""The fused frozen layer (nas/fused_cell.py) against the autograd path, the slow reference and
+finite differences, for every shipped cell without inter-cell gates (those keep the autograd path).
+
+Each test runs with the C++ kernels (when `pip install -e .` built them) and with the PyTorch ops
+they replace.
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import nas.fused_cell as fused_cell
+from nas.cell import FrozenRNN, plan_waves
+from nas.fused_cell import FusedFrozenCell, plan
+from nas.genotype import Genotype, load, shipped_cells
+from reference import reference_frozen
+
+# several inputs per node, an unevenly spaced concat, and a wave whose edges share no view
+MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3)),
+                        (("sigmoid", 2),), (("relu", 4),), (("tanh", 4),)), concat=(2, 4, 5, 7))
+CELLS = [name for name in shipped_cells() if load(name).inter is None] + ["multi"]
+TOL32 = dict(rtol=1e-5, atol=1e-6)
+
+
+def _genotype(name: str) -> Genotype:
+    return MULTI if name == "multi" else load(name)
+
+
+@pytest.fixture(params=["c++", "torch"])
+def kernels(request, monkeypatch):
+    """Runs a test with the C++ elementwise kernels, then with the PyTorch ops."""
+    if request.param == "c++" and fused_cell._kernels is None:
+        pytest.skip("C++ kernels not built")
+    if request.param == "torch":
+        monkeypatch.setattr(fused_cell, "_kernels", None)
+        monkeypatch.setattr(fused_cell, "_warned", True)
+    return request.param
+
+
+def test_the_shipped_cells_without_gates_are_covered():
+    assert {"darts_v1", "darts_v2", "enas", "nasabn_n1"} <= set(CELLS)
+    assert "ess_ptb" not in CELLS
+
+
+def _layer(name: str, directions: int, dtype=torch.float32, dropout: float = 0.0) -> FrozenRNN:
+    torch.manual_seed(0)
+    rnn = FrozenRNN(_genotype(name), 5, 4, directions=directions, dropout_x=dropout, dropout_h=dropout).to(dtype)
+    with torch.no_grad():  # larger weights than the init range, so every path matters
+        for p in rnn.parameters():
+            p.uniform_(-0.5, 0.5)
+    return rnn
+
+
+def _run(rnn: FrozenRNN, fused: bool, x, hidden, lengths):
+    """Outputs, last state and the gradients of a loss on both (inputs, initial state, every weight)."""
+    rnn.fused = fused
+    torch.manual_seed(1)  # the same dropout masks on both paths
+    out, h = rnn(x, hidden, lengths)
+    target = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    loss = (out * target).sum() + (h * h).sum()
+    return [out, h, *torch.autograd.grad(loss, [x, hidden, *rnn.parameters()])]
+
+
+def _inputs(directions: int, dtype=torch.float32):
+    torch.manual_seed(2)
+    x = torch.randn(6, 4, 5, dtype=dtype, requires_grad=True)
+    hidden = torch.randn(directions, 4, 4, dtype=dtype, requires_grad=True)
+    return x, hidden, torch.tensor([4, 6, 1, 3])
+
+
+@pytest.mark.parametrize("name,padded", [(name, True) for name in CELLS] + [("darts_v2", False), ("multi", False)])
+@pytest.mark.parametrize("directions", [1, 2])
+def test_fused_layer_equals_the_autograd_path_with_dropout(name, padded, directions, kernels):
+    rnn = _layer(name, directions, dropout=0.3).train()
+    x, hidden, lengths = _inputs(directions)
+    lengths = lengths if padded else None
+    fused, autograd = _run(rnn, True, x, hidden, lengths), _run(rnn, False, x, hidden, lengths)
+    names = ["out", "h", "x", "hidden"] + [n for n, _ in rnn.named_parameters()]
+    for n, f, a in zip(names, fused, autograd):
+        assert a.abs().max() > 0, n
+        torch.testing.assert_close(f, a, **TOL32, msg=lambda m, n=n: f"{n}: {m}")
+
+
+@pytest.mark.parametrize("name", [n for n in CELLS if _genotype(n).attention is None])
+@pytest.mark.parametrize("directions", [1, 2])
+def test_fused_layer_equals_the_slow_reference(name, directions, kernels):
+    rnn = _layer(name, directions).eval()
+    x, hidden, lengths = _inputs(directions)
+    fused = _run(rnn, True, x, hidden, lengths)
+    out, h = reference_frozen(rnn, x, hidden, lengths)
+    target = torch.linspace(-1, 1, out.numel()).view_as(out)
+    grads = torch.autograd.grad((out * target).sum() + (h * h).sum(), [x, hidden, *rnn.parameters()])
+    for f, r in zip(fused, [out, h, *grads]):
+        torch.testing.assert_close(f, r, **TOL32)
+
+
+def _gradcheck_inputs(name: str, directions: int, counts: list[int]):
+    torch.manual_seed(3)
+    geno = _genotype(name)
+    ninp, H, B, R = 2, 3, counts[0], sum(counts)
+    x = torch.randn(directions, R, ninp, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(directions, B, H, dtype=torch.float64, requires_grad=True)
+    w0 = torch.empty(directions, ninp + H, 2 * H, dtype=torch.float64).uniform_(-1, 1).requires_grad_()
+    ws = torch.empty(directions, geno.steps, H, 2 * H, dtype=torch.float64).uniform_(-1, 1).requires_grad_()
+    mh = torch.bernoulli(torch.full((directions, B, H), 0.7, dtype=torch.float64)) / 0.7
+    return geno, (x, h0, w0, ws, mh)
+
+
+@pytest.mark.parametrize("name", CELLS)
+def test_fused_gradients_pass_gradcheck(name, kernels):
+    counts = [3, 3, 2, 1]
+    geno, (x, h0, w0, ws, mh) = _gradcheck_inputs(name, 2, counts)
+    cell_plan = plan(plan_waves(geno), geno.concat, geno.steps)
+    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts)  # noqa: E731
+    assert torch.autograd.gradcheck(fn, (x, h0, w0, ws), fast_mode=name not in ("darts_v2", "multi"))
+
+
+def test_under_autocast_the_layer_runs_the_autograd_path_in_bf16():
+    rnn = _layer("darts_v2", 2).train()
+    x, hidden, lengths = _inputs(2)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        fused, autograd = _run(rnn, True, x, hidden, lengths), _run(rnn, False, x, hidden, lengths)
+    for f, a in zip(fused, autograd):
+        assert torch.equal(f, a)
+    full = _run(rnn, True, x, hidden, lengths)
+    assert not torch.allclose(fused[0], full[0], rtol=1e-4, atol=1e-4)  # bf16 matmuls did run
+    for f, a in zip(fused, full):
+        torch.testing.assert_close(f.float(), a, rtol=0.05, atol=0.05)
+
+
+def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, caplog):
+    monkeypatch.setattr(fused_cell, "_kernels", None)
+    monkeypatch.setattr(fused_cell, "_warned", False)
+    rnn = _layer("darts_v2", 1).eval()
+    x, hidden, lengths = _inputs(1)
+    with caplog.at_level(logging.WARNING, logger="nas.fused_cell"):
+        first = rnn(x, hidden, lengths)[0]
+        rnn(x, hidden, lengths)
+    assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
+    assert "pip install --no-build-isolation -e ." in caplog.records[0].getMessage()
+    rnn.fused = False
+    torch.testing.assert_close(first, rnn(x, hidden, lengths)[0], **TOL32)
