@@ -103,7 +103,7 @@ class FrozenRNN(nn.Module):
     Without gates the time loop is the fused Function of `nas.fused_cell` (the attention layer
     after it stays on autograd). `fused=False` (or setting `.fused`) runs it op by op through
     autograd (`cell_step`), as it always runs with gates and under autocast, where bf16 GEMMs
-    beat the fused loop in fp32 (docs/fused.md).
+    beat the fused loop in fp32 (README, "The fused frozen layer").
     """
 
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,

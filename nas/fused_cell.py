@@ -21,7 +21,7 @@ The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a²
 for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
 passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
 loop each), else as a few PyTorch ops. The per-step GEMMs (8 to 32 rows) run on oneDNN's matmul
-in float32 on a CPU, 1.4 to 1.7 times as fast as torch.mm there (docs/fused.md).
+in float32 on a CPU, 1.4 to 1.7 times as fast as torch.mm there (README, "The fused frozen layer").
 """
 from __future__ import annotations
 
