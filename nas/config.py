@@ -46,19 +46,23 @@ class LMConfig:
     test: str = ""
     epochs: int = 8000  # an upper limit: DARTS retrains for thousands of epochs
     seed: int = 1  # every command's default; the DARTS code seeds its search with 3 and its retraining with 1267
+    # sizes
     emsize: int = 850
     nhid: int = 850
     batch_size: int = 64
     eval_batch_size: int = 10
     bptt: int = 35
+    # the weight step: SGD
     lr: float = 20.0
     wdecay: float = 8e-7
     clip: float = 0.25
+    # AWD-LSTM's dropouts: on the layer output, inside the cell (h, x), on the embeddings (locked, rows)
     dropout: float = 0.75
     dropouth: float = 0.25
     dropoutx: float = 0.75
     dropouti: float = 0.2
     dropoute: float = 0.1
+    # activation regularisation
     ar: float = 0.0  # DARTS retrains with AR off (alpha = 0); AWD-LSTM uses 2
     tar: float = 1e-3
     max_batches_per_epoch: int | None = None
