@@ -10,6 +10,7 @@ and ENAS score candidates) and the genotype and the search's metrics are written
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from datetime import datetime, timezone
 
@@ -137,6 +138,8 @@ class Searcher(TrainingLoop):
         conclusion = self.method.conclude(self.rnn, self.validation)
         geno = conclusion.genotype
         valid_ppl = conclusion.valid_ppl if conclusion.valid_ppl is not None else log[-1]["valid_ppl"] if log else None
+        if valid_ppl is not None and not math.isfinite(valid_ppl):
+            valid_ppl = None  # the model diverged on validation; null keeps genotype.json strict JSON
         provenance = {
             "method": c.method, "order": c.order, "data": {k: str(v) for k, v in self.corpus.paths.items()},
             "seed": c.seed, "epochs": c.total_epochs, "command": c.command,

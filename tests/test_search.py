@@ -143,6 +143,21 @@ def test_nan_loss_stops_keeps_the_last_good_checkpoint_and_writes_no_genotype(lm
     assert not (tmp_path / "run" / "genotype.json").exists()
 
 
+
+def test_a_search_that_diverges_on_validation_warns_and_writes_strict_json(lm_corpus, tmp_path, monkeypatch):
+    monkeypatch.setattr("nas.methods.base.Validation.full", lambda self: float("nan"))
+    out = tmp_path / "cell.json"
+    result = run_cli(["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(tmp_path / "run"),
+                      "--out", str(out), *TINY])
+    assert result.exit_code == 0, result.output
+    assert "warning: the search's last validation perplexity is not finite" in result.output
+
+    def refuse(name):
+        raise ValueError(f"{name} in a JSON file")
+
+    assert json.loads(out.read_text(), parse_constant=refuse)["provenance"]["search_valid_ppl"] is None
+    assert genotype.load(out).steps == 3
+
 def write(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)

@@ -140,11 +140,16 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     if out:
         genotype.save(target)
     metrics = read_json(searcher.run_dir.path / "metrics.json")
+    valid_ppl = genotype.provenance["search_valid_ppl"]
+    if valid_ppl is None:
+        click.echo("warning: the search's last validation perplexity is not finite (the model diverged on the "
+                   "validation split); the genotype is derived from α all the same (a lower --lr or --clip "
+                   "avoids it)", err=True)
     if "candidate_ppl" in metrics:  # a method that chose among candidates: how the chosen one ranks
         ranks = metrics["candidate_ppl"]
         click.echo(f"best of {len(metrics['candidates'])} candidates: valid ppl {ranks['best']:.1f} "
                    f"(median {ranks['median']:.1f}, worst {ranks['worst']:.1f}; all in metrics.json); "
-                   f"on the validation split {genotype.provenance['search_valid_ppl']:.1f}", err=True)
+                   f"on the validation split {valid_ppl if valid_ppl is None else round(valid_ppl, 1)}", err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 
