@@ -87,7 +87,7 @@ class _Progress:
 @click.option("--threads", type=COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
 @click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.")
 def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
-    """Search a cell, retrain it, train a tagger with it, and tag raw text (44 s on 2 shared CPU cores, 2026-11-23).
+    """Search a cell, retrain it, train a tagger with it, and tag raw text (35 s on 2 idle CPU cores, 2026-11-23).
 
     \b
         bin/demo                       # the embedded default data (generated from --seed)
