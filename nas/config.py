@@ -29,7 +29,8 @@ C = TypeVar("C", bound="LMConfig")
 FLAGS = {"dropouth": "--dropout-h", "dropoutx": "--dropout-x", "dropouti": "--dropout-i", "dropoute": "--dropout-e"}
 
 
-def _flag(name: str) -> str:
+def flag_name(name: str) -> str:
+    """The command-line flag of a config field (--dropout-h for dropouth)."""
     return FLAGS.get(name) or "--" + name.replace("_", "-")
 
 
@@ -98,7 +99,7 @@ class LMConfig:
 
     def _check_values(self) -> None:
         """Every number in its declared range, and a device this machine has."""
-        check_ranges(self, self.RANGES, _flag)
+        check_ranges(self, self.RANGES, flag_name)
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")
@@ -190,10 +191,10 @@ def check_method_flags(method: str, given: dict[str, Any]) -> None:
     for name in (n for entry in METHODS.values() for n in entry.options):
         if name not in own and given.get(name) is not None:
             owners = " or ".join(m for m, entry in METHODS.items() if name in entry.options)
-            raise InputError(f"{_flag(name)}: only with --method {owners}")
+            raise InputError(f"{flag_name(name)}: only with --method {owners}")
     for name, why in METHODS[method].refuses.items():
         if given.get(name) is not None:
-            raise InputError(f"{_flag(name)}: {why}")
+            raise InputError(f"{flag_name(name)}: {why}")
 
 
 @dataclass
