@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +21,11 @@ import click
 from .devices import DEVICES, device_problem
 from .errors import InputError
 from .ranges import AT_LEAST_1, NON_NEGATIVE_INT, Range
+
+
+def command_line(program: str) -> str:
+    """This command as typed (recorded in config.json and the genotype's provenance)."""
+    return " ".join(shlex.quote(a) for a in [program, *sys.argv[1:]])
 
 
 class Command(click.Command):

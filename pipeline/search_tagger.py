@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command
+from common.cli import COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, command_line
 from common.errors import InputError
 from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
@@ -62,9 +62,8 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
 
         bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data ../shared/data/conll2000
     """
-    from common.devices import device_problem
     from common.runs import RunDir, default_run_dir
-    from nas.cli.terminal import Terminal, command_line, run_loop
+    from nas.cli.terminal import Terminal, run_loop
     from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
 
     from .tagging_search import TaggingSearch
@@ -81,9 +80,6 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
                                      command=command_line("bin/search-tagger"), **options)
         run = RunDir(run_dir or default_run_dir("search-tagger"))
     config.check()
-    problem = device_problem(config.device)
-    if problem:
-        raise InputError(f"--device: {problem}")
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     search = TaggingSearch.open(config, run, bool(resume))

@@ -1,13 +1,11 @@
 """`bin/sample-cells`: random cells drawn uniformly from the search space (the random-cell baseline)."""
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FOLDER, command
+from common.cli import COUNT, OUTPUT_FOLDER, command, command_line
 
 
 @command()
@@ -31,7 +29,7 @@ def main(count, seed, out, nodes, inter, attention) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     from ..sampling import Space, random_cells  # torch: imported here so that --help answers at once
 
-    typed = " ".join(shlex.quote(a) for a in ["bin/sample-cells", *sys.argv[1:]])
+    typed = command_line("bin/sample-cells")
     for cell in random_cells(Space(nodes=nodes, inter=inter, attention=attention), seed, count, typed):
         path = directory / f"{cell.name}.json"
         cell.save(path)

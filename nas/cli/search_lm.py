@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import (COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, config_option, defaults_option,
+from common.cli import (COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, command_line, config_option, defaults_option,
                         flag_types, loaded_config, not_from_config, use_threads)
 from common.errors import InputError
 from common.presets import preset_values, presets_help
@@ -101,7 +101,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
     from ..genotype import load, validate
     from ..search import Searcher
-    from .terminal import Terminal, command_line, run_loop
+    from .terminal import Terminal, run_loop
 
     if seeds and resume:
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")

@@ -3,7 +3,6 @@ bar per epoch with tokens/s, one line per epoch, rollbacks, and exit 130 on Ctrl
 from __future__ import annotations
 
 import contextlib
-import shlex
 import sys
 from typing import Any, Callable
 
@@ -12,11 +11,6 @@ import click
 from common.runs import Interrupted
 
 from ..loop import Progress, TrainingLoop
-
-
-def command_line(program: str) -> str:
-    """This command as typed (recorded in config.json and the genotype's provenance)."""
-    return " ".join(shlex.quote(a) for a in [program, *sys.argv[1:]])
 
 
 class Terminal(Progress):

@@ -5,7 +5,7 @@ import json
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, config_option, defaults_option, flag_types, use_threads
+from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, command_line, config_option, defaults_option, flag_types, use_threads
 from common.presets import preset_values, presets_help
 
 from ..config import PRECISIONS, RetrainConfig
@@ -63,7 +63,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     from common.splits import find_splits
 
     from ..train import Trainer, optimizer_kind, resolve_cell
-    from .terminal import Terminal, command_line, run_loop
+    from .terminal import Terminal, run_loop
 
     if resume:
         run = RunDir(resume)

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from common.cli import OUTPUT_FILE, command
-from common.errors import InputError
 
 from .runtime import flair_logs_to_stderr, offline
 
@@ -28,9 +27,7 @@ def main(model, out) -> None:
         python -c 'from tagger.model import CellTagger; CellTagger.load("ner-darts.pt")'
     """
     offline()
-    target = Path(out)
-    if target.is_dir():
-        raise InputError(f"--out {out}: a directory; give a file name")
+    target = Path(out)  # OUTPUT_FILE refused a folder while the flags were parsed
     flair_logs_to_stderr(logging.WARNING)
     from ..model import load_tagger
 

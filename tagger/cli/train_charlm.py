@@ -1,14 +1,12 @@
 """`bin/train-charlm`: a forward or backward character LM for Flair embeddings, offline."""
 from __future__ import annotations
 
-import shlex
-import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, bounded, command, config_option, use_threads
+from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, bounded, command, command_line, config_option, use_threads
 from common.errors import InputError
 from common.ranges import MINUTES, POSITIVE
 
@@ -47,7 +45,7 @@ def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_l
     if epochs is None and time_budget is None:
         raise InputError("give --epochs N or --time-budget MIN")
     use_threads(threads)
-    command = " ".join(shlex.quote(a) for a in ["bin/train-charlm", *sys.argv[1:]])
+    command = command_line("bin/train-charlm")
     settings = {"data": str(absolute(data)), "direction": direction, "hidden": hidden, "embedding": embedding,
                 "epochs": epochs, "time_budget": time_budget, "seq_len": seq_len, "batch_size": batch_size, "lr": lr,
                 "split_chars": split_chars, "seed": seed, "device": device, "command": command}

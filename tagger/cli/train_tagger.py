@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-import shlex
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
 
 import click
 
-from common.cli import DEVICE, OUTPUT_FOLDER, command, config_option, defaults_option, flag_types
+from common.cli import DEVICE, OUTPUT_FOLDER, command, command_line, config_option, defaults_option, flag_types
 from common.errors import InputError
 from common.presets import preset_values, presets_help
 
@@ -80,7 +79,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
     else:
         _require("corpus", "data")
         config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
-                              command=" ".join(shlex.quote(a) for a in ["bin/train-tagger", *sys.argv[1:]]))
+                              command=command_line("bin/train-tagger"))
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     config.check()
     if not resume and not dry_run and RunDir(run_dir).holds_run():
