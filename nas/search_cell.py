@@ -13,6 +13,7 @@ normalisation and the derivation of the cell are `nas.ops.normalise` and `nas.op
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -65,6 +66,13 @@ class SearchRNN(nn.Module):
         nodes = derive(self.mixing_weights(), self.steps, self.method, top_n)
         return Genotype(tuple(tuple(n) for n in nodes), tuple(range(1, self.steps + 1)))
 
+    def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
+        """(xp, h_{t-1}) → h_t for this forward: every edge mixing all ops under the current weights."""
+        mixes = node_mixes(self.mixing_weights(), self.steps)
+        cell_step = _compiled_step() if self.compile else search_step
+        ws = list(self.ws)
+        return lambda xp, h: cell_step(xp, h, mh, w0h, ws, mixes, self.bn)
+
     def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
         H = self.nhid
@@ -78,13 +86,11 @@ class SearchRNN(nn.Module):
         w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp:]
         xproj = None if self.inter is not None else (xin.reshape(T * B, -1) @ w0x).view(T, B, 2 * H)
         xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
-        mixes = node_mixes(self.mixing_weights(), self.steps)
-        cell_step = _compiled_step() if self.compile else search_step
-        ws = list(self.ws)
+        cell_step = self.step_function(mh, w0h)
 
         def step(t: int, x_gate: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
             xp = xsteps[t] if x_gate is None else (xin[t] * x_gate) @ w0x
-            return cell_step(xp, h, mh, w0h, ws, mixes, self.bn)
+            return cell_step(xp, h)
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history)
         if self.attention is not None:

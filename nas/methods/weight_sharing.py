@@ -16,7 +16,7 @@ scores --candidates architectures (`candidates`, `score`) with the shared weight
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn as nn
@@ -29,7 +29,7 @@ from ..config import SearchConfig
 from ..genotype import Genotype
 from ..lm_eval import ppl
 from ..model import RNNModel
-from ..ops import OPS, edge_offsets
+from ..ops import ACTIVATIONS, OPS, edge_offsets
 from ..sampling import Space
 from ..search_cell import SearchRNN
 from .base import Conclusion, SearchMethod, Validation
@@ -59,6 +59,32 @@ class SampledRNN(SearchRNN):
 
     def mixing_weights(self) -> torch.Tensor:
         return self.choice
+
+    def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
+        """The drawn cell's own step: per node one GEMM of its one predecessor and one op, not the
+        mixture of every edge and op that one-hot weights would zero out (the same values, a
+        fraction of the work)."""
+        pairs = self.choice.nonzero().tolist()  # (edge row, op column): one per node, in node order
+        if len(pairs) != self.steps:  # before the first `use`: no cell yet, every weight zero
+            return super().step_function(mh, w0h)
+        rows = edge_offsets(self.steps)
+        nodes = [(row - rows[i], OPS[col]) for i, (row, col) in enumerate(pairs)]
+        ws = list(self.ws)
+        return lambda xp, h: sampled_step(xp, h, mh, w0h, ws, nodes)
+
+
+def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor,
+                 ws: list[torch.Tensor], nodes: list[tuple[int, str]]) -> torch.Tensor:
+    """One time step of a cell with one (predecessor, op) per node on the shared weights: the
+    frozen cell's equations (`nas.cell`), s_i = s_j + σ(c)(op(h) − s_j), [c | h] = (s_j⊙m_h)·W_i."""
+    H = h.size(-1)
+    c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
+    states = [h + torch.sigmoid(c0) * (torch.tanh(h0) - h)]
+    for w, (pred, op) in zip(ws, nodes):
+        prev = states[pred]
+        c, hh = ((prev if mh is None else prev * mh) @ w).split(H, -1)
+        states.append(prev + torch.sigmoid(c) * (ACTIVATIONS[op](hh) - prev))
+    return torch.stack(states[1:]).mean(0)
 
 
 class WeightSharing(SearchMethod):
