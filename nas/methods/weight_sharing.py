@@ -1,8 +1,8 @@
 """Search by weight sharing (random search, ENAS): the search cell trains on one drawn architecture per batch.
 
 The shared weights are those of the DARTS search cell (`SearchRNN`: W0 and one W_i per node,
-shared by every edge into node i). `SampledRNN` runs it with one-hot mixing weights, so each node
-reads one predecessor through one op, and without the search cell's BatchNorm, so it computes
+shared by every edge into node i). `SampledRNN` runs the drawn cell on them, each node reading one
+predecessor through one op (what one-hot mixing weights would compute, without the zeroed work), and without the search cell's BatchNorm, so it computes
 exactly the frozen cell of that genotype (`FrozenRNN`) on the shared weights, dropout masks
 included: the shared model of Li & Talwalkar (the DARTS cell, its genotype set per batch) and of
 ENAS, neither of which normalises. DARTS needs the BatchNorm to keep its mixture of ops at one
