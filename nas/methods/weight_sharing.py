@@ -2,8 +2,8 @@
 
 The shared weights are those of the DARTS search cell (`SearchRNN`: W0 and one W_i per node,
 shared by every edge into node i). `SampledRNN` runs the drawn cell on them, each node reading one
-predecessor through one op (what one-hot mixing weights would compute, without the zeroed work), and without the search cell's BatchNorm, so it computes
-exactly the frozen cell of that genotype (`FrozenRNN`) on the shared weights, dropout masks
+predecessor through one op (what one-hot mixing weights would compute, without the zeroed work),
+and without the search cell's BatchNorm, so it computes exactly the frozen cell of that genotype (`FrozenRNN`) on the shared weights, dropout masks
 included: the shared model of Li & Talwalkar (the DARTS cell, its genotype set per batch) and of
 ENAS, neither of which normalises. DARTS needs the BatchNorm to keep its mixture of ops at one
 scale; one architecture at a time has no mixture, and in eval mode the running statistics of a
