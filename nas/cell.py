@@ -103,19 +103,21 @@ class FrozenRNN(nn.Module):
     Without gates the time loop is the fused Function of `nas.fused_cell` (the attention layer
     after it stays on autograd). `fused=False` (or setting `.fused`) runs it op by op through
     autograd (`cell_step`), as it always runs with gates and under autocast, where bf16 GEMMs
-    beat the fused loop in fp32 (README, "The fused frozen layer").
+    beat the fused loop in fp32 (README, "The fused frozen layer"). The weights start uniform in
+    ±`init_range` (DARTS: 0.04; the tagger's default is ±1/√nhid, `tagger.model.cell_init_range`).
     """
 
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, attention_heads: int = 4,
-                 inter: nn.Module | None = None, attention: nn.Module | None = None, fused: bool = True):
+                 inter: nn.Module | None = None, attention: nn.Module | None = None, fused: bool = True,
+                 init_range: float = INIT_RANGE):
         super().__init__()
         self.fused = fused
         self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         steps = genotype.steps
-        self.w0 = nn.Parameter(torch.empty(directions, ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
-        self.ws = nn.Parameter(torch.empty(directions, steps, nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
+        self.w0 = nn.Parameter(torch.empty(directions, ninp + nhid, 2 * nhid).uniform_(-init_range, init_range))
+        self.ws = nn.Parameter(torch.empty(directions, steps, nhid, 2 * nhid).uniform_(-init_range, init_range))
         if inter is None and genotype.inter is not None:
             inter = InterGates.frozen(genotype.inter, ninp, nhid, directions)
         if attention is None and genotype.attention is not None:

@@ -11,6 +11,9 @@ from common.devices import device_problem
 from common.errors import InputError
 from common.ranges import AT_LEAST_1, FACTOR, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
 
+# How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
+CELL_INITS = ("lstm", "darts")
+
 
 @dataclass
 class TaggerConfig:
@@ -32,6 +35,7 @@ class TaggerConfig:
     word_dropout: float = 0.05
     dropout_x: float = 0.0
     dropout_h: float = 0.0
+    cell_init: str = "lstm"
     reproject: bool = True
     lr: float = 0.1
     batch_size: int = 32
@@ -61,6 +65,8 @@ class TaggerConfig:
     def check(self) -> None:
         """Every number in its declared range, and a device this machine has."""
         check_ranges(self, self.RANGES)
+        if self.cell_init not in CELL_INITS:
+            raise InputError(f"--cell-init {self.cell_init}: expected one of {', '.join(CELL_INITS)}")
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")

@@ -30,8 +30,10 @@ from flair.models import SequenceTagger
 from common.errors import InputError
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype, validate
+from nas.ops import INIT_RANGE
 
 from . import model_file
+from .config import CELL_INITS
 
 
 class PackedCellRNN(nn.Module):
@@ -46,11 +48,11 @@ class PackedCellRNN(nn.Module):
     bidirectional = True
 
     def __init__(self, genotype: Genotype, input_size: int, hidden_size: int, dropout_x: float = 0.0,
-                 dropout_h: float = 0.0):
+                 dropout_h: float = 0.0, cell_init: str = "lstm"):
         super().__init__()
         self.hidden_size = hidden_size
         self.cell = FrozenRNN(genotype, input_size, hidden_size, directions=2, dropout_x=dropout_x,
-                              dropout_h=dropout_h)
+                              dropout_h=dropout_h, init_range=cell_init_range(cell_init, hidden_size))
 
     def forward(self, packed: PackedSequence) -> tuple[PackedSequence, torch.Tensor]:
         padded, lengths = pad_packed_sequence(packed)  # (T, B, input)
@@ -58,23 +60,36 @@ class PackedCellRNN(nn.Module):
         return pack_padded_sequence(out, lengths, enforce_sorted=False), hidden
 
 
+def cell_init_range(cell_init: str, hidden_size: int) -> float:
+    """The bound of the cell's uniform initialisation: `darts` is the DARTS code's ±0.04, `lstm` is
+    ±1/√hidden, the rule of flair's (PyTorch's) LSTM, and the tagger's default.
+
+    DARTS's 0.04 is about 1/√hidden at the 850 units it was chosen for; at a tagger's sizes it is
+    several times smaller, and the cell's output then hardly depends on its input at the start, so
+    training starts slowly (README, "Why the searched cell learned more slowly").
+    """
+    if cell_init not in CELL_INITS:
+        raise ValueError(f"cell init {cell_init!r}: expected one of {', '.join(CELL_INITS)}")
+    return INIT_RANGE if cell_init == "darts" else hidden_size ** -0.5
+
+
 def recurrent_layer(genotype: Genotype | None, input_size: int, hidden_size: int, dropout_x: float = 0.0,
-                    dropout_h: float = 0.0) -> nn.Module:
+                    dropout_h: float = 0.0, cell_init: str = "lstm") -> nn.Module:
     """The tagger's bidirectional recurrent layer: the genotype's cell, or flair's own LSTM for None."""
     if genotype is None:
         return SequenceTagger.RNN("LSTM", 1, hidden_size, True, input_size)
-    return PackedCellRNN(genotype, input_size, hidden_size, dropout_x, dropout_h)
+    return PackedCellRNN(genotype, input_size, hidden_size, dropout_x, dropout_h, cell_init)
 
 
 class CellTagger(SequenceTagger):
     """`SequenceTagger` with a searched cell (genotype dict) or, with `genotype=None`, flair's BiLSTM."""
 
     def __init__(self, embeddings, tag_dictionary, tag_type: str, genotype: dict | None = None,
-                 cell_dropout_x: float = 0.0, cell_dropout_h: float = 0.0, **kwargs):
+                 cell_dropout_x: float = 0.0, cell_dropout_h: float = 0.0, cell_init: str = "lstm", **kwargs):
         # Read by RNN() during SequenceTagger.__init__, so set first (plain attributes are allowed
-        # before nn.Module.__init__).
+        # before nn.Module.__init__). `cell_init` only draws the starting weights, so it is not saved.
         self.genotype = validate(genotype, "model genotype") if genotype is not None else None
-        self.cell_dropout_x, self.cell_dropout_h = cell_dropout_x, cell_dropout_h
+        self.cell_dropout_x, self.cell_dropout_h, self.cell_init = cell_dropout_x, cell_dropout_h, cell_init
         kwargs.setdefault("rnn_type", "FrozenRNN" if genotype is not None else "LSTM")
         super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
 
@@ -82,7 +97,8 @@ class CellTagger(SequenceTagger):
             rnn_input_dim: int) -> nn.Module:
         if rnn_layers != 1 or not bidirectional:
             raise ValueError("the cell tagger runs one bidirectional layer")
-        return recurrent_layer(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h)
+        return recurrent_layer(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h,
+                               self.cell_init)
 
     def _get_state_dict(self) -> dict:
         # Without a cell this is flair's BiLSTM-CRF exactly: stored under flair's class name, so flair

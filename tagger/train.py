@@ -47,8 +47,8 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
 
     return CellTagger(
         embeddings, tag_dictionary(corpus), corpus.tag_type, genotype=genotype, rnn=rnn,
-        cell_dropout_x=config.dropout_x, cell_dropout_h=config.dropout_h, hidden_size=config.hidden_size,
-        tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
+        cell_dropout_x=config.dropout_x, cell_dropout_h=config.dropout_h, cell_init=config.cell_init,
+        hidden_size=config.hidden_size, tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
         reproject_embeddings=config.reproject, dropout=0.0, word_dropout=config.word_dropout,
         locked_dropout=config.locked_dropout)
 

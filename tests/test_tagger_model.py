@@ -214,3 +214,20 @@ def test_the_training_log_says_how_the_test_set_is_scored_and_nothing_false(dart
     log = (out / "training.log").read_text()
     assert "Test data not provided" not in log and "0 test sentences" not in log
     assert f"Corpus: 40 train + 12 dev sentences (+ {len(setup[1].test.tokens)} test sentences, scored after training)" in log
+
+
+@pytest.mark.parametrize("cell_init, bound", [("lstm", 40 ** -0.5), ("darts", 0.04)])
+def test_cell_init_draws_the_cells_weights_in_its_range(setup, cell_init, bound):
+    """lstm: ±1/√hidden as flair's LSTM (0.158 at hidden 40); darts: the DARTS code's ±0.04."""
+    _, corpus, embeddings = setup
+    config = TaggerConfig(cell="darts_v2", corpus="conll03", hidden_size=40, cell_init=cell_init)
+    cell = build_model(config, corpus, embeddings, load("darts_v2").to_dict()).rnn.cell
+    for weight in (cell.w0, cell.ws):
+        assert weight.abs().max() <= bound and weight.abs().max() > 0.95 * bound
+        assert weight.std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.05)  # uniform, not a narrower draw
+
+
+def test_the_default_cell_init_is_lstms():
+    assert TaggerConfig().cell_init == "lstm"
+    with pytest.raises(InputError, match="--cell-init glorot: expected one of lstm, darts"):
+        TaggerConfig(cell_init="glorot").check()

@@ -12,7 +12,7 @@ from common.cli import DEVICE, OUTPUT_FOLDER, command, command_line, config_opti
 from common.errors import InputError
 from common.presets import preset_values, presets_help
 
-from ..config import TaggerConfig
+from ..config import CELL_INITS, TaggerConfig
 from ..corpus_formats import FORMATS
 from ..embeddings import POOLINGS, build_embeddings
 from ..tag_schemes import SCHEMES
@@ -39,6 +39,7 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--word-dropout", type=T["word_dropout"], default=D.word_dropout)
 @click.option("--dropout-x", type=T["dropout_x"], default=D.dropout_x, help="Variational dropout on x inside the cell.")
 @click.option("--dropout-h", type=T["dropout_h"], default=D.dropout_h, help="Variational dropout on h inside the cell.")
+@click.option("--cell-init", type=click.Choice(CELL_INITS), default=D.cell_init, help="How the cell's weights start: lstm, uniform in ±1/√hidden as flair's LSTM; darts, ±0.04 as the DARTS code.")
 @click.option("--reproject/--no-reproject", default=D.reproject, help="A linear layer on the embeddings before the RNN (flair's reprojection).")
 @click.option("--lr", type=T["lr"], default=D.lr, help="SGD learning rate.")
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
