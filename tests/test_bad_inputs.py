@@ -121,6 +121,7 @@ CASES = [
     ("train-tagger", f"{TAGGER} --clip -1", "--clip: must be positive, got -1.0"),
     ("train-tagger", f"{TAGGER} --patience -1", "--patience: must be non-negative, got -1"),
     ("train-tagger", f"{TAGGER} --hidden-size 0", "--hidden-size: must be at least 1, got 0"),
+    ("train-tagger", f"{TAGGER} --cell-init glorot", "--cell-init: 'glorot' is not one of 'lstm', 'darts'"),
     ("train-tagger", f"{TAGGER} --word-dropout 1", "--word-dropout: must be in [0, 1), got 1.0"),
     ("train-tagger", f"{TAGGER} --device tpu", "--device: unknown device 'tpu'"),
     pytest.param("train-tagger", f"{TAGGER} --device cuda", "--device: CUDA is not available", marks=NO_CUDA),
