@@ -1,4 +1,5 @@
-"""What every benchmark shares: import paths, device sync, timing, the measured GEMM peak, the JSON line.
+"""What every benchmark shares: import paths, device sync, timing, the measured GEMM peak, the JSON line,
+and the tagger's training step as flair's `ModelTrainer` takes it.
 
 Benchmarks print one JSON line on stdout: medians of several runs, the thread count, and the load
 average (the machine is shared, so say how busy it was).
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -72,3 +74,30 @@ def report(record: dict) -> None:
     record.update(threads=torch.get_num_threads(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), torch=torch.__version__,
                   loadavg_1min_end=round(os.getloadavg()[0], 2))
     print(json.dumps(record), flush=True)
+
+
+def train_tagger_epoch(model, sentences: list, batch_size: int, optimizer, rng: random.Random, clip: float = 5.0,
+                       on_backward: Callable[[], None] | None = None,
+                       on_step: Callable[[int, float], None] | None = None) -> None:
+    """One epoch of flair's `ModelTrainer` step without its logging and evaluation: shuffled
+    mini-batches, the CRF loss summed over the batch, backward, gradient clipping at `clip`, SGD.
+
+    `on_backward()` sees the gradients before clipping; `on_step(batch number from 1, gradient norm
+    before clipping)` runs after each step (it may evaluate; the next batch trains again).
+    """
+    order = list(range(len(sentences)))
+    rng.shuffle(order)
+    for b, start in enumerate(range(0, len(order), batch_size), start=1):
+        model.train()
+        batch = [sentences[i] for i in order[start:start + batch_size]]
+        optimizer.zero_grad()
+        loss, _ = model.forward_loss(batch)
+        loss.backward()
+        if on_backward is not None:
+            on_backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        for sentence in batch:
+            sentence.clear_embeddings()
+        if on_step is not None:
+            on_step(b, float(norm))

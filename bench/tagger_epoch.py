@@ -28,7 +28,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from harness import default_device, median, report, timed
+from harness import default_device, median, report, timed, train_tagger_epoch
 
 import torch  # noqa: E402  (after common, which sets sys.path)
 
@@ -48,21 +48,6 @@ def write_vectors(path: Path, words: set[str], dim: int, seed: int) -> None:
     with open(path, "w", encoding="utf-8") as out:
         for word, vector in zip(sorted(words), vectors.tolist()):
             out.write(word + " " + " ".join(f"{v:.5f}" for v in vector) + "\n")
-
-
-def train_epoch(model, sentences: list, batch_size: int, optimizer, seed: int) -> None:
-    model.train()
-    order = list(range(len(sentences)))
-    random.Random(seed).shuffle(order)
-    for start in range(0, len(order), batch_size):
-        batch = [sentences[i] for i in order[start:start + batch_size]]
-        optimizer.zero_grad()
-        loss, _ = model.forward_loss(batch)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        optimizer.step()
-        for sentence in batch:
-            sentence.clear_embeddings()
 
 
 def predict(model, sentences: list, batch_size: int) -> None:
@@ -119,11 +104,11 @@ def main() -> None:
     epoch_s = {name: [] for name in models}
     predict_s = {name: [] for name in models}
     for name, (model, optimizer) in models.items():  # warm-up: allocator, embedding caches
-        train_epoch(model, train[:2 * args.batch_size], args.batch_size, optimizer, args.seed)
+        train_tagger_epoch(model, train[:2 * args.batch_size], args.batch_size, optimizer, random.Random(args.seed))
         predict(model, test[:args.eval_batch_size], args.eval_batch_size)
     for rep in range(args.repeats):
         for name, (model, optimizer) in models.items():
-            epoch_s[name].append(timed(lambda: train_epoch(model, train, args.batch_size, optimizer, rep), device))
+            epoch_s[name].append(timed(lambda: train_tagger_epoch(model, train, args.batch_size, optimizer, random.Random(rep)), device))
             predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size), device))
     record = {"bench": "tagger_epoch", "device": str(device), "cell": args.cell, "hidden_size": args.hidden_size,
               "flair_lstm_hidden_size": lstm_hidden, "match_params": args.match_params,

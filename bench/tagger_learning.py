@@ -27,7 +27,7 @@ import random
 import time
 from dataclasses import replace
 
-from harness import report
+from harness import report, train_tagger_epoch
 
 import torch  # noqa: E402  (after harness, which sets sys.path)
 
@@ -43,13 +43,11 @@ LAYERS = ("embedding2nn", "rnn", "linear", "crf")
 
 
 def layer_norms(model) -> dict[str, float]:
-    """The gradient norm of each layer and of the whole model (before clipping)."""
+    """The gradient norm of each layer (before clipping; the whole model's is the one clipping returns)."""
     norms = {}
     for name in LAYERS:
         grads = [p.grad for p in getattr(model, name).parameters() if p.grad is not None] if hasattr(model, name) else []
         norms[name] = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
-    norms["total"] = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()
-                                                                 if p.grad is not None])))
     return norms
 
 
@@ -106,34 +104,30 @@ def main() -> None:
     record = {"bench": "tagger_learning", **{k: v for k, v in vars(args).items() if k != "data"},
               "hidden": hidden, "rnn_parameters": sum(p.numel() for p in model.rnn.parameters()),
               "init_output": output_scale(model, dev), "dev_f1": [], "grad_norms": [], "clipped_fraction": []}
-    batches = [list(range(i, min(i + args.batch_size, len(train)))) for i in range(0, len(train), args.batch_size)]
-    every = max(1, len(batches) // args.evals_per_epoch)
+    batches = -(-len(train) // args.batch_size)
+    every = max(1, batches // args.evals_per_epoch)
     rng = random.Random(args.seed)
+    interval = {"sums": dict.fromkeys((*LAYERS, "total"), 0.0), "steps": 0, "clipped": 0}
+
+    def add_layer_norms() -> None:
+        for name, value in layer_norms(model).items():
+            interval["sums"][name] += value
+
+    def after_step(b: int, norm: float) -> None:
+        interval["sums"]["total"] += norm
+        interval["clipped"] += int(norm > args.clip)
+        interval["steps"] += 1
+        if b % every == 0 or b == batches:
+            steps = interval["steps"]
+            f1 = evaluate(model, dev, corpus.dev.tags)[0]["f1"]
+            record["dev_f1"].append([round(epoch + b / batches, 3), round(100 * f1, 2)])
+            record["grad_norms"].append({k: round(v / steps, 3) for k, v in interval["sums"].items()})
+            record["clipped_fraction"].append(round(interval["clipped"] / steps, 3))
+            interval.update(sums=dict.fromkeys(interval["sums"], 0.0), steps=0, clipped=0)
+
     start = time.perf_counter()
-    sums, steps, clipped = dict.fromkeys((*LAYERS, "total"), 0.0), 0, 0
     for epoch in range(args.epochs):
-        order = list(range(len(train)))
-        rng.shuffle(order)
-        for b, batch in enumerate(batches, start=1):
-            model.train()
-            sentences = [train[order[i]] for i in batch]
-            optimizer.zero_grad()
-            loss, _ = model.forward_loss(sentences)
-            loss.backward()
-            for name, value in layer_norms(model).items():
-                sums[name] += value
-            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-            clipped += int(norm > args.clip)
-            steps += 1
-            optimizer.step()
-            for sentence in sentences:
-                sentence.clear_embeddings()
-            if b % every == 0 or b == len(batches):
-                f1 = evaluate(model, dev, corpus.dev.tags)[0]["f1"]
-                record["dev_f1"].append([round(epoch + b / len(batches), 3), round(100 * f1, 2)])
-                record["grad_norms"].append({k: round(v / steps, 3) for k, v in sums.items()})
-                record["clipped_fraction"].append(round(clipped / steps, 3))
-                sums, steps, clipped = dict.fromkeys(sums, 0.0), 0, 0
+        train_tagger_epoch(model, train, args.batch_size, optimizer, rng, args.clip, add_layer_norms, after_step)
     record["seconds"] = round(time.perf_counter() - start, 1)
     report(record)
 
