@@ -9,7 +9,7 @@ in the backward direction, a speed baseline only).
 
 "frozen" runs the fused time loop (`nas/fused_cell.py`: its per-step GEMMs on oneDNN, its C++
 kernels when they are built), "frozen_torch_ops" the same loop with the PyTorch ops the kernels
-replace, "frozen_bmm" with its per-step GEMMs on torch.bmm (MKL) instead of oneDNN,
+replace, "frozen_mkl" with its GEMMs on torch.mm / torch.bmm (MKL) instead of oneDNN,
 "frozen_autograd" the same layer and weights op by op through autograd (`fused=False`): all timed
 in one interleaved run.
 
@@ -35,6 +35,7 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 import nas.fused_cell as fused_cell  # noqa: E402
+import nas.gemm as gemm  # noqa: E402
 from nas.cell import FrozenRNN  # noqa: E402
 from nas.genotype import load  # noqa: E402
 
@@ -76,7 +77,7 @@ def main() -> None:
     fused_cell._warned = True  # frozen_torch_ops runs without the kernels on purpose
 
     def run_frozen(fused: bool = True, with_kernels: bool = True, onednn: bool = True) -> None:
-        frozen.fused, fused_cell._kernels, fused_cell.USE_ONEDNN = fused, kernels if with_kernels else None, onednn
+        frozen.fused, fused_cell._kernels, gemm.ONEDNN = fused, kernels if with_kernels else None, onednn
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x, lengths=lengths)
         (out * grad_out).sum().backward()
@@ -99,15 +100,15 @@ def main() -> None:
         (out * grad_out).sum().backward()
 
     runs = {"frozen": run_frozen, "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
-            "frozen_bmm": lambda: run_frozen(onednn=False),
+            "frozen_mkl": lambda: run_frozen(onednn=False),
             "frozen_autograd": lambda: run_frozen(False), "lstm": run_lstm, "lstm_padded": run_lstm_padded}
     tokens = int(lengths.sum())
     flops = {name: count_flops(runs[name]) for name in ("frozen_autograd", "lstm")}
-    flops["frozen"] = flops["frozen_torch_ops"] = flops["frozen_bmm"] = flops["frozen_autograd"]
+    flops["frozen"] = flops["frozen_torch_ops"] = flops["frozen_mkl"] = flops["frozen_autograd"]
     # Same executed work per position as the packed LSTM (measured), over every padded position.
     flops["lstm_padded"] = flops["lstm"] * (T * B) / tokens
     frozen_useful = sum(count_flops(lambda: run_one(b)) for b in range(B))
-    useful = {"frozen": frozen_useful, "frozen_torch_ops": frozen_useful, "frozen_bmm": frozen_useful,
+    useful = {"frozen": frozen_useful, "frozen_torch_ops": frozen_useful, "frozen_mkl": frozen_useful,
               "frozen_autograd": frozen_useful,
               "lstm": flops["lstm"], "lstm_padded": flops["lstm"]}
     for run in runs.values():  # warm-up
@@ -132,7 +133,7 @@ def main() -> None:
         record[f"{name}_gflop_s"] = round(flops[name] / sec / 1e9, 2)
         record[f"{name}_useful_gflop_s"] = round(useful[name] / sec / 1e9, 2)
         record[f"{name}_fraction_of_peak"] = round(flops[name] / sec / 1e9 / peak, 3)
-    for ours in ("frozen", "frozen_torch_ops", "frozen_bmm", "frozen_autograd"):
+    for ours in ("frozen", "frozen_torch_ops", "frozen_mkl", "frozen_autograd"):
         for base in ("lstm", "lstm_padded"):
             record[f"time_ratio_{ours}_over_{base}"] = round(record[f"{ours}_s"] / record[f"{base}_s"], 3)
             record[f"gflop_s_ratio_{ours}_over_{base}"] = round(
@@ -141,7 +142,7 @@ def main() -> None:
                 record[f"{ours}_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
     record["speedup_fused_over_autograd"] = round(record["frozen_autograd_s"] / record["frozen_s"], 3)
     record["speedup_kernels_over_torch_ops"] = round(record["frozen_torch_ops_s"] / record["frozen_s"], 3)
-    record["speedup_onednn_over_bmm"] = round(record["frozen_bmm_s"] / record["frozen_s"], 3)
+    record["speedup_onednn_over_mkl"] = round(record["frozen_mkl_s"] / record["frozen_s"], 3)
     report(record)
 
 

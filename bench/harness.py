@@ -1,5 +1,5 @@
-"""What every benchmark shares: import paths, device sync, timing, the measured GEMM peak, the JSON line,
-and the tagger's training step as flair's `ModelTrainer` takes it.
+"""What every benchmark shares: import paths, the commands' malloc setting, device sync, timing, the measured
+GEMM peak, the JSON line, and the tagger's training step as flair's `ModelTrainer` takes it.
 
 Benchmarks print one JSON line on stdout: medians of several runs, the thread count, and the load
 average (the machine is shared, so say how busy it was).
@@ -19,7 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the slow references live in the test suite
 
 import torch  # noqa: E402
-from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
+from torch.utils.flop_counter import FlopCounterMode, register_flop_formula  # noqa: E402
+
+from common.cli import keep_freed_memory  # noqa: E402
+from nas.gemm import product  # noqa: E402
+
+keep_freed_memory()  # as every command does (common.cli.use_threads), so that benchmarks time what they run
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -47,15 +52,28 @@ GEMM_FLOPS = 2.0 * GEMM_N ** 3
 
 
 def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
-    """Seconds of one GEMM_N³ matmul: the machine's GEMM peak is GEMM_FLOPS / seconds."""
+    """Seconds of one GEMM_N³ matmul on the faster of torch.mm and `nas.gemm.product` (oneDNN on a
+    CPU in float32): the machine's GEMM peak is GEMM_FLOPS / seconds. On this project's CPU torch.mm
+    (MKL, AVX2 path) reaches about half of what oneDNN does, so a peak from torch.mm alone would flatter
+    anything that runs on oneDNN."""
     a = torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype)
     b = torch.randn(GEMM_N, GEMM_N, device=device, dtype=dtype)
-    torch.mm(a, b)  # warm
-    return timed(lambda: torch.mm(a, b), device)
+    seconds = []
+    for fn in (lambda: torch.mm(a, b), lambda: product(a, b)):
+        fn()  # warm
+        seconds.append(timed(fn, device))
+    return min(seconds)
+
+
+@register_flop_formula(torch.ops.mkldnn._linear_pointwise, get_raw=True)
+def _onednn_linear_flops(x, weight, *args, **kwargs) -> int:
+    """oneDNN's matmul (`nas.gemm.product`): x (..., K) · weight (N, K)ᵀ."""
+    return 2 * x.numel() * weight.size(0)
 
 
 def count_flops(fn: Callable[[], object]) -> int:
-    """FLOPs of the matrix products fn executes, forward and backward (torch FlopCounterMode).
+    """FLOPs of the matrix products fn executes, forward and backward (torch FlopCounterMode,
+    oneDNN's matmul included).
 
     Elementwise work (activations, BatchNorm, softmax) is not counted, so achieved GFLOP/s are a
     lower bound on the arithmetic actually done.

@@ -20,8 +20,8 @@ reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = X�
 The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0];
 for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
 passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
-loop each), else as a few PyTorch ops. The per-step GEMMs (8 to 32 rows) run on oneDNN's matmul
-in float32 on a CPU, 1.4 to 1.7 times as fast as torch.mm there (README, "The fused frozen layer").
+loop each), else as a few PyTorch ops. Every GEMM is `nas.gemm.product`: oneDNN's matmul in
+float32 on a CPU, about twice torch.mm's speed there (README, "Speed").
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ import logging
 from typing import NamedTuple, Sequence
 
 import torch
+
+from .gemm import product
 
 try:
     from . import _fused_kernels as _kernels
@@ -120,10 +122,13 @@ class Plan(NamedTuple):
     multi_input: bool  # some node sums several edges
 
 
+# Wave 0, s0 = h + σ(c0)(tanh(h0) − h) from h_{t-1} (W0h): the first node of every cell, the search cell's too
+FIRST_NODE = Wave(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [OP_CODES["tanh"]])
+
+
 def plan(waves: Sequence[CellWave], concat: Sequence[int], steps: int) -> Plan:
     """The Plan of a genotype's waves, as `nas.cell.plan_waves` groups its edges."""
-    tanh = OP_CODES["tanh"]
-    out = [Wave(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [tanh])]
+    out = [FIRST_NODE]
     start, inputs = 1, 1
     for nodes, preds, runs in waves:
         ops = [op for op, first, end in runs for _ in range(first, end)]
@@ -203,32 +208,17 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
     return w.transpose(1, 2).reshape(D, H, E * H2)
 
 
-USE_ONEDNN = True  # bench/birnn.py turns it off to time torch.mm instead
-# oneDNN's matmul is an internal op of torch's CPU builds (Inductor's); torch.mm where it is missing
-_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-def _gemm(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, accumulate: bool = False) -> None:
-    """out (n, N) = x (n, K) · weight (N, K)ᵀ, plus out when accumulating."""
-    if USE_ONEDNN and _ONEDNN and x.device.type == "cpu" and x.dtype == torch.float32:
-        product = torch.ops.mkldnn._linear_pointwise(x, weight, None, "none", [], "")
-        out.add_(product) if accumulate else out.copy_(product)
-    elif accumulate:
-        torch.addmm(out, x, weight.t(), out=out)
-    else:
-        torch.mm(x, weight.t(), out=out)
-
-
 _warned = False
 
 
-def _warn_once_without_kernels() -> None:
+def warn_once_without_kernels() -> None:
+    """One log line per process when the C++ kernels are missing (both fused cells call it)."""
     global _warned
     if _kernels is None and not _warned:
         _warned = True
         logging.getLogger(__name__).warning(
             "nas.fused_cell: C++ kernels not built (the README's pip install --no-build-isolation -e . builds them); "
-            "running the PyTorch ops")
+            "the frozen cell runs PyTorch ops, the search cell its autograd path")
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
@@ -245,7 +235,7 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
                 xs, prev = X[:, rows, group.input], states[:, group.pred]
                 torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
                 for d in range(xs.size(0)):  # wave 0 adds to the input projection
-                    _gemm(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
+                    product(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
             act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
             if wave.nodes.is_view and wave.nodes.distinct:
                 _highway_forward(act, prev, wave, wave.nodes.take(states, 1))
@@ -286,7 +276,7 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
             wave.preds.add(grad_s, 1, grad_prev)
             for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
                 for d in range(D):
-                    _gemm(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
+                    product(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
                     grad_s[d, group.pred].add_(through[:n]) if mh is None else grad_s[d, group.pred].addcmul_(
                         through[:n], mh[d, :n])
         carry = grad_s[:, 0].clone()
@@ -310,14 +300,15 @@ class FusedFrozenCell(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
                 mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
-        _warn_once_without_kernels()
+        warn_once_without_kernels()
         D, R, ninp = x.shape
         H = h0.size(-1)
         X = x.new_empty(D, R, plan.inputs, H)
         A = x.new_empty(D, R, plan.edges, 2 * H)
         S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
         out = x.new_empty(D, R, H)
-        torch.bmm(x, w0[:, :ninp], out=A[:, :, 0])  # the input projection of every row at once
+        for d in range(D):  # the input projection of every row at once
+            product(x[d], w0[d, :ninp].t(), A[d, :, 0])
         weights = [[_group_weights(g, w0[:, ninp:], ws, True) for g in wave.groups] for wave in plan.waves]
         for d in _directions(D, x.device):
             _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
@@ -337,21 +328,18 @@ class FusedFrozenCell(torch.autograd.Function):
                                              [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
                              for d in _directions(D, x.device)])
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
-        grad_x = torch.bmm(G[:, :, 0], w0[:, :ninp].transpose(1, 2)) if need_x else None
+        grad_x = torch.stack([product(G[d, :, 0], w0[d, :ninp]) for d in range(D)]) if need_x else None
         grad_w0 = torch.empty_like(w0) if need_w0 else None
         grad_ws = (torch.zeros_like if plan.multi_input else torch.empty_like)(ws) if need_ws else None
         if need_w0:
-            torch.bmm(x.transpose(1, 2), G[:, :, 0], out=grad_w0[:, :ninp])
-            torch.bmm(X[:, :, 0].transpose(1, 2), G[:, :, 0], out=grad_w0[:, ninp:])
+            for d in range(D):
+                product(x[d].t(), G[d, :, 0].t(), grad_w0[d, :ninp])
+                product(X[d, :, 0].t(), G[d, :, 0].t(), grad_w0[d, ninp:])
         for group in (g for wave in plan.waves[1:] for g in wave.groups) if need_ws else ():
             for e, node in zip(range(group.edges.start, group.edges.stop), group.weights.index):
                 # one GEMM over every row of every step per weight; several edges into one node add up
                 for d in range(D):
-                    xs, gs = X[d, :, group.input].t(), G[d, :, e]
-                    if plan.multi_input:
-                        grad_ws[d, node].addmm_(xs, gs)
-                    else:
-                        torch.mm(xs, gs, out=grad_ws[d, node])
+                    product(X[d, :, group.input].t(), G[d, :, e].t(), grad_ws[d, node], accumulate=plan.multi_input)
         return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None
 
 

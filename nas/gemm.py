@@ -1,0 +1,70 @@
+"""Matrix products on oneDNN where torch.mm is slower: CPU, float32.
+
+torch.mm on a CPU runs MKL's sgemm. On this project's machines (AMD EPYC with AVX-512) MKL takes
+its AVX2 path: about 95 GFLOP/s on one thread, where oneDNN's matmul (the op Inductor calls,
+`torch.ops.mkldnn._linear_pointwise`) runs AVX-512 at about 200 (README, "Speed"). `product` is
+the one GEMM routine of the fused cells; `Linear` is nn.Linear computing forward and backward with
+it, for the decoder and the input projections. Elsewhere (GPU, float64, bf16, a build without
+oneDNN, `ONEDNN = False`) both are plain torch.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ONEDNN = True  # benchmarks turn it off to time torch.mm (MKL) instead
+_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+
+
+def uses_onednn(x: torch.Tensor) -> bool:
+    return ONEDNN and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
+
+
+def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides."""
+    if uses_onednn(x):
+        result = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        if out is None:
+            return result
+        return out.add_(result) if accumulate else out.copy_(result)
+    if out is None:
+        return F.linear(x, weight, bias)
+    if bias is not None:
+        raise ValueError("product: bias only without out")
+    return torch.addmm(out, x, weight.t(), out=out) if accumulate else torch.mm(x, weight.t(), out=out)
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """y = x·Wᵀ + b over the last dimension, every product of forward and backward through `product`."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return product(x.reshape(-1, x.size(-1)), weight, bias=bias).view(*x.shape[:-1], weight.size(0))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.size(-1))
+        need_x, need_w, need_b = ctx.needs_input_grad
+        grad_x = product(g, weight.t()).view(x.shape) if need_x else None
+        grad_w = product(g.t(), x.reshape(-1, x.size(-1)).t()) if need_w else None
+        grad_b = g.sum(0) if need_b and ctx.has_bias else None
+        return grad_x, grad_w, grad_b
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear, on oneDNN on a CPU in float32 (outside autocast)."""
+    if uses_onednn(x) and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear through `linear` (same parameters and state dict)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)
