@@ -1,7 +1,8 @@
 """Tokens/s of a full search step (α step + weight step, `Searcher.bilevel_step`), fast vs slow reference.
 
-"fast" is our SearchRNN and Architect; "compiled" (--compile) the same with the cell's time step
-through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
+"fast" is our SearchRNN and Architect (the fused search cell of nas/fused_search_cell.py where it
+applies); "autograd" (--autograd) the same cell op by op through autograd; "compiled" (--compile)
+that with the cell's time step through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
 DARTS code's structure (full backward, copied model) from tests/reference.py. All run the same
 model (synthetic 10k-word vocabulary, as PTB) with the same weights and the DARTS training-mode
 dropouts, interleaved rep by rep so that load on the shared machine hits them alike. FLOPs per token are the matrix products each implementation executes in one step, counted
@@ -15,6 +16,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
+import resource
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -63,6 +68,26 @@ def step_fn(searcher: Searcher, bptt: int, precision: str):
     return step
 
 
+def config_of(args, order: int) -> SearchConfig:
+    return SearchConfig(order=order, method=args.method, emsize=args.nhid, nhid=args.nhid, nodes=args.nodes,
+                        batch_size=args.batch_size, bptt=args.bptt, device=args.device)
+
+
+def peak_memory(args, corpus: Corpus, tmp: Path, impl: str) -> None:
+    """Prints this process's peak RSS after 3 steps of `impl` (MiB), and how far the steps raised it
+    above the RSS before them: `--memory` runs it once per implementation in a fresh process."""
+    order = args.orders[-1]
+    searcher = make_searcher(config_of(args, order), corpus, tmp / impl, impl == "reference")
+    searcher.rnn.compile, searcher.rnn.fused = impl == "compiled", impl == "fast"
+    step = step_fn(searcher, args.bptt, args.precision)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(3):
+        step()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(json.dumps({"impl": impl, "order": order, "peak_rss_mib": round(peak / 1024, 1),
+                      "step_rss_mib": round((peak - before) / 1024, 1)}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--device", default=default_device())
@@ -71,13 +96,17 @@ def main() -> None:
     parser.add_argument("--method", choices=["darts", "idarts"], default="darts")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per implementation and order")
     parser.add_argument("--no-reference", action="store_true", help="time only the fast cell")
-    parser.add_argument("--compile", action="store_true", help="also time the fast cell with its time step through torch.compile")
+    parser.add_argument("--autograd", action="store_true", help="also time the cell op by op through autograd (not fused)")
+    parser.add_argument("--compile", action="store_true", help="also time the autograd cell with its time step through torch.compile")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--nhid", type=int, default=300)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--bptt", type=int, default=35)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--vocab", type=int, default=10_000)
+    parser.add_argument("--memory", action="store_true",
+                        help="also measure each implementation's peak memory (RSS) over 3 steps, each in a fresh process")
+    parser.add_argument("--memory-of", choices=["fast", "autograd", "compiled", "reference"], help=argparse.SUPPRESS)
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -88,20 +117,23 @@ def main() -> None:
     vocab = [f"w{i}" for i in range(args.vocab)]
     corpus = Corpus(vocab, torch.randint(args.vocab, (tokens,)), torch.randint(args.vocab, (tokens,)),
                     torch.randint(args.vocab, (tokens,)), {s: Path("synthetic") for s in ("train", "valid", "test")})
-    impls = ["fast"] + (["compiled"] if args.compile else []) + ([] if args.no_reference else ["reference"])
+    impls = (["fast"] + (["autograd"] if args.autograd else []) + (["compiled"] if args.compile else [])
+             + ([] if args.no_reference else ["reference"]))
     record: dict = {"bench": "search_step", "device": str(device), "precision": args.precision,
                     "method": args.method, "nhid": args.nhid, "emsize": args.nhid, "nodes": args.nodes,
                     "bptt": args.bptt, "batch": args.batch_size, "vocab": args.vocab, "repeats": args.repeats,
                     "flops": "GEMM FLOPs executed per step (torch FlopCounterMode, fwd+bwd); elementwise not counted"}
+    if args.memory_of:
+        with tempfile.TemporaryDirectory() as tmp:
+            return peak_memory(args, corpus, Path(tmp), args.memory_of)
     peak_times: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for order in args.orders:
-            config = SearchConfig(order=order, method=args.method, emsize=args.nhid, nhid=args.nhid, nodes=args.nodes,
-                                  batch_size=args.batch_size, bptt=args.bptt, device=str(device))
+            config = config_of(args, order)
             steps = {}
             for impl in impls:
                 searcher = make_searcher(config, corpus, Path(tmp) / f"{impl}{order}", impl == "reference")
-                searcher.rnn.compile = impl == "compiled"
+                searcher.rnn.compile, searcher.rnn.fused = impl == "compiled", impl == "fast"
                 steps[impl] = step_fn(searcher, args.bptt, args.precision)
                 for _ in range(2 if impl == "compiled" else 1):  # warm-up (allocator; compiling)
                     steps[impl]()
@@ -111,6 +143,11 @@ def main() -> None:
                 for impl in impls:
                     times[impl].append(timed(steps[impl], device))
                 peak_times.append(gemm_seconds(device))
+            for impl in impls if args.memory else ():
+                command = [sys.executable, __file__, *sys.argv[1:], "--memory-of", impl, "--orders", str(order)]
+                rss = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+                record[f"order{order}_{impl}_peak_rss_mib"] = rss["peak_rss_mib"]
+                record[f"order{order}_{impl}_step_rss_mib"] = rss["step_rss_mib"]
             for impl in impls:
                 sec = median(times[impl])
                 tok_s = args.batch_size * args.bptt / sec

@@ -78,8 +78,8 @@ class Architect:
     def step(self, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
         """One α update; returns the validation hidden state to carry to the next batch."""
         arch = list(self.arch.values())
-        if self.order == 1:
-            loss, valid_hidden = self._loss(self.weights, valid, valid_hidden)
+        if self.order == 1:  # weights detached, so that no weight gradient is formed, fused cell included
+            loss, valid_hidden = self._loss({n: w.detach() for n, w in self.weights.items()}, valid, valid_hidden)
             grads = self.average(torch.autograd.grad(loss, arch))
         else:
             grads, valid_hidden = self._unrolled_grads(train, train_hidden, valid, valid_hidden, eta)

@@ -18,6 +18,9 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
+from .fused_search_cell import fused_search_cell
+from .fused_search_cell import kernels_built as fused_kernels_built
+from .gemm import linear
 from .genotype import Genotype
 from .masks import variational_mask
 from .ops import INIT_RANGE, NORMALISATIONS, OPS, derive, edge_offsets, normalise
@@ -29,13 +32,16 @@ class SearchRNN(nn.Module):
 
     ESS `inter` gates (`nas.gates.InterGates.search`) and a NASABN `attention` layer
     (`nas.attention`) are optional; with gates the hidden state is (h, x_hist, h_hist).
+    A training forward that `fusable` allows runs the whole time loop as the fused Function of
+    `nas.fused_search_cell` (same equations, backward by hand); `fused=False` (or setting
+    `.fused`) runs it op by op through autograd everywhere.
     """
 
     def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts",
                  dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
-                 attention: nn.Module | None = None, compile: bool = False):
+                 attention: nn.Module | None = None, compile: bool = False, fused: bool = True):
         super().__init__()
-        self.compile = compile
+        self.compile, self.fused = compile, fused
         if method not in NORMALISATIONS:
             raise ValueError(f"unknown normalisation {method!r}")
         self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
@@ -73,6 +79,16 @@ class SearchRNN(nn.Module):
         ws = list(self.ws)
         return lambda xp, h: cell_step(xp, h, mh, w0h, ws, mixes, self.bn)
 
+    def fusable(self, x: torch.Tensor) -> bool:
+        """Whether this forward can run as the fused Function: a training forward with gradients,
+        no ESS gates, no torch.compile, on a CPU in float32/64 outside autocast, with the cell's own
+        BatchNorm (not the data-parallel synced one), and the C++ kernels built (else one warning line)."""
+        bn = self.bn
+        return (self.fused and self.training and torch.is_grad_enabled() and self.inter is None and not self.compile
+                and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
+                and not torch.is_autocast_enabled(x.device.type) and type(bn) is nn.BatchNorm1d
+                and isinstance(bn.momentum, float) and fused_kernels_built())  # the last: it warns
+
     def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
         H = self.nhid
@@ -84,7 +100,12 @@ class SearchRNN(nn.Module):
             mh = variational_mask(x, self.dropout_h, (B, H))
         xin = x if mx is None else x * mx
         w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp:]
-        xproj = None if self.inter is not None else (xin.reshape(T * B, -1) @ w0x).view(T, B, 2 * H)
+        xproj = None if self.inter is not None else linear(xin, w0x.t())
+        if self.fusable(x):
+            mix = self.mixing_weights()[:, 1:]  # `none` adds nothing
+            out = fused_search_cell(xproj, h, w0h, torch.stack(list(self.ws)), mix, mh, self.bn)
+            h = out[-1]
+            return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
         xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
         cell_step = self.step_function(mh, w0h)
 

@@ -21,9 +21,9 @@ def _grads(module: torch.nn.Module, loss: torch.Tensor, *extra: torch.Tensor) ->
     return list(torch.autograd.grad(loss, [*module.parameters(), *extra]))
 
 
-def _search_pair(method: str, steps: int, dropout: float):
+def _search_pair(method: str, steps: int, dropout: float, fused: bool = True):
     torch.manual_seed(0)
-    fast = SearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).double()
+    fast = SearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout, fused=fused).double()
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
     ref = ReferenceSearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).double()
@@ -42,8 +42,9 @@ def test_mixing_weights_match_the_reference_softmax(method):
 
 @pytest.mark.parametrize("method", ["darts", "idarts"])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
-def test_search_cell_matches_reference_values_and_gradients(method, dropout):
-    fast, ref = _search_pair(method, steps=4, dropout=dropout)
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "autograd"])
+def test_search_cell_matches_reference_values_and_gradients(method, dropout, fused):
+    fast, ref = _search_pair(method, steps=4, dropout=dropout, fused=fused)
     x = torch.randn(5, 3, 7, dtype=torch.float64, requires_grad=True)
     hidden = torch.randn(1, 3, 6, dtype=torch.float64, requires_grad=True)
     target = torch.randn(5, 3, 6, dtype=torch.float64)
@@ -71,9 +72,10 @@ def test_search_cell_eval_mode_matches_reference_at_eight_nodes():
     torch.testing.assert_close(fast(x)[0], ref(x)[0], **TOL)
 
 
-def _search_model(cell_class, method: str) -> RNNModel:
+def _search_model(cell_class, method: str, fused: bool = True) -> RNNModel:
     torch.manual_seed(0)
     model = RNNModel(11, 6, cell_class(6, 6, 3, method, dropout_x=0.3, dropout_h=0.2), 0.3, 0.2, 0.1).double()
+    model.rnn.fused = fused
     with torch.no_grad():
         model.rnn.alpha.normal_(0, 1)
     return model
@@ -81,10 +83,11 @@ def _search_model(cell_class, method: str) -> RNNModel:
 
 @pytest.mark.parametrize("method", ["darts", "idarts"])
 @pytest.mark.parametrize("order,weight_clip", [(1, None), (2, None), (2, 0.01)])
-def test_alpha_step_matches_reference_architect(method, order, weight_clip):
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "autograd"])
+def test_alpha_step_matches_reference_architect(method, order, weight_clip, fused):
     """Same α update as the reference code's structure (full backward, copied model, in-place HVP),
     also when the weight gradient and v are clipped (0.01 is below both norms here)."""
-    fast, ref = _search_model(SearchRNN, method), _search_model(ReferenceSearchRNN, method)
+    fast, ref = _search_model(SearchRNN, method, fused), _search_model(ReferenceSearchRNN, method)
     ref.load_state_dict(fast.state_dict())  # the same weights, by name
     torch.manual_seed(2)
     words = torch.randint(11, (5, 3, 2))

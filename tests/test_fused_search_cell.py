@@ -1,0 +1,148 @@
+"""The fused search cell (nas/fused_search_cell.py) against the autograd path, the slow reference
+(tests/reference.py) and finite differences; and when it applies.
+
+(tests/test_reference_cells.py runs the search cell on both paths against the reference in float64,
+the α step of the Architect included.)
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+import nas.fused_cell as fused_cell
+from nas.distributed import SyncedBatchNorm
+from nas.fused_search_cell import FusedSearchCell
+from nas.gates import InterGates
+from nas.search_cell import SearchRNN
+from reference import ReferenceSearchRNN
+
+REL32 = 1e-5  # float32: largest difference within 1e-5 of the tensor's largest entry
+pytestmark = pytest.mark.skipif(fused_cell._kernels is None, reason="C++ kernels not built")
+
+
+def _pair(method: str, dropout: float, dtype=torch.float32, steps: int = 8):
+    torch.manual_seed(0)
+    fast = SearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout)
+    with torch.no_grad():
+        fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
+        for w in fast.ws:
+            w.uniform_(-0.5, 0.5)  # larger than the init range, so every path matters
+    fast.to(dtype)
+    ref = ReferenceSearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).to(dtype)
+    ref.load_state_dict(fast.state_dict())
+    return fast, ref
+
+
+def _run(cell, x, hidden):
+    """Outputs, last state, BatchNorm statistics and the gradients of a loss on both (inputs,
+    initial state, every weight and α)."""
+    torch.manual_seed(1)  # the same dropout masks on every path
+    out, h = cell(x, hidden)
+    target = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    loss = (out * target).sum() + (h * h).sum()
+    grads = torch.autograd.grad(loss, [x, hidden, *cell.parameters()])
+    return [out, h, cell.bn.running_mean.clone(), cell.bn.running_var.clone(), *grads]
+
+
+def _assert_close(a: torch.Tensor, b: torch.Tensor, name: str) -> None:
+    """Largest difference within REL32 of b's largest entry (an elementwise relative tolerance
+    would fail on entries near zero, where float32 rounding of sums dominates on every path)."""
+    assert b.abs().max() > 0, name
+    error = float((a - b).abs().max() / b.abs().max())
+    assert error <= REL32, f"{name}: relative difference {error:.2e}"
+
+
+def _inputs(dtype=torch.float32):
+    torch.manual_seed(2)
+    return (torch.randn(5, 4, 7).to(dtype).requires_grad_(), torch.randn(1, 4, 6).to(dtype).requires_grad_())
+
+
+@pytest.mark.parametrize("method", ["darts", "idarts"])
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
+def test_fused_search_cell_equals_the_reference_in_float32(method, dropout):
+    fast, ref = _pair(method, dropout)
+    assert fast.fusable(torch.zeros(1, 4, 7))
+    x, hidden = _inputs()
+    names = ["out", "h", "running_mean", "running_var", "x", "hidden"] + [n for n, _ in fast.named_parameters()]
+    assert "alpha" in names and "ws.7" in names
+    for name, a, b in zip(names, _run(fast, x, hidden), _run(ref, x, hidden)):
+        _assert_close(a, b, name)
+    assert int(fast.bn.num_batches_tracked) == int(ref.bn.num_batches_tracked) == 5 * 9
+
+
+def test_fused_search_cell_equals_the_autograd_path():
+    fast, _ = _pair("darts", 0.3, torch.float64)
+    x, hidden = _inputs(torch.float64)
+    fused = _run(fast, x, hidden)
+    fast.fused = False
+    fast.bn.reset_running_stats()
+    for a, b in zip(fused, _run(fast, x, hidden)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_fused_search_cell_passes_gradcheck(masked):
+    torch.manual_seed(0)
+    T, B, H, N = 3, 4, 3, 3
+    xproj = torch.randn(T, B, 2 * H, dtype=torch.float64, requires_grad=True)
+    h0 = torch.randn(B, H, dtype=torch.float64, requires_grad=True)
+    w0h = torch.empty(H, 2 * H, dtype=torch.float64).uniform_(-0.8, 0.8).requires_grad_()
+    ws = torch.empty(N, H, 2 * H, dtype=torch.float64).uniform_(-0.8, 0.8).requires_grad_()
+    mix = torch.rand(N * (N + 1) // 2, 4, dtype=torch.float64, requires_grad=True)
+    mh = torch.bernoulli(torch.full((B, H), 0.7, dtype=torch.float64)) / 0.7 if masked else None
+    bn = torch.nn.BatchNorm1d(H, affine=False).double()
+    assert torch.autograd.gradcheck(lambda *a: FusedSearchCell.apply(*a, mh, bn), (xproj, h0, w0h, ws, mix))
+
+
+def test_first_order_alpha_pass_forms_no_weight_gradient():
+    """The Architect passes the weights detached: the Function then skips every weight GEMM."""
+    fast, _ = _pair("darts", 0.3)
+    x, hidden = _inputs()
+    seen = []
+    original = FusedSearchCell.backward
+
+    def spy(ctx, grad):
+        seen.append(ctx.needs_input_grad[1:5])
+        return original(ctx, grad)
+
+    params = {n: p.detach() for n, p in fast.named_parameters() if n != "alpha"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FusedSearchCell, "backward", staticmethod(spy))
+        out, _ = torch.func.functional_call(fast, {**params, "alpha": fast.alpha}, (x.detach(), hidden.detach()))
+        (grad,) = torch.autograd.grad(out.sum(), [fast.alpha])
+    assert seen == [(False, False, False, True)] and grad.abs().max() > 0
+
+
+def test_the_fused_path_applies_only_where_it_is_exact():
+    x = torch.zeros(3, 4, 7)
+    cell = SearchRNN(7, 6, 2)
+    assert cell.fusable(x)
+    assert not cell.fusable(x[:, :1])  # BatchNorm of one row: the autograd path raises torch's error
+    with torch.no_grad():
+        assert not cell.fusable(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert not cell.fusable(x)
+    assert not SearchRNN(7, 6, 2, fused=False).fusable(x)
+    assert not cell.eval().fusable(x)
+    synced = SearchRNN(7, 6, 2)
+    synced.bn.__class__ = SyncedBatchNorm  # what nas.distributed does under torchrun
+    assert not synced.fusable(x)
+    gated = SearchRNN(7, 6, 2, inter=InterGates.search(7, 6, 2, 2))
+    assert not gated.fusable(x)
+
+
+def test_without_kernels_one_warning_line_then_the_autograd_path(monkeypatch, caplog):
+    fast, ref = _pair("darts", 0.3)
+    x, hidden = _inputs()
+    expected = _run(ref, x, hidden)
+    monkeypatch.setattr(fused_cell, "_kernels", None)
+    monkeypatch.setattr(fused_cell, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="nas.fused_cell"):
+        got = _run(fast, x, hidden)
+        _run(fast, x, hidden)
+    assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
+    assert "search cell its autograd path" in caplog.records[0].getMessage()
+    for k, (a, b) in enumerate(zip(got, expected)):
+        _assert_close(a, b, str(k))
