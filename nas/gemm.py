@@ -21,11 +21,19 @@ def uses_onednn(x: torch.Tensor) -> bool:
     return ONEDNN and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
 
 
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t itself if it is a contiguous matrix or the transpose of one, else a contiguous copy: oneDNN
+    multiplies other layouts (rows with a gap between them) on a reference kernel, hundreds of times slower."""
+    if t.is_contiguous() or t.t().is_contiguous():
+        return t
+    return t.contiguous()
+
+
 def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
             bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides."""
     if uses_onednn(x):
-        result = torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+        result = torch.ops.mkldnn._linear_pointwise(_dense(x), _dense(weight), bias, "none", [], "")
         if out is None:
             return result
         return out.add_(result) if accumulate else out.copy_(result)
