@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -73,19 +72,27 @@ def config_of(args, order: int) -> SearchConfig:
                         batch_size=args.batch_size, bptt=args.bptt, device=args.device)
 
 
+def memory_mib(field: str) -> float:
+    """VmRSS (now) or VmHWM (peak) of this process from /proc (Linux): unlike ru_maxrss, the peak
+    starts afresh at exec, not at the parent's size."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
 def peak_memory(args, corpus: Corpus, tmp: Path, impl: str) -> None:
-    """Prints this process's peak RSS after 3 steps of `impl` (MiB), and how far the steps raised it
+    """Prints this process's peak RSS over 3 steps of `impl` (MiB), and how far the steps raised it
     above the RSS before them: `--memory` runs it once per implementation in a fresh process."""
     order = args.orders[-1]
     searcher = make_searcher(config_of(args, order), corpus, tmp / impl, impl == "reference")
     searcher.rnn.compile, searcher.rnn.fused = impl == "compiled", impl == "fast"
     step = step_fn(searcher, args.bptt, args.precision)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = memory_mib("VmRSS")
     for _ in range(3):
         step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(json.dumps({"impl": impl, "order": order, "peak_rss_mib": round(peak / 1024, 1),
-                      "step_rss_mib": round((peak - before) / 1024, 1)}))
+    peak = memory_mib("VmHWM")
+    print(json.dumps({"impl": impl, "order": order, "peak_rss_mib": round(peak, 1), "step_rss_mib": round(peak - before, 1)}))
 
 
 def main() -> None:
