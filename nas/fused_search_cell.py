@@ -64,20 +64,20 @@ class FusedSearchCell(torch.autograd.Function):
         means, variances = xproj.new_empty(T, N + 1, H), xproj.new_empty(T, N + 1, H)
         out = xproj.new_empty(T, B, H)
         pre = xproj.new_empty(B, H)
-        masked = xproj.new_empty(N, B, H)
-        w0h_t = w0h.t().contiguous()
-        ws_t = ws.transpose(1, 2).contiguous()  # (N, 2H, H): the per-step GEMMs' weight layout
+        masked = None if mh is None else xproj.new_empty(N, B, H)  # this step's S_j⊙m_h, each made once
         mix = mix.contiguous()
         h = h0
         for t in range(T):
-            torch.add(xproj[t], product(h if mh is None else h * mh, w0h_t), out=A0[t])
+            torch.add(xproj[t], product(h if mh is None else h * mh, w0h.t()), out=A0[t])
             _highway_forward(A0[t].view(1, 1, B, H2), h.view(1, 1, B, H), FIRST_NODE, pre.view(1, 1, B, H))
             kernels.batch_norm_forward(pre, bn.eps, S[t, 0], means[t, 0], variances[t, 0], rstd[t, 0])
             for i in range(N):
                 k = i + 1
                 states = S[t, :k]
-                x = states if mh is None else torch.mul(states, mh, out=masked[:k])
-                ch = product(x.view(k * B, H), ws_t[i]).view(k, B, H2)
+                if mh is not None:  # S_i is final from here on
+                    torch.mul(S[t, i], mh, out=masked[i])
+                x = states if mh is None else masked[:k]
+                ch = product(x.view(k * B, H), ws[i].t()).view(k, B, H2)
                 kernels.mixed_node_forward(ch, states, mix[off[i]:off[k]], A[t, off[i]:off[k]], pre)
                 kernels.batch_norm_forward(pre, bn.eps, S[t, k], means[t, k], variances[t, k], rstd[t, k])
             h = torch.mean(S[t, 1:], 0, out=out[t])
@@ -102,12 +102,14 @@ class FusedSearchCell(torch.autograd.Function):
         grad_pre, direct = S.new_empty(B, H), S.new_empty(B, H)
         grad_mix = torch.zeros(off[-1], 5, dtype=torch.float64, device=S.device)
         grad_ws = torch.zeros_like(ws) if need_ws else None
-        masked = S.new_empty(N, B, H)
+        masked = None if mh is None or not need_ws else S.new_empty(N, B, H)  # S_j⊙m_h for ∂W_i
         carry = torch.zeros_like(h0)  # ∂h_t from step t + 1
         for t in reversed(range(T)):
             grad_states[0].zero_()
             torch.add(grad_out[t], carry, out=grad_states[1]).div_(N)
             grad_states[2:].copy_(grad_states[1].expand(N - 1, B, H))
+            if masked is not None:
+                torch.mul(S[t, :N], mh, out=masked)
             for i in reversed(range(N)):
                 k = i + 1
                 states, act, g = S[t, :k], A[t, off[i]:off[k]], G[off[i]:off[k]]
@@ -120,7 +122,7 @@ class FusedSearchCell(torch.autograd.Function):
                 else:
                     grad_states[:k].addcmul_(through, mh)
                 if need_ws:
-                    x = states if mh is None else torch.mul(states, mh, out=masked[:k])
+                    x = states if mh is None else masked[:k]
                     product(x.view(k * B, H).t(), g.view(k * B, 2 * H).t(), grad_ws[i], accumulate=True)
             h = h0 if t == 0 else out[t - 1]
             kernels.batch_norm_backward(grad_states[0], S[t, 0], rstd[t, 0], grad_pre)
