@@ -27,8 +27,9 @@ import torch
 import torch.nn as nn
 
 from .attention import build_attention
-from .fused_cell import fused_frozen_cell, plan
+from .fused_cell import fused_frozen_cell, loop_weights, plan
 from .gates import InterGates
+from .gemm import PackedCache
 from .genotype import Genotype
 from .masks import variational_mask
 from .ops import ACTIVATIONS, INIT_RANGE
@@ -129,6 +130,7 @@ class FrozenRNN(nn.Module):
         # gradient of ws in the backward pass), then split into the waves.
         self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self.waves for i in wave.nodes]),
                              persistent=False)
+        self._packed = PackedCache()  # see _fused_loop_weights
 
     @property
     def output_size(self) -> int:
@@ -158,7 +160,8 @@ class FrozenRNN(nn.Module):
             mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (D, B, H))
         if self.inter is None and self.fused and not torch.is_autocast_enabled(x.device.type):
-            packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts)
+            packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts,
+                                       self._fused_loop_weights())
             return self._finish(batch, *batch.unpack(packed))
         x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
         xin = x if mx is None else x * mx
@@ -184,6 +187,11 @@ class FrozenRNN(nn.Module):
             # causal for one direction (the LM); a BiRNN has seen the whole sentence anyway
             out = batch.zero_padding(self.attention(out, causal=self.directions == 1, lengths=batch.lengths))
         return out, state
+
+    def _fused_loop_weights(self) -> list[list[list[torch.Tensor]]]:
+        """The fused loop's packed weights, formed again only when w0 or ws changed (an optimiser
+        step, a load): prediction reuses them from batch to batch."""
+        return self._packed.get((self.w0, self.ws), lambda: loop_weights(self._plan, self.w0[:, self.ninp:], self.ws))
 
     def _loop_weights(self) -> tuple[torch.Tensor, StepWeight, list[StepWeight]]:
         """W0x, and the weights the loop multiplies by at every step: W0h and each wave's W_i.

@@ -30,7 +30,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
-from .gemm import product
+from .gemm import pack, product
 
 try:
     from . import _fused_kernels as _kernels
@@ -198,9 +198,17 @@ def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor,
     torch.sub(grad, grad_a, out=direct)
 
 
+def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, forward: bool = True) -> list[list[list[torch.Tensor]]]:
+    """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed.
+    Forward [W_i | W_j | …]ᵀ (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the
+    forward ones while the weights do not change (`nas.cell.FrozenRNN` in prediction)."""
+    with torch.no_grad():
+        return [[[pack(w) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups] for wave in plan.waves]
+
+
 def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
     """The group's matrices as one linear weight (D, N, K): forward [W_i | W_j | …]ᵀ (D, E·2H, H),
-    backward [W_i | W_j | …] (D, H, E·2H), the latter a view for one edge."""
+    backward [W_i | W_j | …] (D, H, E·2H)."""
     w = w0h.unsqueeze(1) if group.weights is None else group.weights.take(ws, 1)  # (D, E, H, 2H)
     D, E, H, H2 = w.shape
     if forward:
@@ -293,13 +301,15 @@ class FusedFrozenCell(torch.autograd.Function):
     """Packed outputs (D, R, H) of the frozen cell over packed inputs x (D, R, ninp).
 
     Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
-    w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, and counts (the
-    rows of each step, non-increasing). Row r of step t is sequence r − offset_t.
+    w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, counts (the
+    rows of each step, non-increasing; row r of step t is sequence r − offset_t), and
+    `loop_weights(plan, w0[:, ninp:], ws)` or None to form them here.
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
-                mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
+                mh: torch.Tensor | None, plan: Plan, counts: list[int],
+                weights: list[list[torch.Tensor]] | None) -> torch.Tensor:
         warn_once_without_kernels()
         D, R, ninp = x.shape
         H = h0.size(-1)
@@ -309,7 +319,7 @@ class FusedFrozenCell(torch.autograd.Function):
         out = x.new_empty(D, R, H)
         for d in range(D):  # the input projection of every row at once
             product(x[d], w0[d, :ninp].t(), A[d, :, 0])
-        weights = [[_group_weights(g, w0[:, ninp:], ws, True) for g in wave.groups] for wave in plan.waves]
+        weights = loop_weights(plan, w0[:, ninp:], ws) if weights is None else weights
         for d in _directions(D, x.device):
             _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
                            [[w[d] for w in wave] for wave in weights], X[d], A[d], S[d], out[d])
@@ -323,7 +333,7 @@ class FusedFrozenCell(torch.autograd.Function):
         plan, counts = ctx.plan, ctx.counts
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
-        weights = [[_group_weights(g, w0[:, ninp:], ws, False) for g in wave.groups] for wave in plan.waves]
+        weights = loop_weights(plan, w0[:, ninp:], ws, forward=False)
         grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
                                              [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
                              for d in _directions(D, x.device)])
@@ -340,10 +350,11 @@ class FusedFrozenCell(torch.autograd.Function):
                 # one GEMM over every row of every step per weight; several edges into one node add up
                 for d in range(D):
                     product(X[d, :, group.input].t(), G[d, :, e].t(), grad_ws[d, node], accumulate=plan.multi_input)
-        return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None
+        return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None, None
 
 
 def fused_frozen_cell(x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
-                      mh: torch.Tensor | None, plan: Plan, counts: list[int]) -> torch.Tensor:
+                      mh: torch.Tensor | None, plan: Plan, counts: list[int],
+                      weights: list[list[torch.Tensor]] | None = None) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""
-    return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts)
+    return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts, weights)

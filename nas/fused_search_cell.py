@@ -31,7 +31,7 @@ from torch.autograd.function import once_differentiable
 
 from . import fused_cell
 from .fused_cell import FIRST_NODE, _highway_backward, _highway_forward, warn_once_without_kernels
-from .gemm import product
+from .gemm import pack, product
 from .ops import edge_offsets
 
 
@@ -66,9 +66,10 @@ class FusedSearchCell(torch.autograd.Function):
         pre = xproj.new_empty(B, H)
         masked = None if mh is None else xproj.new_empty(N, B, H)  # this step's S_j⊙m_h, each made once
         mix = mix.contiguous()
+        w0h_t, ws_t = pack(w0h.t()), [pack(w.t()) for w in ws]  # multiplied at every step
         h = h0
         for t in range(T):
-            torch.add(xproj[t], product(h if mh is None else h * mh, w0h.t()), out=A0[t])
+            torch.add(xproj[t], product(h if mh is None else h * mh, w0h_t), out=A0[t])
             _highway_forward(A0[t].view(1, 1, B, H2), h.view(1, 1, B, H), FIRST_NODE, pre.view(1, 1, B, H))
             kernels.batch_norm_forward(pre, bn.eps, S[t, 0], means[t, 0], variances[t, 0], rstd[t, 0])
             for i in range(N):
@@ -77,7 +78,7 @@ class FusedSearchCell(torch.autograd.Function):
                 if mh is not None:  # S_i is final from here on
                     torch.mul(S[t, i], mh, out=masked[i])
                 x = states if mh is None else masked[:k]
-                ch = product(x.view(k * B, H), ws[i].t()).view(k, B, H2)
+                ch = product(x.view(k * B, H), ws_t[i]).view(k, B, H2)
                 kernels.mixed_node_forward(ch, states, mix[off[i]:off[k]], A[t, off[i]:off[k]], pre)
                 kernels.batch_norm_forward(pre, bn.eps, S[t, k], means[t, k], variances[t, k], rstd[t, k])
             h = torch.mean(S[t, 1:], 0, out=out[t])
@@ -104,6 +105,7 @@ class FusedSearchCell(torch.autograd.Function):
         grad_ws = torch.zeros_like(ws) if need_ws else None
         masked = None if mh is None or not need_ws else S.new_empty(N, B, H)  # S_j⊙m_h for ∂W_i
         carry = torch.zeros_like(h0)  # ∂h_t from step t + 1
+        w0h_p, ws_p = pack(w0h), [pack(w) for w in ws]
         for t in reversed(range(T)):
             grad_states[0].zero_()
             torch.add(grad_out[t], carry, out=grad_states[1]).div_(N)
@@ -116,7 +118,7 @@ class FusedSearchCell(torch.autograd.Function):
                 kernels.batch_norm_backward(grad_states[k], S[t, k], rstd[t, k], grad_pre)
                 kernels.mixed_node_backward(grad_pre, act, states, mix[off[i]:off[k]], g, grad_states[:k],
                                              grad_mix[off[i]:off[k]])
-                through = product(g.view(k * B, 2 * H), ws[i]).view(k, B, H)
+                through = product(g.view(k * B, 2 * H), ws_p[i]).view(k, B, H)
                 if mh is None:
                     grad_states[:k].add_(through)
                 else:
@@ -128,7 +130,7 @@ class FusedSearchCell(torch.autograd.Function):
             kernels.batch_norm_backward(grad_states[0], S[t, 0], rstd[t, 0], grad_pre)
             _highway_backward(grad_pre.view(1, 1, B, H), h.view(1, 1, B, H), A0[t].view(1, 1, B, 2 * H),
                               FIRST_NODE, G0[t].view(1, 1, B, 2 * H), direct.view(1, 1, B, H))
-            carry = product(G0[t], w0h)
+            carry = product(G0[t], w0h_p)
             if mh is not None:
                 carry.mul_(mh)
             carry.add_(direct)

@@ -6,6 +6,7 @@ they replace.
 """
 from __future__ import annotations
 
+import copy
 import logging
 
 import pytest
@@ -113,8 +114,37 @@ def test_fused_gradients_pass_gradcheck(name, kernels):
     counts = [3, 3, 2, 1]
     geno, (x, h0, w0, ws, mh) = _gradcheck_inputs(name, 2, counts)
     cell_plan = plan(plan_waves(geno), geno.concat, geno.steps)
-    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts)  # noqa: E731
+    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, None)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x, h0, w0, ws), fast_mode=name not in ("darts_v2", "multi"))
+
+
+def test_prediction_follows_every_change_of_the_weights():
+    """The fused layer keeps its packed weights from call to call; an optimiser step, a loaded
+    state, a copy and a move to float64 must each be seen by the next prediction."""
+    rnn, saved = _layer("multi", 2).eval(), FrozenRNN(MULTI, 5, 4, directions=2)
+    x, hidden, lengths = _inputs(2)
+
+    def agree(layer):
+        with torch.inference_mode():
+            layer.fused = True
+            fused = layer(x, hidden, lengths)[0]
+            layer.fused = False
+            torch.testing.assert_close(fused, layer(x, hidden, lengths)[0], **TOL32)
+            layer.fused = True
+            return fused
+
+    before = agree(rnn)
+    with torch.no_grad():
+        rnn.ws.mul_(-1.5)  # in place, as an optimiser step changes it
+    changed = agree(rnn)
+    assert not torch.allclose(changed, before)
+    rnn.load_state_dict(saved.state_dict())
+    assert not torch.allclose(agree(rnn), changed)
+    twin = copy.deepcopy(rnn)  # packed weights cannot be copied: the copy packs its own
+    torch.testing.assert_close(agree(twin), agree(rnn))
+    rnn.double()
+    x, hidden = x.double(), hidden.double()
+    assert agree(rnn).dtype == torch.float64
 
 
 def test_under_autocast_the_layer_runs_the_autograd_path_in_bf16():
