@@ -14,10 +14,11 @@ stock BiLSTM-CRF).
 An epoch is the loop of flair's `ModelTrainer` without its logging and evaluation: shuffled
 mini-batches of --batch-size, `forward_loss`, backward, gradient clipping at 5, SGD lr 0.1.
 Prediction is `model.predict` on the test sentences under `torch.inference_mode`, as `bin/tag`
-runs it. The two models alternate epoch by epoch, so load on a shared machine hits both alike.
+runs it, --predict-repeats times after each epoch. The two models alternate epoch by epoch, so
+load on a shared machine hits both alike.
 Prints one JSON line of medians.
 
-    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--charlm FWD.pt:BWD.pt]
+    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--predict-repeats 3] [--charlm FWD.pt:BWD.pt]
 """
 from __future__ import annotations
 
@@ -68,6 +69,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="timed epochs (and predictions) per model")
+    parser.add_argument("--predict-repeats", type=int, default=3,
+                        help="predictions after each timed epoch (a prediction takes a second: one is noisy)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--seed", type=int, default=1)
@@ -109,7 +112,8 @@ def main() -> None:
     for rep in range(args.repeats):
         for name, (model, optimizer) in models.items():
             epoch_s[name].append(timed(lambda: train_tagger_epoch(model, train, args.batch_size, optimizer, random.Random(rep)), device))
-            predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size), device))
+            for _ in range(args.predict_repeats):
+                predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size), device))
     record = {"bench": "tagger_epoch", "device": str(device), "cell": args.cell, "hidden_size": args.hidden_size,
               "flair_lstm_hidden_size": lstm_hidden, "match_params": args.match_params,
               f"{args.cell}_rnn_parameters": rnn_parameters(cell, embeddings.embedding_length, args.hidden_size),
@@ -117,7 +121,7 @@ def main() -> None:
               "embeddings": "random word vectors" + (" + Flair char LM pair" if args.charlm else ""),
               "embedding_dim": embeddings.embedding_length, "train_sentences": len(train),
               "test_sentences": len(test), "train_tokens": sum(len(s) for s in train),
-              "batch_size": args.batch_size, "repeats": args.repeats}
+              "batch_size": args.batch_size, "repeats": args.repeats, "predict_repeats": args.predict_repeats}
     for name in models:
         record[f"{name}_epoch_s"] = round(median(epoch_s[name]), 2)
         record[f"{name}_predict_sentences_per_s"] = round(len(test) / median(predict_s[name]), 1)

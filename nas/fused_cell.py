@@ -15,13 +15,15 @@ forward keeps
     X: each group's GEMM input (H),  A: each edge's [σ(c) | f(h)] (2H),  S: h_{t-1} and every state (H),
 nothing else. The backward fills G = ∂[c | h] per edge and row, step by step and wave by wave in
 reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = Xᵀ·G (and
-∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways).
+∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways). When no
+gradient is wanted (prediction) nothing is kept and X is not formed.
 
 The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0];
 for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
 passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
 loop each), else as a few PyTorch ops. Every GEMM is `nas.gemm.product`: oneDNN's matmul in
-float32 on a CPU, about twice torch.mm's speed there (README, "Speed").
+float32 on a CPU, about twice torch.mm's speed there (README, "Speed"), with the weights of the
+per-step GEMMs packed once per pass (`loop_weights`).
 """
 from __future__ import annotations
 
@@ -198,7 +200,8 @@ def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor,
     torch.sub(grad, grad_a, out=direct)
 
 
-def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, forward: bool = True) -> list[list[list[torch.Tensor]]]:
+def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor,
+                 forward: bool = True) -> list[list[list[torch.Tensor]]]:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed.
     Forward [W_i | W_j | …]ᵀ (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the
     forward ones while the weights do not change (`nas.cell.FrozenRNN` in prediction)."""
@@ -230,9 +233,10 @@ def warn_once_without_kernels() -> None:
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
-                   weights: list[list[torch.Tensor]], X: torch.Tensor, A: torch.Tensor, S: torch.Tensor,
+                   weights: list[list[torch.Tensor]], X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
                    out: torch.Tensor) -> None:
-    """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection)."""
+    """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection). Without X
+    (no gradient wanted, no mask) each GEMM reads its state in place."""
     start = 0
     for n in counts:
         rows = slice(start, start + n)
@@ -240,8 +244,12 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
         states[:, 0] = h[:, :n]
         for wave, wave_weights in zip(plan.waves, weights):
             for group, w in zip(wave.groups, wave_weights):
-                xs, prev = X[:, rows, group.input], states[:, group.pred]
-                torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
+                prev = states[:, group.pred]
+                if X is None:
+                    xs = prev
+                else:
+                    xs = X[:, rows, group.input]
+                    torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
                 for d in range(xs.size(0)):  # wave 0 adds to the input projection
                     product(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
             act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
@@ -313,7 +321,8 @@ class FusedFrozenCell(torch.autograd.Function):
         warn_once_without_kernels()
         D, R, ninp = x.shape
         H = h0.size(-1)
-        X = x.new_empty(D, R, plan.inputs, H)
+        backward = any(ctx.needs_input_grad)
+        X = x.new_empty(D, R, plan.inputs, H) if backward or mh is not None else None
         A = x.new_empty(D, R, plan.edges, 2 * H)
         S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
         out = x.new_empty(D, R, H)
@@ -322,8 +331,10 @@ class FusedFrozenCell(torch.autograd.Function):
         weights = loop_weights(plan, w0[:, ninp:], ws) if weights is None else weights
         for d in _directions(D, x.device):
             _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
-                           [[w[d] for w in wave] for wave in weights], X[d], A[d], S[d], out[d])
-        ctx.save_for_backward(x, w0, ws, mh, X, A, S)
+                           [[w[d] for w in wave] for wave in weights], None if X is None else X[d],
+                           A[d], S[d], out[d])
+        if backward:
+            ctx.save_for_backward(x, w0, ws, mh, X, A, S)
         ctx.plan, ctx.counts = plan, counts
         return out
 
