@@ -27,7 +27,7 @@ import torch
 import torch.nn as nn
 
 from .attention import build_attention
-from .fused_cell import fused_frozen_cell, loop_weights, plan
+from .fused_cell import LoopWeights, fused_frozen_cell, loop_weights, plan
 from .gates import InterGates
 from .gemm import PackedCache
 from .genotype import Genotype
@@ -188,7 +188,7 @@ class FrozenRNN(nn.Module):
             out = batch.zero_padding(self.attention(out, causal=self.directions == 1, lengths=batch.lengths))
         return out, state
 
-    def _fused_loop_weights(self) -> list[list[list[torch.Tensor]]]:
+    def _fused_loop_weights(self) -> LoopWeights:
         """The fused loop's packed weights, formed again only when w0 or ws changed (an optimiser
         step, a load): prediction reuses them from batch to batch."""
         return self._packed.get((self.w0, self.ws), lambda: loop_weights(self._plan, self.w0[:, self.ninp:], self.ws))

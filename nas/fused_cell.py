@@ -41,6 +41,7 @@ except ImportError:
 
 # A wave of `nas.cell.plan_waves`: its edges' nodes and predecessors, and runs (op, first, end) of edges
 CellWave = tuple[Sequence[int], Sequence[int], Sequence[tuple[str, int, int]]]
+LoopWeights = list[list[Sequence[torch.Tensor]]]  # per wave, per group, per direction (`loop_weights`)
 OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/csrc/fused_kernels.cpp
 
 
@@ -200,8 +201,7 @@ def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor,
     torch.sub(grad, grad_a, out=direct)
 
 
-def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor,
-                 forward: bool = True) -> list[list[list[torch.Tensor]]]:
+def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, forward: bool = True) -> LoopWeights:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed.
     Forward [W_i | W_j | …]ᵀ (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the
     forward ones while the weights do not change (`nas.cell.FrozenRNN` in prediction)."""
@@ -237,7 +237,7 @@ def warn_once_without_kernels() -> None:
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
-                   weights: list[list[torch.Tensor]], X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
+                   weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
                    out: torch.Tensor) -> None:
     """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection). Without X
     (no gradient wanted, no mask) each GEMM reads its state in place."""
@@ -269,7 +269,7 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
 
 
 def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                    weights: list[list[torch.Tensor]], A: torch.Tensor, S: torch.Tensor,
+                    weights: LoopWeights, A: torch.Tensor, S: torch.Tensor,
                     G: torch.Tensor) -> torch.Tensor:
     """Back-propagation through the time loop: fills G, returns ∂h0."""
     D, _, R, H = S.shape
@@ -321,7 +321,7 @@ class FusedFrozenCell(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
                 mh: torch.Tensor | None, plan: Plan, counts: list[int],
-                weights: list[list[torch.Tensor]] | None) -> torch.Tensor:
+                weights: LoopWeights | None) -> torch.Tensor:
         warn_once_without_kernels()
         D, R, ninp = x.shape
         H = h0.size(-1)
@@ -370,6 +370,6 @@ class FusedFrozenCell(torch.autograd.Function):
 
 def fused_frozen_cell(x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
                       mh: torch.Tensor | None, plan: Plan, counts: list[int],
-                      weights: list[list[torch.Tensor]] | None = None) -> torch.Tensor:
+                      weights: LoopWeights | None = None) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""
     return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts, weights)
