@@ -9,7 +9,6 @@ Light on purpose (click only): `--help` and a bad flag answer at once.
 from __future__ import annotations
 
 import ctypes
-
 import json
 import os
 import shlex

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 ONEDNN = True  # benchmarks turn it off to time torch.mm (MKL) instead
 _AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 _PACKING = hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def uses_onednn(x: torch.Tensor) -> bool:
@@ -62,7 +62,7 @@ class PackedCache:
     def __init__(self):
         self._key, self._value = None, None
 
-    def get(self, sources: tuple[torch.Tensor, ...], make: Callable[[], T]) -> T:
+    def get(self, sources: tuple[torch.Tensor, ...], make: Callable[[], _T]) -> _T:
         key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in sources)
         if key != self._key:
             self._value, self._key = make(), key

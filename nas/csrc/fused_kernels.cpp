@@ -351,7 +351,6 @@ void batch_norm_backward(const at::Tensor& grad, const at::Tensor& xhat, const a
   });
 }
 
-
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
