@@ -36,8 +36,9 @@ from .gemm import pack, product
 
 try:
     from . import _fused_kernels as _kernels
-except ImportError:
-    _kernels = None
+    _kernels_error: ImportError | None = None
+except ImportError as error:  # not built when the package was installed, or built against another torch
+    _kernels, _kernels_error = None, error
 
 # A wave of `nas.cell.plan_waves`: its edges' nodes and predecessors, and runs (op, first, end) of edges
 CellWave = tuple[Sequence[int], Sequence[int], Sequence[tuple[str, int, int]]]
@@ -231,9 +232,15 @@ def warn_once_without_kernels() -> None:
     global _warned
     if _kernels is None and not _warned:
         _warned = True
+        if isinstance(_kernels_error, ModuleNotFoundError) or _kernels_error is None:
+            why = ("were not built when nas-tagger was installed (torch could not be imported by the build, as in "
+                   "pip's default isolated build, or the compiler failed)")
+        else:
+            why = f"do not load ({_kernels_error}; built against another torch?)"
         logging.getLogger(__name__).warning(
-            "nas.fused_cell: C++ kernels not built (the README's pip install --no-build-isolation -e . builds them); "
-            "the frozen cell runs PyTorch ops, the search cell its autograd path")
+            f"nas.fused_cell: the C++ kernels {why}; the frozen cell runs PyTorch ops, the search cell its autograd "
+            "path. To build them, reinstall from the source with torch already installed: "
+            "pip install --no-build-isolation SOURCE (README, Setup)")
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,

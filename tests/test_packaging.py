@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import tagger_data as td
+from nas import fused_cell
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("common", "nas", "pipeline", "tagger")
@@ -34,10 +35,10 @@ def test_every_launcher_has_a_namespaced_console_script_running_the_same_command
 def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     source = tmp_path / "source"  # a copy, so building leaves nothing in the checkout
     source.mkdir()
-    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+    for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md"):
         shutil.copy(REPO / name, source / name)
     for name in (*PACKAGES, "resources"):
-        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
                    check=True, capture_output=True)
@@ -47,6 +48,10 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
                    capture_output=True)
     installed = {p.relative_to(site) for p in site.rglob("*.py") if p.parts[len(site.parts)] in PACKAGES}
     assert installed == {p.relative_to(REPO) for name in PACKAGES for p in (REPO / name).rglob("*.py")}
+    # built without isolation beside torch (the README's way), the wheel carries the C++ kernels
+    kernels_built_here = fused_cell._kernels is not None
+    if kernels_built_here:
+        assert len(list((site / "nas").glob("_fused_kernels*.so"))) == 1
 
     elsewhere = tmp_path / "elsewhere"  # no checkout on the path: the installed copy or nothing
     expected = td.write_conll03(elsewhere / "data")
@@ -63,6 +68,9 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     paths, cells = where.stdout.splitlines()
     assert all(Path(p).is_relative_to(site) for p in paths.split()) and Path(paths.split()[2]).name == "nas_resources"
     assert cells.split() == sorted(p.stem for p in (REPO / "resources" / "cells").glob("*.json"))
+    if kernels_built_here:
+        loads = run([sys.executable, "-c", "from nas import fused_cell; assert fused_cell._kernels, fused_cell._kernels_error"])
+        assert loads.returncode == 0, loads.stderr
 
     # the installed console script, the default cell (darts_v2, shipped) and shipped character LMs
     dry = run([str(site / "bin" / "nas-train-tagger"), "--corpus", "conll03", "--data", "data",
