@@ -27,6 +27,7 @@ per-step GEMMs packed once per pass (`loop_weights`).
 """
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import NamedTuple, Sequence
 
@@ -36,9 +37,10 @@ from .gemm import pack, product
 
 try:
     from . import _fused_kernels as _kernels
-    _kernels_error: ImportError | None = None
+    _kernels_error: ImportError | None = None  # why a built module does not load (None: not built)
 except ImportError as error:  # not built when the package was installed, or built against another torch
-    _kernels, _kernels_error = None, error
+    _kernels = None
+    _kernels_error = error if importlib.util.find_spec(f"{__package__}._fused_kernels") else None
 
 # A wave of `nas.cell.plan_waves`: its edges' nodes and predecessors, and runs (op, first, end) of edges
 CellWave = tuple[Sequence[int], Sequence[int], Sequence[tuple[str, int, int]]]
@@ -232,7 +234,7 @@ def warn_once_without_kernels() -> None:
     global _warned
     if _kernels is None and not _warned:
         _warned = True
-        if isinstance(_kernels_error, ModuleNotFoundError) or _kernels_error is None:
+        if _kernels_error is None:
             why = ("were not built when nas-tagger was installed (torch could not be imported by the build, as in "
                    "pip's default isolated build, or the compiler failed)")
         else:
