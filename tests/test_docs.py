@@ -1,22 +1,19 @@
 """The docs site builds with `mkdocs build --strict` (a broken link or anchor, a page missing from
 the nav, a command that mkdocs-click cannot import fails), and its command line reference lists
-every console script with every flag. Skipped unless the `docs` extra is installed."""
+every console script with every flag; skipped unless the `docs` extra is installed. The README's
+links into the docs point at files that exist."""
 from __future__ import annotations
 
 import configparser
 import importlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import click
 import pytest
-
-pytest.importorskip("mkdocs")
-pytest.importorskip("mkdocs_click")
-pytest.importorskip("mkdocstrings")
-pytest.importorskip("material")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,6 +33,8 @@ def _commands() -> dict[str, click.Command]:
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Path:
+    for module in ("mkdocs", "mkdocs_click", "mkdocstrings", "material"):
+        pytest.importorskip(module)
     out = tmp_path_factory.mktemp("site")
     result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
                             cwd=ROOT, capture_output=True, text=True,
@@ -52,3 +51,11 @@ def test_cli_reference_lists_every_command_and_flag(site):
             if isinstance(param, click.Option) and not param.hidden:
                 for flag in param.opts:
                     assert flag in page, f"bin/{name} {flag} is missing from the CLI reference"
+
+
+def test_the_readme_links_to_files_that_exist():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", readme)
+    assert len(targets) > 10
+    missing = [target for target in targets if not (ROOT / target).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
