@@ -10,7 +10,7 @@ by torch's FlopCounterMode (forward and backward, so a first-order α step that 
 gradients counts less). The fp32 GEMM peak is the median of 2048³ sgemm timings taken in the
 same run. Prints one JSON line of medians.
 
-    /work/venv/bin/python bench/search_step.py [--device cuda] [--precision bf16] [--orders 1 2]
+    python bench/search_step.py [--device cuda] [--precision bf16] [--orders 1 2]
 """
 from __future__ import annotations
 

@@ -12,12 +12,12 @@ Every 1/--evals-per-epoch of an epoch it scores dev F1 (strict IOB2 spans) and t
 pre-clipping gradient norm of each of the model's layers (reprojection `embedding2nn`, `rnn`,
 `linear`, the CRF) and of the whole model.
 
-Variants (what issue 19 asks to try): `--cell-init lstm|darts` (train-tagger's: ±1/√hidden, the
+Variants: `--cell-init lstm|darts` (train-tagger's: ±1/√hidden, the
 default, or DARTS's ±0.04), `--init-range R` (re-draws the cell's weights uniform in ±R after
-that), `--lr`, `--clip`, `--no-reproject`. Prints one JSON line per run. The README's table "Why
-the searched cell learned more slowly" comes from runs of this script.
+that), `--lr`, `--clip`, `--no-reproject`. Prints one JSON line per run. The table "Why the
+searched cell learned more slowly" in docs/results.md comes from runs of this script.
 
-    bench/tagger_learning.py --corpus conll2000 --data ../shared/data/conll2000 --cell darts_v2 --hidden-size 128 --epochs 2
+    bench/tagger_learning.py --corpus conll2000 --data data/conll2000 --cell darts_v2 --hidden-size 128 --epochs 2
 """
 from __future__ import annotations
 

@@ -160,7 +160,7 @@ def keep_freed_memory(limit: int = 1 << 30) -> None:
     A training step allocates and frees blocks of 100 to 200 MB (the fused search cell's saved
     activations, the 10k-word logits and their gradient). By default glibc maps each one anew and
     returns it on free, and the page faults cost about a fifth of a search step on this project's
-    CPU (README, "Speed"). The price is that up to `limit` of freed memory stays with the process.
+    CPU (docs/speed.md). The price is that up to `limit` of freed memory stays with the process.
     Without glibc nothing changes."""
     try:
         libc = ctypes.CDLL("libc.so.6")

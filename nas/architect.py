@@ -1,4 +1,4 @@
-"""The α step of the bilevel search (NOTES §3), kept apart from the weight step as in DARTS.
+"""The α step of the bilevel search (docs/concepts/search-methods.md), kept apart from the weight step as in DARTS.
 
 First order: α ← Adam step on ∇α L_val(w, α).
 Second order: with w' = w − η(k·∇w L_train(w) + wd·w),

@@ -1,4 +1,4 @@
-"""NASABN attention over the recurrent layer's output sequence (paper 004, NOTES §6).
+"""NASABN attention over the recurrent layer's output sequence (Jing et al. 2020; docs/concepts/cell.md).
 
 After the recurrent layer, each output h_t is replaced by an attention read of the sequence,
 as in the NASABN reference code (no residual):

@@ -1,4 +1,4 @@
-"""The frozen DARTS recurrent cell (NOTES §1), run over whole sequences.
+"""The frozen DARTS recurrent cell (Liu et al. 2019; docs/concepts/cell.md), run over whole sequences.
 
 One time step (`cell_step`), with variational dropout masks m_x, m_h drawn once per sequence:
     [c0 | h0] = (x_t ⊙ m_x)·W0x + (h_{t-1} ⊙ m_h)·W0h,   s0 = h_{t-1} + σ(c0)⊙(tanh(h0) − h_{t-1})
@@ -104,7 +104,7 @@ class FrozenRNN(nn.Module):
     Without gates the time loop is the fused Function of `nas.fused_cell` (the attention layer
     after it stays on autograd). `fused=False` (or setting `.fused`) runs it op by op through
     autograd (`cell_step`), as it always runs with gates and under autocast, where bf16 GEMMs
-    beat the fused loop in fp32 (README, "The fused frozen layer"). The weights start uniform in
+    beat the fused loop in fp32 (docs/speed.md, "The fused frozen layer"). The weights start uniform in
     ±`init_range` (DARTS: 0.04; the tagger's default is ±1/√nhid, `tagger.model.cell_init_range`).
     """
 

@@ -38,7 +38,7 @@ def flag_name(name: str) -> str:
 class LMConfig:
     """The knobs of every language-model training run, search and retraining alike.
 
-    The defaults are DARTS's PTB model (NOTES §5); a search overrides the sizes and the few
+    The defaults are DARTS's PTB model (Liu et al. 2019, the DARTS code's rnn/train.py); a search overrides the sizes and the few
     settings DARTS searches with.
     """
 
@@ -107,7 +107,7 @@ class LMConfig:
 
 @dataclass
 class SearchConfig(LMConfig):
-    """Every knob of a search; the defaults are DARTS's PTB search settings (NOTES §3), but for the
+    """Every knob of a search; the defaults are DARTS's PTB search settings (Liu et al. 2019), but for the
     seed (1 as everywhere in this toolkit; the DARTS code's is 3)."""
 
     epochs: int = 50
@@ -124,7 +124,7 @@ class SearchConfig(LMConfig):
     top_n: int = 1
     compile: bool = False
     extra: dict = field(default_factory=dict)
-    # ESS (paper 000) and NASABN (paper 004)
+    # ESS (Li et al. 2020) and NASABN (Jing et al. 2020)
     search_space: str = "joint"
     rounds: int = 50
     intra_steps: int | None = None  # None: half an epoch, so a round is about one pass over train
@@ -200,7 +200,7 @@ def check_method_flags(method: str, given: dict[str, Any]) -> None:
 @dataclass
 class RetrainConfig(LMConfig):
     """Every knob of retraining a cell (or the LSTM baseline) from scratch; the defaults are DARTS's PTB
-    settings (NOTES §5), but for the seed (1; the DARTS code's is 1267)."""
+    settings (Liu et al. 2019), but for the seed (1; the DARTS code's is 1267)."""
 
     cell: str = "darts_v2"  # as given: a shipped cell name, a genotype file, or "lstm"
     genotype: dict | None = None  # the resolved cell (None for lstm): a resume needs no file

@@ -2,7 +2,7 @@
 
 Autograd records a node for each of the hundreds of small ops per time step and keeps every
 intermediate; here the forward runs the loop under no_grad into a few preallocated buffers and
-the backward is written out (NOTES §1, equations in `nas.cell`). Both directions are stacked on
+the backward is written out (equations in `nas.cell` and docs/concepts/cell.md). Both directions are stacked on
 a leading axis (on a CPU the loop runs them one after the other, so that each one's weights stay
 in cache); the batch is packed step after step (step t runs the first `counts[t]` sequences of a
 length-sorted batch) and the variational mask m_h is fixed.
@@ -22,7 +22,7 @@ The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a²
 for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
 passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
 loop each), else as a few PyTorch ops. Every GEMM is `nas.gemm.product`: oneDNN's matmul in
-float32 on a CPU, about twice torch.mm's speed there (README, "Speed"), with the weights of the
+float32 on a CPU, about twice torch.mm's speed there (docs/speed.md), with the weights of the
 per-step GEMMs packed once per pass (`loop_weights`).
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The autograd path (`nas.search_cell.search_step`) records a dozen ops per edge and step, 36 edges
 at 8 nodes, and keeps most of their outputs. Here the forward runs the loop under no_grad and
 keeps, per step, each edge's [σ(c) | h] (2H) and each state after BatchNorm (H), nothing else;
-the backward is written out (NOTES §2, equations in `nas.search_cell`):
+the backward is written out (equations in `nas.search_cell` and docs/concepts/search-methods.md):
 
     s0 = BN(h + σ(c0)(tanh(h0) − h)),  [c0 | h0] = xp_t + (h⊙m_h)·W0h
     node i, edges j ≤ i from the states S_j:  [c_j | h_j] = (S_j⊙m_h)·W_i   (one GEMM for all j)

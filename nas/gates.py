@@ -1,4 +1,4 @@
-"""ESS inter-cell gates (paper 000 §3.2-3.4, NOTES §6): how a cell reads the previous cells and inputs.
+"""ESS inter-cell gates (Li et al. 2020 §3.2-3.4; docs/concepts/cell.md): how a cell reads the previous cells and inputs.
 
     ĥ_{t-1} = f′(h_{t-1}; x_{t-m..t-1}) = h_{t-1} ⊙ s^β_f        (Eq. 8)
     x̂_t     = g′(x_t; h_{t-m..t-1})     = x_t ⊙ s^β_g             (Eq. 9)

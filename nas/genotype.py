@@ -33,6 +33,10 @@ _ENAS_FUNCS = ("tanh", "relu", "sigmoid", "identity")  # ENAS fixed-arc function
 
 @dataclass(frozen=True)
 class Genotype:
+    """A cell: per node 1..N its inputs as (op, predecessor), the nodes averaged into the output
+    (`concat`), and the optional ESS gates (`inter`) and NASABN attention; what a search finds and
+    the only thing the tagger needs from it. Stored as JSON (docs/concepts/genotype.md)."""
+
     nodes: tuple[tuple[tuple[str, int], ...], ...]
     concat: tuple[int, ...]
     inter: dict | None = None

@@ -1,4 +1,4 @@
-"""The ops a cell edge can apply, and how mixing weights over them become a derived cell (NOTES §1-2).
+"""The ops a cell edge can apply, and how mixing weights over them become a derived cell (docs/concepts/).
 
 The bottom of `nas`: it imports only torch, and every cell, gate and plot reads its tables from
 here. α has one row per edge and one column per op in `OPS`; the rows of the edges into one node
@@ -35,7 +35,7 @@ def edge_offsets(layout: Layout) -> list[int]:
 
 
 def normalise(alpha: torch.Tensor, steps: Layout, method: str) -> torch.Tensor:
-    """Softmaxed mixing weights with α's shape: per edge (darts) or per node (idarts, paper 001 Eq. 4)."""
+    """Softmaxed mixing weights with α's shape: per edge (darts) or per node (idarts, Jiang et al. 2019 Eq. 4)."""
     if method == "darts":
         return F.softmax(alpha, dim=-1)
     if method != "idarts":

@@ -1,6 +1,6 @@
 """Architectures drawn uniformly from the search space: the random-cell and random-search baselines.
 
-The space is the one the search derives from (NOTES §3, §6): each intra-cell node i (1..N) keeps one
+The space is the one the search derives from (docs/concepts/search-methods.md): each intra-cell node i (1..N) keeps one
 input, an op from {identity, tanh, relu, sigmoid} and a predecessor in 0..i-1; with the ESS gates,
 each node of f′ and g′ keeps one op and one predecessor among `nas.gates.predecessors`; with
 attention, one of the NASABN types. Every choice is uniform and independent of the others, so

@@ -1,4 +1,4 @@
-"""The bilevel search (NOTES §3, §6; DARTS's rnn/train_search.py): α on validation batches, weights on train batches.
+"""The bilevel search (docs/concepts/search-methods.md; DARTS's rnn/train_search.py): α on validation batches, weights on train batches.
 
 `Searcher` runs a search method (`nas.methods`) on the training loop (`nas.loop`): each batch,
 the method's α group of that batch takes one step on a validation batch of the same length (random

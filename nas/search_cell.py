@@ -1,4 +1,4 @@
-"""The DARTS search cell (NOTES §2): the frozen cell with every edge j < i mixed over all ops.
+"""The DARTS search cell (Liu et al. 2019; docs/concepts/search-methods.md): the frozen cell with every edge j < i mixed over all ops.
 
 α (`alpha`, one row per edge, one column per op in `nas.ops.OPS`) is owned here; the Architect
 updates it. Node i computes [c | h] for all its predecessors in one matmul (W_i is shared by the
@@ -7,7 +7,7 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
     s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
 
 `none` contributes nothing but stays in the softmax. `darts` normalises each edge's ops;
-`idarts` normalises all (j, op) pairs entering a node together (paper 001, Eq. 4); the
+`idarts` normalises all (j, op) pairs entering a node together (Jiang et al. 2019, Eq. 4); the
 normalisation and the derivation of the cell are `nas.ops.normalise` and `nas.ops.derive`.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Multi-seed search and selection, as DARTS and I-DARTS pick their cells (NOTES §3: searches are seed-sensitive).
+"""Multi-seed search and selection, as DARTS and I-DARTS pick their cells (searches are seed-sensitive: docs/concepts/search-methods.md).
 
 `bin/search-lm --seeds 1,2,3,4 --workers K` runs one `bin/search-lm` process per seed, at most K at
 a time, each in RUN_DIR/seed-S/search. As soon as a seed's search ends, the same worker retrains

@@ -1,4 +1,4 @@
-"""Retraining a cell (or the LSTM baseline) from scratch under the DARTS/AWD evaluation protocol (NOTES §5; DARTS's rnn/train.py).
+"""Retraining a cell (or the LSTM baseline) from scratch under the DARTS/AWD evaluation protocol (Liu et al. 2019; DARTS's rnn/train.py).
 
 Per batch: a sequence length drawn from N(bptt, 5) (from N(bptt/2, 5) with probability 0.05, as the
 AWD and DARTS code do), at least 5 and at most bptt + `max_seq_len_delta`, with the learning rate

@@ -77,7 +77,7 @@ class _Progress:
 @command()
 @click.option("--run-dir", type=OUTPUT_FOLDER, help="Demo directory [default: runs/demo-<time>].")
 @click.option("--data", type=click.Path(file_okay=False), help="Real data instead of the embedded default: a "
-              "directory laid out like ../shared/data (an LM corpus folder and a tagging corpus folder).")
+              "directory laid out like data/ in docs/data.md (an LM corpus folder and a tagging corpus folder).")
 @click.option("--lm", "lm_name", default="ptb", help="With --data: the LM corpus folder inside DATA.")
 @click.option("--corpus", default="conll2000", type=click.Choice(["conll03", "wnut17", "conll2000"]),
               help="With --data: the tagging corpus (its folder inside DATA has the same name).")
@@ -87,11 +87,12 @@ class _Progress:
 @click.option("--threads", type=COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
 @click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.")
 def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
-    """Search a cell, retrain it, train a tagger with it, and tag raw text (35 s on 2 idle CPU cores, 2026-11-23).
+    """Search a cell, retrain it, train a tagger with it, and tag raw text, printing each command
+    before it runs it (its time on one machine, and what load does to it: docs/demo.md).
 
     \b
-        bin/demo                       # the embedded default data (generated from --seed)
-        bin/demo --data ../shared/data # PTB and CoNLL-2000 at the same tiny sizes
+        bin/demo                # the embedded default data (generated from --seed)
+        bin/demo --data data    # PTB and CoNLL-2000 at the same tiny sizes
     """
     from common.runs import default_run_dir
     from tagger.synthetic import generate

@@ -58,9 +58,9 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
     Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
 
     \b
-        bin/search-tagger --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --method idarts --hidden-size 32 --nodes 4 --epochs 2 --max-batches-per-epoch 40 --out chunk-cell.json
+        bin/search-tagger --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --method idarts --hidden-size 32 --nodes 4 --epochs 2 --max-batches-per-epoch 40 --out chunk-cell.json
 
-        bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data ../shared/data/conll2000
+        bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data data/conll2000
     """
     from common.runs import RunDir, default_run_dir
     from nas.cli.terminal import Terminal, run_loop

@@ -1,8 +1,8 @@
-"""Search a recurrent cell on the tagging task itself, as I-DARTS searched its NER cell (paper 001 §3.1).
+"""Search a recurrent cell on the tagging task itself, as I-DARTS searched its NER cell (Jiang et al. 2019 §3.1).
 
 The search model is `bin/train-tagger`'s BiRNN-CRF (the same embeddings, reprojection, dropouts
 and CRF) with the DARTS search cell as its recurrent layer (`BiSearchRNN`). The loop is DARTS's
-bilevel one (NOTES §3): at each batch α takes one Adam step (`nas.architect.Architect`, first or
+bilevel one (docs/concepts/search-methods.md): at each batch α takes one Adam step (`nas.architect.Architect`, first or
 second order) on a batch of the training sentences held apart for it (`--arch-split`), then the
 weights take one SGD step on a batch of the other training sentences, as flair's trainer takes
 it (the CRF loss summed over the batch, the gradient norm clipped). The dev split is only scored

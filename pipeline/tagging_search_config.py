@@ -2,7 +2,7 @@
 
 Light on purpose (no torch, no flair), so `--help` and a bad flag answer at once. The tagger's
 settings keep `bin/train-tagger`'s names and defaults, except the hidden size: I-DARTS searched
-its NER cell at 256 (paper 001 §3.1). The search settings are DARTS's (NOTES §3).
+its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (Liu et al. 2019).
 """
 from __future__ import annotations
 

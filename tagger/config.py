@@ -1,4 +1,4 @@
-"""Every setting of a tagger training run, its defaults (NOTES §6) and its checks.
+"""Every setting of a tagger training run, its defaults (Jiang et al. 2019 §3.2, the I-DARTS tagger) and its checks.
 
 A light module (no flair, no torch), so `bin/train-tagger --help` shows the defaults at once.
 """
@@ -17,7 +17,7 @@ CELL_INITS = ("lstm", "darts")
 
 @dataclass
 class TaggerConfig:
-    """`bin/train-tagger`'s flags; the defaults follow I-DARTS / Akbik et al. (NOTES §6)."""
+    """`bin/train-tagger`'s flags; the defaults follow I-DARTS (Jiang et al. 2019 §3.2) / Akbik et al. 2019."""
 
     cell: str = "darts_v2"
     corpus: str = "conll03"

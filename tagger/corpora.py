@@ -1,4 +1,4 @@
-"""Tagging corpora in column format: CoNLL-2003, WNUT-2017, CoNLL-2000 and any column file (NOTES §9).
+"""Tagging corpora in column format: CoNLL-2003, WNUT-2017, CoNLL-2000 and any column file (formats: docs/data.md).
 
 Every line is checked before anything is built, so bad input is one `InputError` naming the
 file, the line and the problem: a wrong column count, mixed separators, a tag outside the

@@ -1,6 +1,6 @@
 """The BiRNN-CRF tagger: flair's `SequenceTagger` whose recurrent layer is a frozen searched cell.
 
-flair's `SequenceTagger(rnn=module)` trains but cannot reload (NOTES §8). So `CellTagger`
+flair's `SequenceTagger(rnn=module)` trains but cannot reload (flair 0.15: "Unknown RNN type"). So `CellTagger`
 overrides the `RNN(...)` factory flair calls while building the model: with a genotype it returns
 a bidirectional `nas.cell.FrozenRNN` (forward and backward weights of its own, with the ESS
 inter-cell gates and the NASABN attention of the genotype when present), without one flair's own LSTM (`--cell lstm`, the stock
@@ -66,7 +66,7 @@ def cell_init_range(cell_init: str, hidden_size: int) -> float:
 
     DARTS's 0.04 is about 1/√hidden at the 850 units it was chosen for; at a tagger's sizes it is
     several times smaller, and the cell's output then hardly depends on its input at the start, so
-    training starts slowly (README, "Why the searched cell learned more slowly").
+    training starts slowly (docs/results.md, "Why the searched cell learned more slowly").
     """
     if cell_init not in CELL_INITS:
         raise ValueError(f"cell init {cell_init!r}: expected one of {', '.join(CELL_INITS)}")

@@ -3,7 +3,7 @@
 Pooled Flair embeddings remember, for every word they have seen, the pooled (min by default)
 character-LM embedding of all its occurrences, and give each new occurrence that pooled vector.
 flair clears the memory when a model is put in training mode and never otherwise, so tagging a
-large file grows it without bound (NOTES §8): one vector of the LM's hidden size per distinct
+large file grows it without bound (flair 0.15): one vector of the LM's hidden size per distinct
 word and per direction (2048 floats, 8 KB, for flair's news LMs).
 
 Policy: the memory keeps the `max_words` most recently seen words (least recently seen first out),

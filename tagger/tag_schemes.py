@@ -2,7 +2,7 @@
 
 Corpora arrive in IOB1 (CoNLL-2003), IOB2 (WNUT-2017, CoNLL-2000) or IOBES. Everything is
 normalised to IOB2 on reading: evaluation always scores IOB2 spans (seqeval in strict IOB2 mode
-silently drops entities of IOB1 input, NOTES §8), and spans are what flair trains from, in the
+silently drops entities of IOB1 input), and spans are what flair trains from, in the
 scheme given by `--train-scheme` (BIOES by default).
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Training runs of the tagger with flair's `ModelTrainer`, one run directory per seed.
 
-Settings follow I-DARTS / Akbik et al. (NOTES §6): SGD lr 0.1, batch 32 (the ESS paper used 24),
+Settings follow I-DARTS (Jiang et al. 2019 §3.2) / Akbik et al. 2019: SGD lr 0.1, batch 32 (the ESS paper used 24),
 gradient clipping 5.0, lr × 0.25 after 2 epochs without dev improvement, stop when the lr falls
 below 1e-4 or after `max_epochs`. The best epoch on dev is tested (the final one with
 `--train-with-dev`). Test scoring is ours (`evaluation`), so the trainer is given train and dev

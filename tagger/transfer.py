@@ -74,7 +74,7 @@ def parse_corpora(text: str) -> list[Corpus]:
         form, sep, path = rest.partition(":")
         if not sep or not path or form not in CORPUS_FORMATS:
             raise InputError(f"--corpora {item}: expected [NAME=]FORMAT:PATH with FORMAT one of "
-                             f"{', '.join(CORPUS_FORMATS)}, e.g. conll2000:../shared/data/conll2000")
+                             f"{', '.join(CORPUS_FORMATS)}, e.g. conll2000:data/conll2000")
         corpora.append(Corpus(name or form, form, path))
     if not corpora:
         raise InputError("--corpora: no corpus given")

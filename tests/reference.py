@@ -1,4 +1,4 @@
-"""Slow, obviously correct references for the fast cells and the α step: NOTES §1-3 written out literally.
+"""Slow, obviously correct references for the fast cells and the α step: docs/concepts/cell.md and search-methods.md written out literally.
 
 The cells run one time step, one node, one edge and one op at a time in Python, with the input
 projection x·W0 inside the loop, as in the reference DARTS code's structure; the α step has that
@@ -19,7 +19,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # the columns of α (NOTES §2)
+OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # the columns of α (docs/concepts/search-methods.md)
 ACT = {"identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
 
 

@@ -6,7 +6,7 @@ from nas import genotype
 from common.errors import InputError
 from nas.genotype import Genotype
 
-NOTES_DARTS_V2_ENAS = "0 2 1 1 1 1 1 3 2 0 5 2 3 0 5 1"  # NOTES §4
+NOTES_DARTS_V2_ENAS = "0 2 1 1 1 1 1 3 2 0 5 2 3 0 5 1"  # the ENAS fixed-arc form of DARTS_V2
 
 
 def test_darts_v2_matches_the_enas_notation_in_notes():

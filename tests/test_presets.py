@@ -38,7 +38,7 @@ def test_the_papers_numbers():
     assert (ner["hidden_size"], ner["batch_size"], ner["lr"], ner["clip"], ner["anneal_factor"], ner["patience"],
             ner["max_epochs"], ner["runs"]) == (512, 24, 0.1, 5.0, 0.25, 2, 150, 5)
     assert preset_values("flair-ner-train-dev", "train-tagger") == {**ner, "train_with_dev": True}
-    assert preset_values("idarts-ptb", "search-lm")["epochs"] == 40  # paper 001: 40 search epochs
+    assert preset_values("idarts-ptb", "search-lm")["epochs"] == 40  # Jiang et al. 2019: 40 search epochs
     wt2 = preset_values("darts-retrain-wt2", "train-lm")
     assert (wt2["emsize"], wt2["dropouth"], wt2["wdecay"]) == (700, 0.15, 5e-7)
 

@@ -17,7 +17,7 @@ def lstm_formula(ninp: int, h: int) -> int:
 
 
 def darts_formula(ninp: int, h: int, nodes: int = 8) -> int:
-    """Frozen cell, no biases (NOTES §1): per direction W0 (ninp+h)×2h and one h×2h matrix per node."""
+    """Frozen cell, no biases (docs/concepts/cell.md): per direction W0 (ninp+h)×2h and one h×2h matrix per node."""
     return 2 * (2 * h * (ninp + h) + nodes * 2 * h * h)
 
 

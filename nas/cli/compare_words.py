@@ -29,7 +29,7 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
     checkpoint.pt before the first epoch ends) or model files, or `bin/search-lm` run directories
     (the search model at its last checkpoint). Δ is the mean NLL of MODEL_B minus that of MODEL_A
     per occurrence of the word (negative: B is better), e.g. for ESS Table 3, the retrained
-    intra-only and joint cells: `bin/compare-words runs/intra-lm runs/joint-lm --data ../shared/data/ptb`.
+    intra-only and joint cells: `bin/compare-words runs/intra-lm runs/joint-lm --data data/ptb`.
     """
     from ..lm_eval import ppl
     from ..wordloss import compare_words, largest_differences, load_language_model, most_frequent

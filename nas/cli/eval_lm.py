@@ -26,7 +26,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     Example:
 
     \b
-        bin/eval-lm runs/dartsv2 --data ../shared/data/ptb --split test
+        bin/eval-lm runs/dartsv2 --data data/ptb --split test
     """
     from ..corpus import batchify, encode, read_tokens
     from ..lm_eval import evaluate, ppl

@@ -88,12 +88,12 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     Example, a small first-order search on PTB:
 
     \b
-        bin/search-lm --data ../shared/data/ptb --method darts --epochs 1 --batch-size 64 --max-batches-per-epoch 50 --out cell.json
+        bin/search-lm --data data/ptb --method darts --epochs 1 --batch-size 64 --max-batches-per-epoch 50 --out cell.json
 
     ESS joint search of the cell and the inter-cell gates, with NASABN attention search:
 
     \b
-        bin/search-lm --data ../shared/data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
+        bin/search-lm --data data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
     from common.files import read_json
     from common.runs import RunDir, default_run_dir

@@ -56,7 +56,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     ASGD), but for the seed (the DARTS code's is 1267). A quick CPU run on PTB:
 
     \b
-        bin/train-lm --cell darts_v2 --data ../shared/data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
+        bin/train-lm --cell darts_v2 --data data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
     """
     from common.paths import absolute_if_exists
     from common.runs import RunDir, default_run_dir

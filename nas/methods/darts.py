@@ -1,4 +1,4 @@
-"""DARTS (NOTES §3): every edge of the cell mixes all ops with a softmax per edge (DARTS's rnn/model_search.py)."""
+"""DARTS (Liu et al. 2019): every edge of the cell mixes all ops with a softmax per edge (DARTS's rnn/model_search.py)."""
 from __future__ import annotations
 
 import torch.nn as nn

@@ -1,4 +1,4 @@
-"""ESS (paper 000): joint search of the cell and the inter-cell gates, in rounds (Fig. 4).
+"""ESS (Li et al. 2020): joint search of the cell and the inter-cell gates, in rounds (Fig. 4).
 
 A round is `intra_steps` batches that step the intra-cell α (and the attention α) with the
 inter-cell α frozen, then `inter_steps` batches that step the inter-cell α with the intra-cell α

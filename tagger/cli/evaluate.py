@@ -41,7 +41,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
 
     \b
         bin/evaluate --model runs/ner --format conlleval
-        bin/evaluate --model runs/ner --corpus conll03 --data ../shared/data/conll03 --split dev
+        bin/evaluate --model runs/ner --corpus conll03 --data data/conll03 --split dev
     """
     from common.files import atomic_write_json
 

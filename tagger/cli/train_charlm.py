@@ -12,7 +12,7 @@ from common.ranges import MINUTES, POSITIVE
 
 
 @command()
-@click.option("--data", required=True, type=click.Path(), help="A text file, or a directory with train/valid/test splits (e.g. ../shared/data/wikitext-2).")
+@click.option("--data", required=True, type=click.Path(), help="A text file, or a directory with train/valid/test splits (e.g. data/wikitext-2).")
 @click.option("--direction", type=click.Choice(["forward", "backward"]), required=True)
 @click.option("--run-dir", required=True, type=OUTPUT_FOLDER, help="Run directory; the model is RUN_DIR/best-lm.pt.")
 @click.option("--hidden", type=COUNT, default=256, help="LSTM hidden size (256 keeps the file under 5 MB).")
@@ -34,7 +34,7 @@ def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_l
     The .pt plugs into `bin/train-tagger --embeddings flair:FWD.pt:BWD.pt` (or pooled-flair:).
 
     \b
-        bin/train-charlm --data ../shared/data/wikitext-2 --direction forward --run-dir charlm-fwd --time-budget 20
+        bin/train-charlm --data data/wikitext-2 --direction forward --run-dir charlm-fwd --time-budget 20
     """
     from common.files import atomic_write_json
     from common.paths import absolute

@@ -65,7 +65,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
     Example, DARTS_V2 on CoNLL-2000 chunking with the packaged GloVe vectors (a short run):
 
     \b
-        bin/train-tagger --cell darts_v2 --corpus conll2000 --data ../shared/data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
+        bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """
     from common.paths import absolute, absolute_if_exists
     from common.runs import Interrupted, RunDir, default_run_dir

@@ -20,7 +20,7 @@ def main(data, out, dim, method, epochs, window, min_count, seed, threads) -> No
     """Train word2vec or fastText vectors offline and write them as `word v1 ... vD` lines.
 
     \b
-        bin/train-wordvec --data ../shared/data/wikitext-2/wiki.train.tokens --out wt2-100d.txt --dim 100
+        bin/train-wordvec --data data/wikitext-2/wiki.train.tokens --out wt2-100d.txt --dim 100
     """
     from ..wordvec import train_wordvec
 

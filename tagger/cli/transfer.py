@@ -15,7 +15,7 @@ D = TaggerConfig()
 
 @command()
 @click.option("--cells", default="darts_v2,lstm", help="Comma-separated shipped cells, genotype files (named by their stem) and lstm (flair's BiLSTM, the reference of the paired test).")
-@click.option("--corpora", required=True, help="Comma-separated [NAME=]FORMAT:PATH, as train-tagger's --corpus FORMAT --data PATH; NAME defaults to FORMAT. E.g. conll2000:../shared/data/conll2000,wnut17:../shared/data/wnut17.")
+@click.option("--corpora", required=True, help="Comma-separated [NAME=]FORMAT:PATH, as train-tagger's --corpus FORMAT --data PATH; NAME defaults to FORMAT. E.g. conll2000:data/conll2000,wnut17:data/wnut17.")
 @click.option("--seeds", type=COUNT, default=3, help="Seeds 1..N of every cell on every corpus.")
 @click.option("--hidden-size", type=COUNT, default=D.hidden_size, help="The LSTM's hidden size per direction (with --sizes hidden: every model's).")
 @click.option("--sizes", type=click.Choice(["params", "hidden"]), default="params", help="params: each cell's hidden size chosen so its recurrent layer has the parameters of the LSTM at --hidden-size; hidden: all at --hidden-size.")
@@ -31,7 +31,7 @@ def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, thread
     Arguments after -- go to every train-tagger run. A small example (2 cells, 1 corpus, 2 seeds):
 
     \b
-        bin/transfer --cells darts_v2,lstm --corpora conll2000:../shared/data/conll2000 --seeds 2 --hidden-size 128 --run-dir runs/transfer -- --embeddings glove:glove-6b-50d --max-epochs 3
+        bin/transfer --cells darts_v2,lstm --corpora conll2000:data/conll2000 --seeds 2 --hidden-size 128 --run-dir runs/transfer -- --embeddings glove:glove-6b-50d --max-epochs 3
     """
     from common.runs import default_run_dir
 
