@@ -18,13 +18,14 @@ def main(model, out) -> None:
     """Write the tagger of MODEL (a bin/train-tagger run directory or a model file, also one saved by
     an earlier version of this toolkit) as one flair model file, after loading it safely.
 
-    An lstm tagger loads with flair alone; a tagger on a searched cell loads once this toolkit's
-    tagger.model is imported (its class holds the cell):
+    An lstm tagger loads with flair alone; a tagger on a searched cell loads with flair's own
+    loaders once this toolkit's tagger.model is imported (its class holds the cell). The file says
+    what it needs under "requires" (flair's version; for a cell, this toolkit's and the genotype):
 
     \b
         bin/export runs/chunk-lstm --out chunker.pt
         python -c 'from flair.models import SequenceTagger; SequenceTagger.load("chunker.pt")'
-        python -c 'from tagger.model import CellTagger; CellTagger.load("ner-darts.pt")'
+        python -c 'import tagger.model; from flair.models import SequenceTagger; SequenceTagger.load("ner-darts.pt")'
     """
     offline()
     target = Path(out)  # OUTPUT_FILE refused a folder while the flags were parsed
@@ -34,7 +35,7 @@ def main(model, out) -> None:
     tagger = load_tagger(model, "cpu")
     tagger.save(target)
     how = ("flair.models.SequenceTagger.load" if tagger.genotype is None
-           else "tagger.model.CellTagger.load (its searched cell needs this toolkit)")
+           else "flair.models.SequenceTagger.load after `import tagger.model` (its searched cell needs this toolkit)")
     click.echo(f"wrote {target}: load it with {how}", err=True)
 
 
