@@ -13,8 +13,9 @@ Models are saved and loaded through `model_file`: flair's own state, read back w
 `weights_only=True`, also when flair's `ModelTrainer` writes and reloads `best-model.pt`. The files
 stay flair's: an `lstm` tagger is stored as a plain `SequenceTagger`, which
 `flair.models.SequenceTagger.load` rebuilds without this toolkit; a tagger on a searched cell is
-stored as a `CellTagger`, which flair's `Classifier.load` finds once this module is imported, and
-`CellTagger.load` loads (safely, through `load_tagger`).
+stored as a `CellTagger`. Once this module is imported, flair's own `SequenceTagger.load` and
+`Classifier.load` return it (`teach_flair_the_cell_tagger`); without it, flair's error names that
+import. `CellTagger.load` and `load_tagger` load it safely.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 
 from flair.models import SequenceTagger
 
+import nas
 from common.errors import InputError
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype, validate
@@ -81,6 +83,12 @@ def recurrent_layer(genotype: Genotype | None, input_size: int, hidden_size: int
     return PackedCellRNN(genotype, input_size, hidden_size, dropout_x, dropout_h, cell_init)
 
 
+# Stored as the model's rnn_type: flair without this toolkit fails on it with "Unknown RNN type: <this>",
+# so the one line a user sees says what to do.
+CELL_RNN_TYPE = ("FrozenRNN, a searched cell of nas-tagger: run `import tagger.model` before flair's "
+                 "SequenceTagger.load, or load it with tagger.load_tagger(path)")
+
+
 class CellTagger(SequenceTagger):
     """`SequenceTagger` with a searched cell (genotype dict) or, with `genotype=None`, flair's BiLSTM."""
 
@@ -90,7 +98,7 @@ class CellTagger(SequenceTagger):
         # before nn.Module.__init__). `cell_init` only draws the starting weights, so it is not saved.
         self.genotype = validate(genotype, "model genotype") if genotype is not None else None
         self.cell_dropout_x, self.cell_dropout_h, self.cell_init = cell_dropout_x, cell_dropout_h, cell_init
-        kwargs.setdefault("rnn_type", "FrozenRNN" if genotype is not None else "LSTM")
+        kwargs.setdefault("rnn_type", CELL_RNN_TYPE if genotype is not None else "LSTM")
         super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
 
     def RNN(self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool,
@@ -103,10 +111,13 @@ class CellTagger(SequenceTagger):
     def _get_state_dict(self) -> dict:
         # Without a cell this is flair's BiLSTM-CRF exactly: stored under flair's class name, so flair
         # rebuilds it without this toolkit; with one, flair finds this class by name once imported.
+        # `requires` says what a reader needs to rebuild it.
+        cell = self.genotype is not None
         return {**super()._get_state_dict(),
-                "__cls__": "SequenceTagger" if self.genotype is None else type(self).__name__,
-                "genotype": self.genotype.to_dict() if self.genotype is not None else None,
-                "cell_dropout_x": self.cell_dropout_x, "cell_dropout_h": self.cell_dropout_h}
+                "__cls__": type(self).__name__ if cell else "SequenceTagger",
+                "genotype": self.genotype.to_dict() if cell else None,
+                "cell_dropout_x": self.cell_dropout_x, "cell_dropout_h": self.cell_dropout_h,
+                "requires": requirements(self.genotype)}
 
     @classmethod
     def _init_model_with_state_dict(cls, state, **kwargs):
@@ -129,6 +140,40 @@ class CellTagger(SequenceTagger):
         return load_tagger(model_path)
 
 
+def requirements(genotype: Genotype | None) -> dict:
+    """What rebuilding a saved tagger needs: flair alone for the BiLSTM, this toolkit for a searched cell."""
+    import flair
+
+    needs = {"flair": flair.__version__}
+    if genotype is None:
+        return needs
+    return {**needs, "nas-tagger": nas.__version__, "cell": genotype.to_dict(),
+            "load": "import tagger.model, then flair's SequenceTagger.load or Classifier.load; or tagger.load_tagger"}
+
+
+def teach_flair_the_cell_tagger() -> None:
+    """Make flair's own `SequenceTagger.load` return a `CellTagger` for a state that holds a genotype.
+
+    flair's loader rebuilds every state through `SequenceTagger._init_model_with_state_dict`, whose
+    RNN factory knows only LSTM, GRU and RNN. Such a state is handed to `CellTagger`'s rebuild
+    instead; every other state goes to flair's unchanged. Called once, when this module is imported.
+    """
+    flair_rebuild = SequenceTagger.__dict__["_init_model_with_state_dict"].__func__
+    if getattr(flair_rebuild, "knows_cell_tagger", False):
+        return
+
+    def rebuild(cls, state, **kwargs):
+        if cls is SequenceTagger and state.get("genotype") is not None:
+            return CellTagger._init_model_with_state_dict(state, **kwargs)
+        return flair_rebuild(cls, state, **kwargs)
+
+    rebuild.knows_cell_tagger = True
+    SequenceTagger._init_model_with_state_dict = classmethod(rebuild)
+
+
+teach_flair_the_cell_tagger()
+
+
 def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagger:
     """Load a saved tagger (a model file, or a run directory holding best-model.pt / final-model.pt)."""
     path = Path(path)
@@ -148,6 +193,7 @@ def _from_state(state: dict, where: str, device: str | None = None) -> CellTagge
 
     card = state.pop("model_card", None)
     state.pop("__cls__", None)
+    state.pop("requires", None)
     try:
         model = CellTagger._init_model_with_state_dict(state)
     except (KeyError, TypeError, ValueError, RuntimeError) as err:

@@ -21,7 +21,7 @@ from common.files import atomic_write_json, read_json
 from common.parameters import count_parameters
 from common.runs import RunDir
 
-from . import evaluation
+from . import evaluation, model_card
 from .config import TaggerConfig
 from .corpora import TaggingCorpus, to_sentences
 
@@ -213,12 +213,14 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         "rnn_parameters": count_parameters(model.rnn),
         "hidden_size": config.hidden_size,
         "test": report,
+        "corpus": corpus.counts(),
     }
     if config.matched_to:
         metrics["matched_to"] = config.matched_to
     if scored_dev is not None:
         metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
     atomic_write_json(out / "metrics.json", metrics)
+    model_card.write(out / "README.md", {**asdict(config), "genotype": genotype}, metrics, metrics["model"])
     with open(out / "training.log", "a", encoding="utf-8") as handle:
         handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")
     return metrics

@@ -160,3 +160,55 @@ def test_the_readme_python_api_tags_a_string_with_character_offsets(tiny_tagger)
     spans = sentence.get_spans()
     assert spans and all(text[s.start_position:s.end_position] == s.text and s.tag in {"PER", "LOC", "ORG", "MISC"}
                          for s in spans)
+
+
+def _flair_spans(model_file: Path, words: list[list[str]], toolkit_import: str) -> subprocess.CompletedProcess:
+    """flair's own loaders in a fresh interpreter after `toolkit_import`: the spans each one's model predicts."""
+    script = (f"{toolkit_import}\nimport json\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
+              "from flair.nn import Classifier\nfound = []\n"
+              "for load in (SequenceTagger.load, Classifier.load):\n"
+              f"    model = load({str(model_file)!r})\n"
+              f"    sentences = [Sentence(w) for w in {words!r}]\n"
+              "    model.predict(sentences, mini_batch_size=8)\n"
+              "    found.append([type(model).__name__, [[[s[0].idx - 1, s[-1].idx, s.tag] for s in x.get_spans('ner')]"
+              " for x in sentences]])\n"
+              "print(json.dumps(found))\n")
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
+
+
+def test_flairs_own_loaders_return_the_cell_tagger_after_one_import_and_tag_as_bin_tag(tiny_tagger, tmp_path):
+    from tagger.cli.tag import main
+    from tagger.tag_schemes import spans
+
+    run, data = tiny_tagger
+    words = [block.split() for block in (data / "raw.txt").read_text().split(".")[:12] if block.split()]
+    (tmp_path / "in.txt").write_text("\n".join(" ".join(w) for w in words) + "\n")
+    tagged = CliRunner().invoke(main, ["--model", str(run), "--tokenized", str(tmp_path / "in.txt")])
+    assert tagged.exit_code == 0, tagged.stderr
+    expected = [[list(s) for s in spans([row.split(" ")[1] for row in block.splitlines()])]
+                for block in tagged.stdout.strip().split("\n\n")]
+    assert len(expected) == len(words) and any(expected)
+
+    proc = _flair_spans(run / "best-model.pt", words, "import tagger.model")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [["CellTagger", expected], ["CellTagger", expected]]
+
+
+def test_without_the_import_flairs_error_names_the_call_that_works(tiny_tagger):
+    run, _ = tiny_tagger
+    proc = _flair_spans(run / "best-model.pt", [["Kelo", "Vanor"]], "")
+    assert proc.returncode != 0
+    assert "Unknown RNN type: FrozenRNN, a searched cell of nas-tagger: run `import tagger.model`" in proc.stderr
+
+
+def test_saved_taggers_say_what_rebuilding_them_needs(setup):
+    import flair
+
+    import nas
+
+    state = torch.load(saved(setup, "darts_v2", "needs.pt")[0], weights_only=False)
+    assert state["requires"] == {"flair": flair.__version__, "nas-tagger": nas.__version__,
+                                 "cell": load("darts_v2").to_dict(), "load": state["requires"]["load"]}
+    assert "import tagger.model" in state["requires"]["load"]
+    lstm = torch.load(saved(setup, None, "needs-lstm.pt")[0], weights_only=False)
+    assert lstm["requires"] == {"flair": flair.__version__}

@@ -1,0 +1,128 @@
+"""A model card beside every saved tagger: Markdown in the Hugging Face model-card shape (YAML
+metadata between `---` lines, then the card), written from the run's config.json and metrics.json
+(which holds the corpus counts too), so that every figure on it is the one in metrics.json.
+
+A run directory's card is its `README.md` (the name the Hub and most tools look for); `bin/export`
+writes one beside the exported file, named after it (`ner.pt` -> `ner.md`), so that nothing of the
+user's in that folder is overwritten.
+"""
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+
+from common.errors import InputError
+from common.files import atomic_write_text
+
+# Our corpus kinds as the Hugging Face Hub names the datasets (others have no Hub name).
+HUB_DATASETS = {"conll03": "conll2003", "wnut17": "wnut_17", "conll2000": "conll2000"}
+MARKER = "tags: [flair, token-classification, sequence-tagger-model, nas-tagger]"  # also tells our cards apart
+
+
+def render(config: dict, metrics: dict, model_file: str) -> str:
+    """The card's text for one trained tagger (`metrics` as `tagger.train.train_run` writes them)."""
+    counts = metrics.get("corpus")
+    cell = config.get("genotype") or None
+    name = (cell or {}).get("name") or config.get("cell") or "lstm"
+    corpus = config.get("corpus") or "columns"
+    test, dev = metrics["test"], metrics.get("dev")
+    lines = ["---", "library_name: flair", MARKER]
+    if corpus in HUB_DATASETS:
+        lines.append(f"datasets: [{HUB_DATASETS[corpus]}]")
+    lines += ["metrics: [f1]", "model-index:", f"- name: {json.dumps(f'{name} BiRNN-CRF on {corpus}')}",
+              "  results:", "  - task: {type: token-classification}",
+              f"    dataset: {{name: {json.dumps(corpus)}, type: {json.dumps(HUB_DATASETS.get(corpus, corpus))}}}",
+              "    metrics:",
+              f"    - {{type: f1, value: {_percent(test['f1'])}, name: test F1 (seqeval strict, micro average)}}",
+              "---", "",
+              f"# {name} BiRNN-CRF tagger on {corpus}", "",
+              f"A flair BiRNN-CRF sequence tagger ({_task(counts)}) whose recurrent layer is "
+              + (f"the searched cell {name}" if cell else "flair's own BiLSTM") + ", trained with nas-tagger.", "",
+              "## Model", "",
+              f"- Recurrent layer: {_cell_line(cell)}",
+              f"- Hidden size {metrics['hidden_size']} per direction; {metrics['rnn_parameters']:,} recurrent parameters",
+              f"- Embeddings: `{config.get('embeddings')}`",
+              f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}); this card describes `{model_file}`",
+              ""]
+    if counts:
+        lines += ["## Training data", "", f"Corpus `{corpus}` (`{config.get('data')}`):", "",
+                  "| split | sentences | tokens | entities |", "|---|---:|---:|---|"]
+        for split, c in counts.items():
+            if c is not None:
+                entities = ", ".join(f"{k} {v:,}" for k, v in c["entities"].items()) or "none"
+                lines.append(f"| {split} | {c['sentences']:,} | {c['tokens']:,} | {entities} |")
+        lines.append("")
+    lines += ["## Results", "", "F1 in percent, seqeval strict (IOB2), as in `metrics.json`:", "",
+              "| type | " + ("dev F1 | " if dev else "") + "test F1 | test support |",
+              "|---|" + ("---:|" if dev else "") + "---:|---:|"]
+    for kind, row in test["strict"].items():
+        if kind == "weighted avg":
+            continue
+        dev_cell = f"{_percent(dev['strict'].get(kind, {}).get('f1-score', 0.0))} | " if dev else ""
+        lines.append(f"| {kind} | {dev_cell}{_percent(row['f1-score'])} | {row['support']:,} |")
+    lines += ["", "## Use it", "", "```python",
+              *(["import tagger.model  # teaches flair's loaders the searched cell"] if cell else []),
+              "from flair.data import Sentence", "from flair.models import SequenceTagger", "",
+              f"model = SequenceTagger.load({json.dumps(model_file)})",
+              "sentence = Sentence(\"George Washington went to Washington .\")", "model.predict(sentence)",
+              "print(sentence.get_spans())", "```", "",
+              f"or `bin/tag --model {model_file} news.txt`.", "",
+              "## How it was made", "", "```", config.get("command") or "(not recorded)", "```", "",
+              f"Versions: {_versions()}.", ""]
+    return "\n".join(lines)
+
+
+def write(path: Path, config: dict, metrics: dict, model_file: str) -> None:
+    atomic_write_text(path, render(config, metrics, model_file))
+
+
+def export_path(out: Path) -> Path:
+    """Where `bin/export --out OUT` writes the card (OUT with suffix .md); an InputError, before
+    anything is written, when a file there is not one of our cards."""
+    card = out.with_suffix(".md") if out.suffix != ".md" else out.with_name(f"{out.stem}.card.md")
+    if card.exists() and MARKER not in card.read_text(encoding="utf-8", errors="replace"):
+        raise InputError(f"{card}: exists and is not a model card of this toolkit; not overwritten")
+    return card
+
+
+def write_for_export(model: Path, out: Path, card: Path) -> bool:
+    """Write the card of the exported `out` from the run directory MODEL is or lies in; False when
+    there is no run directory of one seed (config.json and metrics.json) to read it from."""
+    from common.files import read_json
+
+    run = model if model.is_dir() else model.parent
+    if not ((run / "config.json").is_file() and (run / "metrics.json").is_file()):
+        return False
+    metrics = read_json(run / "metrics.json")
+    if "test" not in metrics or "seed" not in metrics:  # a several-seed summary: no one model
+        return False
+    write(card, read_json(run / "config.json"), metrics, out.name)
+    return True
+
+
+def _percent(f1: float) -> str:
+    return f"{100 * f1:.2f}"
+
+
+def _task(counts: dict | None) -> str:
+    types = sorted((counts or {}).get("train", {}).get("entities", {}))
+    return "tags " + ", ".join(types) if types else "sequence labelling"
+
+
+def _cell_line(cell: dict | None) -> str:
+    if not cell:
+        return "flair's bidirectional LSTM"
+    nodes = " ".join(f"{op}({prev})" for node in cell["nodes"] for op, prev in node)
+    source = (cell.get("provenance") or {}).get("source")
+    return f"bidirectional frozen cell, nodes {nodes}" + (f"; from: {source}" if source else "")
+
+
+def _versions() -> str:
+    import flair
+    import torch
+
+    import nas
+
+    return (f"nas-tagger {nas.__version__}, flair {flair.__version__}, torch {torch.__version__}, "
+            f"Python {platform.python_version()}")
