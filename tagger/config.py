@@ -37,6 +37,8 @@ class TaggerConfig:
     dropout_h: float = 0.0
     cell_init: str = "lstm"
     reproject: bool = True
+    word_vocab: int = 100_000  # word vectors kept: the corpus's words and this many of the file's first (0: all)
+    save_final_model: bool = False  # final-model.pt beside best-model.pt (always kept when it is the model tested)
     lr: float = 0.1
     batch_size: int = 32
     eval_batch_size: int = 64
@@ -59,7 +61,7 @@ class TaggerConfig:
         **dict.fromkeys(("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs", "threads"), AT_LEAST_1),
         **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
         "lr": POSITIVE, "clip": POSITIVE, "min_lr": NON_NEGATIVE, "anneal_factor": FACTOR,
-        "patience": NON_NEGATIVE_INT, "time_budget": MINUTES,
+        "patience": NON_NEGATIVE_INT, "time_budget": MINUTES, "word_vocab": NON_NEGATIVE_INT,
     }
 
     def check(self) -> None:

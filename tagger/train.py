@@ -24,6 +24,7 @@ from common.runs import RunDir
 from . import evaluation, model_card
 from .config import TaggerConfig
 from .corpora import TaggingCorpus, to_sentences
+from .embeddings import keep_word_vectors
 
 log = logging.getLogger("flair")
 
@@ -223,6 +224,10 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     model_card.write(out / "README.md", {**asdict(config), "genotype": genotype}, metrics, metrics["model"])
     with open(out / "training.log", "a", encoding="utf-8") as handle:
         handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")
+    # A finished run resumes to its metrics alone: its checkpoint goes, and the final model unless asked for.
+    run.checkpoint.unlink(missing_ok=True)
+    if metrics["model"] != "final-model.pt" and not config.save_final_model:
+        (out / "final-model.pt").unlink(missing_ok=True)
     return metrics
 
 
@@ -239,6 +244,9 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     run = RunDir(out)
     if not resume:
         run.start({**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
+    words = (word for split in (corpus.train, corpus.dev, corpus.test) if split is not None
+             for sentence in split.tokens for word in sentence)
+    embeddings = keep_word_vectors(embeddings, words, config.word_vocab)
     try:
         return _train_seeds(config, corpus, embeddings, genotype, out, resume, on_epoch)
     except BaseException:

@@ -114,7 +114,7 @@ def test_train_tagger_killed_between_a_loss_row_and_a_checkpoint(tmp_path, resto
     # lr 0.5, patience 0, DARTS's init: epoch 3 is worse on dev, so epoch 4 trains at the annealed lr
     args = ["--corpus", "conll03", "--data", str(data / "conll03"), "--embeddings", f"glove:{vectors}",
             "--hidden-size", "8", "--batch-size", "8", "--max-epochs", "4", "--lr", "0.5", "--patience", "0",
-            "--anneal-factor", "0.5", "--seed", "1", "--threads", "1", "--cell-init", "darts"]
+            "--anneal-factor", "0.5", "--seed", "1", "--threads", "1", "--cell-init", "darts", "--save-final-model"]
     module, straight, cut = "tagger.cli.train_tagger", tmp_path / "straight", tmp_path / "cut"
     straight_run(module, [*args, "--run-dir", str(straight)])
 

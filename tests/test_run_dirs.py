@@ -155,7 +155,7 @@ def test_a_config_that_is_not_json_is_refused_naming_the_line(tmp_path):
 
 # cell_init darts: at these tiny sizes and seed, its dev F1 falls at epoch 3, which the resume tests need
 TAGGER = dict(corpus="conll03", hidden_size=8, batch_size=8, lr=0.5, patience=0, anneal_factor=0.5, seed=1,
-              max_epochs=3, cell_init="darts")
+              max_epochs=3, cell_init="darts", save_final_model=True)
 
 
 @pytest.fixture(scope="module")

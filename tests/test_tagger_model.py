@@ -43,8 +43,9 @@ def test_darts_v2_learns_beyond_epoch_zero(darts_run):
 
 def test_run_directory_holds_every_output(darts_run, setup):
     out, metrics = darts_run
-    for name in ("config.json", "training.log", "loss.tsv", "best-model.pt", "final-model.pt", "metrics.json", "test.conll"):
-        assert (out / name).is_file(), name
+    # finished: the model tested, no checkpoint (nothing left to resume), no final model unless asked for
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "best-model.pt", "config.json", "dev.tsv", "loss.tsv",
+                                                     "metrics.json", "test.conll", "training.log"]
     config = json.loads((out / "config.json").read_text())
     assert config["genotype"]["name"] == "DARTS_V2" and config["hidden_size"] == 16
     stored = json.loads((out / "metrics.json").read_text())
@@ -231,3 +232,34 @@ def test_the_default_cell_init_is_lstms():
     assert TaggerConfig().cell_init == "lstm"
     with pytest.raises(InputError, match="--cell-init glorot: expected one of lstm, darts"):
         TaggerConfig(cell_init="glorot").check()
+
+
+def test_word_vectors_are_cut_to_the_corpus_and_the_most_frequent_with_the_same_scores(setup, tmp_path):
+    """--word-vocab keeps each corpus word's vector and the file's first N words: the run scores
+    exactly as with every vector, every corpus word finds the vector it had, and the model is smaller."""
+    from tagger.embeddings import build_embeddings
+    from tagger.model import load_tagger
+
+    root, corpus, _ = setup
+    lines = (root / "vectors.txt").read_text().splitlines()
+    width = len(lines[0].split()) - 1
+    rare = [f"rare{k}" for k in range(3000)]  # words of the file that no sentence holds
+    (tmp_path / "big.txt").write_text("\n".join(lines + [f"{w} " + " ".join([f"{k / 3000:.4f}"] * width)
+                                                           for k, w in enumerate(rare)]) + "\n")
+    runs = {}
+    for vocab in (0, 2):
+        config = TaggerConfig(cell="darts_v2", corpus="conll03", embeddings=f"glove:{tmp_path / 'big.txt'}",
+                              hidden_size=16, batch_size=4, max_epochs=4, lr=0.5, seed=3, word_vocab=vocab)
+        metrics = train_runs(config, corpus, build_embeddings(config.embeddings), load("darts_v2").to_dict(),
+                             tmp_path / str(vocab))
+        runs[vocab] = metrics, load_tagger(tmp_path / str(vocab)).embeddings.embeddings[0]
+    (full, all_vectors), (cut, kept) = runs[0], runs[2]
+    assert cut["test"] == full["test"] and cut["dev_f1_by_epoch"] == full["dev_f1_by_epoch"]
+    assert full["test"]["f1"] > 0.3  # a model that learned: equal scores mean equal predictions
+    seen = {w for split in (corpus.train, corpus.dev, corpus.test) for sentence in split.tokens for w in sentence}
+    vector = lambda table, w: table.embedding.weight[table.get_cached_token_index(w)]  # noqa: E731
+    assert all(torch.equal(vector(kept, w), vector(all_vectors, w)) for w in seen)
+    assert len(all_vectors.vocab) == len(lines) + len(rare) and not set(rare) & set(kept.vocab)
+    assert set(kept.vocab) >= {line.split()[0] for line in lines[:2]}
+    size = lambda run, metrics: (tmp_path / run / metrics["model"]).stat().st_size  # noqa: E731
+    assert size("2", cut) < size("0", full) - 100_000

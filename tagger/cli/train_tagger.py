@@ -41,6 +41,8 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--dropout-h", type=T["dropout_h"], default=D.dropout_h, help="Variational dropout on h inside the cell.")
 @click.option("--cell-init", type=click.Choice(CELL_INITS), default=D.cell_init, help="How the cell's weights start: lstm, uniform in ±1/√hidden as flair's LSTM; darts, ±0.04 as the DARTS code.")
 @click.option("--reproject/--no-reproject", default=D.reproject, help="A linear layer on the embeddings before the RNN (flair's reprojection).")
+@click.option("--word-vocab", type=T["word_vocab"], default=D.word_vocab, show_default=True, help="Word vectors the model keeps: those of every word of the corpus (as flair looks words up, so training and scores are the same as with all of them) and of this many first words of the vector file, its most frequent; other words tagged later get the unknown-word vector. 0: keep all (GloVe 6B: 400,000 words, 80 MB at 50d).")
+@click.option("--save-final-model", is_flag=True, help="Keep final-model.pt (the last epoch's model) beside best-model.pt; without it only the model tested is kept.")
 @click.option("--lr", type=T["lr"], default=D.lr, help="SGD learning rate.")
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
 @click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
@@ -159,6 +161,7 @@ def _resumed(run) -> tuple[TaggerConfig, dict | None]:
         raise InputError(f"{run.path / 'config.json'}: not a run of bin/train-tagger")
     if (run.path / "metrics.json").exists():
         raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
+    stored.setdefault("word_vocab", 0)  # runs started before --word-vocab existed kept every word vector
     try:
         config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
     except TypeError as err:
