@@ -49,6 +49,10 @@ COMPLETE = "training_complete"  # the model card's mark
 LOSS_TABLE = "loss.tsv"
 
 
+def resumed_line(epoch: int) -> str:
+    return f"resumed from the checkpoint of epoch {epoch}: training continues with epoch {epoch + 1}"
+
+
 def is_complete(model) -> bool:
     """False for a model saved while its training was still running (a file of an older toolkit counts as complete)."""
     return (getattr(model, "model_card", None) or {}).get(COMPLETE, True) is not False
@@ -80,13 +84,17 @@ def trim_loss_table(folder: Path, epochs_done: int) -> None:
 
 
 class AppendingLog(TrainerPlugin):
-    """flair's training.log, continued by a resume (flair's own log plugin starts the file anew)."""
+    """flair's training.log, continued by a resume (flair's own log plugin starts the file anew), which
+    it marks with a line naming the epoch training continues with, whatever the logger's level."""
 
-    def __init__(self, path: Path, append: bool):
+    def __init__(self, path: Path, resumed_after: int = 0):
         super().__init__()
-        self.handler = logging.FileHandler(path, mode="a" if append else "w", encoding="utf-8")
+        self.handler = logging.FileHandler(path, mode="a" if resumed_after else "w", encoding="utf-8")
         self.handler.setLevel(logging.INFO)
         self.handler.setFormatter(logging.Formatter("%(asctime)-15s %(message)s"))
+        if resumed_after:
+            self.handler.handle(logging.makeLogRecord({"levelno": logging.INFO, "levelname": "INFO",
+                                                       "msg": resumed_line(resumed_after)}))
         log.addHandler(self.handler)
 
     @TrainerPlugin.hook("_training_exception", "after_training")

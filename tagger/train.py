@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -27,6 +28,9 @@ from .corpora import TaggingCorpus, to_sentences
 from .embeddings import keep_word_vectors
 
 log = logging.getLogger("flair")
+# flair 0.15's trainer builds torch.cuda.amp.GradScaler (deprecated by torch) on every training, CPU too.
+warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.GradScaler\(args\.\.\.\)` is deprecated",
+                        category=FutureWarning)
 
 
 def tag_dictionary(corpus: TaggingCorpus):
@@ -182,8 +186,10 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
                     name=corpus.train.path.parent.name, sample_missing_splits=False)
     trainer = ModelTrainer(model, splits)
+    if start:  # to stderr under the commands; AppendingLog marks training.log itself
+        log.info(resuming.resumed_line(start))
     # in this order: the epoch's row of loss.tsv is written before TrainingState's checkpoint
-    plugins = [timer, annealing, LossFilePlugin(out, epoch=start), resuming.AppendingLog(out / "training.log", start > 0),
+    plugins = [timer, annealing, LossFilePlugin(out, epoch=start), resuming.AppendingLog(out / "training.log", start),
                keeper]
     truthful = _OwnTestScoring(len(corpus.test.tokens))
     log.addFilter(truthful)

@@ -126,6 +126,7 @@ def test_train_tagger_killed_between_a_loss_row_and_a_checkpoint(tmp_path, resto
 
     resumed = run(module, ["--resume", str(cut)])
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "training continues with epoch 3" in resumed.stderr and "GradScaler" not in resumed.stderr
     assert not stray.exists()
     rows = [line.split("\t") for line in (cut / "loss.tsv").read_text().splitlines()]
     expected = [line.split("\t") for line in (straight / "loss.tsv").read_text().splitlines()]

@@ -218,6 +218,7 @@ def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_u
     assert scored.exit_code == 0 and "by a training that has not finished" in scored.stderr
 
     train_runs(config, corpus, embeddings, genotype, cut, resume=True)
+    assert "training continues with epoch 3" in (cut / "training.log").read_text()
     assert _loss_rows(cut) == _loss_rows(straight)
     for name in ("best-model.pt", "final-model.pt"):
         assert all(torch.equal(a, b) for a, b in zip(_weights(cut / name).values(), _weights(straight / name).values()))
