@@ -293,12 +293,13 @@ def _log_axis(ax: plt.Axes) -> None:
 
 
 def draw_curves(ax: plt.Axes, series: list[Series]) -> None:
-    """Held-out curves solid with dots, training curves dashed, one colour per run."""
+    """Held-out curves solid with dots, training curves dashed, one colour per run; a curve of one
+    epoch (a point, which a line alone does not show) is a dot too."""
     colours: dict[str, str] = {}
     for s in series:
         train = s.split.startswith("train")
         ax.plot(s.x, s.values, color=colours.setdefault(s.run, f"C{len(colours)}"), ls="--" if train else "-",
-                marker="" if train else "o", ms=3, label=s.name)
+                marker="" if train and len(s.x) > 1 else "o", ms=3, label=s.name)
 
 
 def plot_curves(curves: Curves, out_dir: str | Path) -> list[Path]:

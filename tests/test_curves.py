@@ -184,3 +184,17 @@ def test_tensorboard_events_hold_every_curve_a_seed_per_directory(runs, tmp_path
         assert [(tag, value, step) for d, tag, value, step in written if d == where and tag == "loss/dev"] == \
             [("loss/dev", float(r["DEV_LOSS"]), int(r["EPOCH"])) for r in rows]
     assert len(written) == 2 * 4 * 3  # 2 seeds × 4 curves × 3 epochs
+
+
+def test_a_curve_of_one_epoch_is_drawn_as_a_point():
+    """A one-epoch run: every curve, training ones too (dashed lines without markers), shows its point."""
+    import matplotlib.pyplot as plt
+
+    from common.curves import Series
+    from nas.plots import draw_curves
+
+    fig, ax = plt.subplots()
+    draw_curves(ax, [Series("loss", "train", [1], [0.9]), Series("f1", "dev", [1], [0.5]),
+                     Series("loss", "train", [1, 2], [0.9, 0.7])])
+    assert [line.get_marker() for line in ax.get_lines()] == ["o", "o", ""]
+    plt.close(fig)
