@@ -10,6 +10,9 @@ The layouts:
                    space, and sentences end where segtok ends them (sentence-final punctuation or a
                    blank line)
     --tokenized    one sentence per line, tokens separated by whitespace; blank lines are skipped
+    --tokenized --split-sentences
+                   tokens separated by whitespace, several sentences to a line (WikiText-style
+                   paragraphs): a sentence also ends after a token ".", "!" or "?"
     --columns      a CoNLL-style column file: the token is the first column, a blank line ends a
                    sentence, `-DOCSTART-` lines are document boundaries and never sentences
 
@@ -34,7 +37,8 @@ from typing import BinaryIO, Iterator, TextIO
 
 from common.errors import InputError
 
-LAYOUTS = ("raw", "wrapped", "tokenized", "columns")
+LAYOUTS = ("raw", "wrapped", "tokenized", "tokenized-sentences", "columns")
+SENTENCE_ENDS = frozenset({".", "!", "?"})  # tokens that end a sentence of tokenized-sentences input
 ENCODING_ERRORS = ("strict", "replace")
 DOCSTART = "-DOCSTART-"
 CHECK_BYTES = 1 << 20  # bytes read at a time while checking an input
@@ -120,8 +124,8 @@ def sentences(handle: TextIO, layout: str = "raw") -> Iterator[TextSentence]:
     """The sentences of an input in order, for one of `LAYOUTS`."""
     if layout in ("raw", "wrapped"):
         return raw_sentences(handle, line_breaks=layout == "raw")
-    if layout == "tokenized":
-        return line_sentences(handle)
+    if layout in ("tokenized", "tokenized-sentences"):
+        return line_sentences(handle, split=layout == "tokenized-sentences")
     return column_sentences(handle)
 
 
@@ -238,18 +242,28 @@ def _normalised_positions(text: str) -> list[int] | range:
     return [i for i, char in enumerate(text) if normalise(char)]
 
 
-def line_sentences(handle: TextIO) -> Iterator[TextSentence]:
-    """One sentence per line, tokens separated by whitespace."""
+def line_sentences(handle: TextIO, split: bool = False) -> Iterator[TextSentence]:
+    """One sentence per line, tokens separated by whitespace; with `split`, a sentence also ends after
+    each of `SENTENCE_ENDS` (the first of a line's sentences starts the paragraph)."""
     offset, blank = 0, False
     for line in handle:
         matches = [(m.start(), m.end()) for m in _TOKEN.finditer(line)]
-        if matches:
-            first = matches[0][0]
-            spans = [(s - first, e - first) for s, e in matches]
-            text = line[first:matches[-1][1]]
-            yield TextSentence(text, offset + first, spans, [text[s:e] for s, e in spans], blank)
+        for k, group in enumerate(_sentence_groups(line, matches) if split else [matches] if matches else []):
+            first = group[0][0]
+            spans = [(s - first, e - first) for s, e in group]
+            text = line[first:group[-1][1]]
+            yield TextSentence(text, offset + first, spans, [text[s:e] for s, e in spans], blank and k == 0)
         blank = not matches
         offset += len(line)
+
+
+def _sentence_groups(line: str, matches: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    groups: list[list[tuple[int, int]]] = [[]]
+    for start, end in matches:
+        groups[-1].append((start, end))
+        if line[start:end] in SENTENCE_ENDS:
+            groups.append([])
+    return [g for g in groups if g]
 
 
 def column_sentences(handle: TextIO) -> Iterator[TextSentence]:

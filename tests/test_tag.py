@@ -156,6 +156,24 @@ def test_tokenized_lines_and_column_files():
     assert [(s.text, s.offset, s.tokens) for s in columns] == [("x y", None, ["x", "y"]), ("z", None, ["z"])]
 
 
+def test_pre_tokenized_paragraphs_split_after_sentence_final_tokens(model, tmp_path):
+    text = " = Valkyria = \n\n Senjo no Valkyria 3 : Unrecorded . It is the third game ! Why ?  Released in 2011 \n"
+    found = list(text_input.line_sentences(io.StringIO(text), split=True))
+    assert [s.tokens for s in found] == [["=", "Valkyria", "="], ["Senjo", "no", "Valkyria", "3", ":", "Unrecorded", "."],
+                                         ["It", "is", "the", "third", "game", "!"], ["Why", "?"],
+                                         ["Released", "in", "2011"]]
+    assert all(text[s.offset:s.offset + len(s.text)] == s.text for s in found)  # offsets index the input
+    assert [s.paragraph for s in found] == [False, True, False, False, False]
+    assert len(list(text_input.line_sentences(io.StringIO(text)))) == 2  # without it: a sentence per line
+
+    (tmp_path / "wiki.txt").write_text(text)
+    result = run_tag("--model", model, "--tokenized", "--split-sentences", tmp_path / "wiki.txt", "--format", "jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert [json.loads(line)["tokens"] for line in result.stdout.splitlines()] == [s.tokens for s in found]
+    refused = run_tag("--model", model, "--split-sentences", tmp_path / "wiki.txt")
+    assert refused.exit_code == 2 and refused.stderr.startswith("error: --split-sentences splits --tokenized input")
+
+
 # ---- formats ----
 
 def test_jsonl_offsets_index_the_input(model, raw, tmp_path):

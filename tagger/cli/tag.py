@@ -29,6 +29,7 @@ STDIN = "-"
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="conll", help="conll: token tag lines; jsonl: text, tokens and spans with character offsets; inline: [PER George Washington ] went ...; html: a displaCy-like page.")
 @click.option("--out", type=OUTPUT_FILE_OR_FOLDER, help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it exists, ends in /, or several INPUTs are given. [default: stdout]")
 @click.option("--tokenized", is_flag=True, help="One sentence per line, tokens separated by spaces (no splitting or tokenising).")
+@click.option("--split-sentences", is_flag=True, help="With --tokenized: several sentences to a line (WikiText-style paragraphs); a sentence also ends after a token '.', '!' or '?'.")
 @click.option("--columns", is_flag=True, help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).")
 @click.option("--no-line-breaks", is_flag=True, help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank line ends a sentence (segtok's own splitting).")
 @click.option("--batch-size", type=COUNT, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
@@ -36,7 +37,7 @@ STDIN = "-"
 @click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
+def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
          threads) -> None:
     """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.
 
@@ -58,7 +59,10 @@ def main(inputs, model, fmt, out, tokenized, columns, no_line_breaks, batch_size
         raise InputError("- (stdin) can be read only once")
     if no_line_breaks and (tokenized or columns):
         raise InputError("--no-line-breaks is for raw text, not --tokenized or --columns")
-    layout = "columns" if columns else "tokenized" if tokenized else "wrapped" if no_line_breaks else "raw"
+    if split_sentences and not tokenized:
+        raise InputError("--split-sentences splits --tokenized input; raw text is split into sentences anyway")
+    layout = ("columns" if columns else ("tokenized-sentences" if split_sentences else "tokenized") if tokenized
+              else "wrapped" if no_line_breaks else "raw")
     with ExitStack() as stack:
         sources = {}
         for name in inputs:
