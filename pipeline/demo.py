@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FOLDER, command
+from common.cli import RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command
 from common.errors import InputError
 from common.subprocesses import IMPORT_ROOT, last_error, run_module
 
@@ -75,7 +75,7 @@ class _Progress:
 
 
 @command()
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Demo directory [default: runs/demo-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Demo directory [default: runs/demo-<time>].")
 @click.option("--data", type=click.Path(file_okay=False), help="Real data instead of the embedded default: a "
               "directory laid out like ../shared/data (an LM corpus folder and a tagging corpus folder).")
 @click.option("--lm", "lm_name", default="ptb", help="With --data: the LM corpus folder inside DATA.")
@@ -83,8 +83,8 @@ class _Progress:
               help="With --data: the tagging corpus (its folder inside DATA has the same name).")
 @click.option("--embeddings", default=None, help="Tagger embeddings [default: vectors trained by bin/train-wordvec "
               "on the LM text for the default data; glove:glove-6b-50d with --data].")
-@click.option("--seed", type=int, default=1)
-@click.option("--threads", type=COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
+@click.option("--seed", type=SEED_VALUE, default=1)
+@click.option("--threads", type=THREAD_COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
 @click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.")
 def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
     """Search a cell, retrain it, train a tagger with it, and tag raw text (35 s on 2 idle CPU cores, 2026-11-23).

@@ -393,7 +393,7 @@ def test_the_launcher_streams_stdin_to_stdout_and_nothing_else(model, raw):
 
 def test_option_errors_are_one_line(model, raw):
     assert_refused(run_tag("--model", model, raw, "--tokenized", "--columns"), "--tokenized and --columns exclude each other")
-    assert_refused(run_tag("--model", model, raw, "--batch-size", "0"), "--batch-size: must be at least 1")
+    assert_refused(run_tag("--model", model, raw, "--batch-size", "0"), "--batch-size: must be in [1, 65536]")
     assert_refused(run_tag("--model", model, "-", "-", input=b"x"), "stdin) can be read only once")
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, command, use_threads
+from common.cli import BATCH_SIZE, DEVICE, THREAD_COUNT, command, use_threads
 from common.errors import InputError
 from common.splits import SPLITS, find_splits
 
@@ -16,10 +16,10 @@ from common.splits import SPLITS, find_splits
 @click.option("--data", type=click.Path(), help="Corpus directory holding the split (ptb.test.txt, wiki.test.tokens, ...).")
 @click.option("--split", type=click.Choice(SPLITS), default="test")
 @click.option("--file", "text_file", type=click.Path(), help="Evaluate this text file (one sentence per line) instead of a split of --data.")
-@click.option("--batch-size", type=COUNT, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
-@click.option("--bptt", type=COUNT, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
+@click.option("--batch-size", type=BATCH_SIZE, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
+@click.option("--bptt", type=BATCH_SIZE, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
 @click.option("--device", type=DEVICE, default="cpu")
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model, data, split, text_file, batch_size, bptt, device, threads) -> None:
     """Print the perplexity of MODEL (a train-lm run directory, whose best.pt is used, or a model file) as one JSON line.
 

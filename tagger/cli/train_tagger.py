@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import DEVICE, OUTPUT_FOLDER, command, command_line, config_option, defaults_option, flag_types
+from common.cli import DEVICE, RUN_FOLDER, SEED_VALUE, command, command_line, config_option, defaults_option, flag_types
 from common.errors import InputError
 from common.presets import preset_values, presets_help
 
@@ -51,11 +51,11 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
 @click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
-@click.option("--seed", type=int, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
+@click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
 @click.option("--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/tagger-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/tagger-<time>].")
 @click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")
 @config_option()
