@@ -15,7 +15,7 @@ import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import click
 
@@ -316,8 +316,10 @@ def defaults_option(*param_decls: str, lookup: Callable[[str], dict[str, Any]], 
 META_KEY = "config_file"
 
 
-def config_option(renames: Mapping[str, str | None] | None = None) -> Callable:
-    """The `--config FILE` option; `renames` maps a config key to the parameter it fills (None: to none)."""
+def config_option(program: str, renames: Mapping[str, str | None] | None = None, known: Collection[str] = ()) -> Callable:
+    """The `--config FILE` option of `program` (bin/NAME); `renames` maps a config key to the parameter
+    it fills (None: to none), `known` names the settings its config.json holds besides its flags. The
+    config of another command, or one holding a setting this command does not know, is refused."""
     renames = dict(renames or {})
 
     def load(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -325,6 +327,13 @@ def config_option(renames: Mapping[str, str | None] | None = None) -> Callable:
             return None
         stored = _read(value, ctx, param)
         params = {p.name: p for p in ctx.command.params if p.name != param.name}
+        writer = stored.get("command")
+        writer = writer.split()[0] if isinstance(writer, str) and writer.split() else None
+        if writer is not None and writer != program:
+            raise click.BadParameter(f"{value}: the config of a {writer} run, not of a {program} run", ctx, param)
+        for key in stored:
+            if key not in params and key not in renames and key not in known and key != "command":
+                raise click.BadParameter(f"{value}: unknown setting {key!r} (not a setting of {program})", ctx, param)
         defaults = {}
         for key, setting in stored.items():
             name = renames.get(key, key)
@@ -366,3 +375,38 @@ def _read(value: str, ctx: click.Context, param: click.Parameter) -> dict:
     if not isinstance(stored, dict):
         raise click.BadParameter(f"{value}: not a run's config.json (a JSON object of settings)", ctx, param)
     return stored
+
+
+# -- flags on --resume -----------------------------------------------------------------------
+
+
+def check_resume_flags(run_dir: str | os.PathLike, stored: Mapping[str, Any], changeable: Collection[str] = (),
+                       runtime: Collection[str] = ()) -> dict[str, Any]:
+    """The flags typed with `--resume RUN_DIR`, against the run's stored config: a `changeable` one
+    (a larger epoch budget) that differs is returned, to be applied, with a line saying so; a
+    `runtime` one (threads) is the command's own; any other that differs from the stored setting, or
+    that the run does not store (its data, --config), is refused naming it: a resumed run goes on
+    with the settings it started with, or it would not be the run it was."""
+    ctx = click.get_current_context()
+    changed = {}
+    for param in ctx.command.params:
+        if param.name in (RESUMED, *runtime) or ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        flag = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        given = ctx.params.get(param.name)
+        if param.name in stored and _same(stored[param.name], given):
+            continue
+        if param.name in changeable:
+            changed[param.name] = (flag, given)
+            continue
+        had = f" (the run has {stored[param.name]!r})" if param.name in stored else ""
+        raise InputError(f"{flag}: not with --resume{had}: a resumed run keeps the settings it started with; to "
+                         f"change them, start a new run with --config {Path(run_dir) / 'config.json'} {flag} ...")
+    for name, (flag, given) in changed.items():
+        click.echo(f"{flag} {given}: the run goes on to it (it had {stored.get(name)})", err=True)
+    return {name: given for name, (_, given) in changed.items()}
+
+
+def _same(stored: Any, given: Any) -> bool:
+    """A flag's value equal to the stored setting (a choice is stored as its value, a number as a number)."""
+    return stored == given or str(stored) == str(given)

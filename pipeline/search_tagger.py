@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, NODE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded, command, command_line
+from common.cli import (COUNT, NODE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded, check_resume_flags, command,
+                        command_line)
 from common.errors import InputError
 from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
@@ -71,7 +72,9 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
     offline()
     if resume:
         run = RunDir(resume)
-        config = TaggingSearchConfig.from_dict(run.config(), epochs=epochs)
+        stored = run.config()
+        config = TaggingSearchConfig.from_dict(stored, epochs=epochs)
+        check_resume_flags(run.path, stored, changeable=("epochs",), runtime=("out",))
     else:
         for name in REQUIRED:
             if options[name] is None:

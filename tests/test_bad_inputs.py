@@ -202,6 +202,23 @@ CASES = [
     ("train-lm", "--config {fx}/bigint.json", "--config: {fx}/bigint.json: an integer of 5000 digits"),
     ("train-lm", "--resume {fx}/deeprun", "{fx}/deeprun/config.json: JSON nested more than 64 levels deep"),
     ("plot-run", "{fx}/badlog --out {out}", "{fx}/badlog/log.jsonl: line 2: an integer of 5000 digits"),
+    # on --resume a flag that would change the run is refused; configs are checked field by field
+    ("search-lm", "--resume {fx}/searchrun --lr 5", "--lr: not with --resume: a resumed run keeps the settings it "
+                                                   "started with; to change them, start a new run with --config "
+                                                   "{fx}/searchrun/config.json --lr ..."),
+    ("search-lm", "--resume {fx}/searchrun --data {fx}/lm", "--data: not with --resume"),
+    ("search-lm", "--resume {fx}/searchrun --method enas", "--method: not with --resume (the run has 'darts')"),
+    ("search-lm", "--resume {fx}/searchrun --config {fx}/searchrun/config.json", "--config: not with --resume"),
+    ("search-lm", "--resume {fx}/searchrun --run-dir {out}", "--run-dir: not with --resume"),
+    ("train-lm", "--resume {fx}/trainrun --emsize 16", "--emsize: not with --resume"),
+    ("train-lm", "--resume {fx}/trainrun --test-batch-size 4", "--test-batch-size: not with --resume (the run has 1)"),
+    ("train-tagger", "--resume {fx}/tagrun --lr 0.5", "--lr: not with --resume (the run has 0.1)"),
+    ("train-tagger", "--resume {fx}/tagrun --data {fx}/lm", "--data: not with --resume (the run has '{fx}/tagdata')"),
+    ("search-lm", f"{LM} --config {{fx}}/unknownkey.json", "--config: {fx}/unknownkey.json: unknown setting 'lr_typo' "
+                                                          "(not a setting of bin/search-lm)"),
+    ("train-lm", f"{LM} --config {{fx}}/tagrun/config.json", "--config: {fx}/tagrun/config.json: the config of a "
+                                                            "bin/train-tagger run, not of a bin/train-lm run"),
+    ("train-tagger", "--config {fx}/searchrun2/config.json", "the config of a bin/search-lm run, not of a bin/train-tagger run"),
     # vectors are checked when read, file and line
     ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/nanvec.txt --run-dir {out}",
      "{fx}/nanvec.txt: line 2: a value that is not finite (nan)"),
@@ -241,6 +258,14 @@ def fx(tmp_path_factory) -> Path:
     (root / "nanvec.txt").write_text("a 0.1 0.2\nb nan 0.2\n", encoding="utf-8")
     (root / "infvec.txt").write_text("a 0.1 0.2\nb 0.3 0.2\nc 0.1 -inf\n", encoding="utf-8")
     (root / "hugevec.txt").write_text("a 1e300 0.2\nb 0.3 0.2\n", encoding="utf-8")
+    (root / "unknownkey.json").write_text(json.dumps({"method": "darts", "lr_typo": 3}), encoding="utf-8")
+    (root / "tagrun").mkdir()
+    (root / "tagrun" / "config.json").write_text(json.dumps({
+        "corpus": "conll03", "data": str(root / "tagdata"), "embeddings": f"glove:{root / 'vectors.txt'}", "lr": 0.1,
+        "max_epochs": 2, "command": "bin/train-tagger --corpus conll03"}), encoding="utf-8")
+    (root / "searchrun2").mkdir()
+    (root / "searchrun2" / "config.json").write_text(json.dumps({"method": "darts", "command": "bin/search-lm --data x"}),
+                                                     encoding="utf-8")
     (root / "deeprun").mkdir()
     (root / "deeprun" / "config.json").write_text(deep, encoding="utf-8")
     (root / "badlog").mkdir()
@@ -316,3 +341,18 @@ def test_a_tagger_whose_loss_goes_non_finite_stops_with_one_line_and_saves_no_fi
     assert len(errors) == 1 and result.stderr.splitlines()[-1] == errors[0], result.stderr
     assert "the training diverged; " in errors[0] and "(a lower --lr or --clip avoids it)" in errors[0], errors[0]
     assert not (tmp_path / "run" / "final-model.pt").exists()  # no model of the diverged weights
+
+
+def test_on_resume_a_larger_epoch_budget_is_applied_and_said_and_another_flag_changes_nothing(fx, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    tiny = [*_args(LM, fx, run), "--nodes", "2", "--max-batches-per-epoch", "2", "--eval-batches", "1", "--epochs", "1"]
+    assert CliRunner().invoke(COMMANDS["search-lm"], [*tiny, "--run-dir", str(run)]).exit_code == 0
+    before = _tree(run)
+    refused = CliRunner().invoke(COMMANDS["search-lm"], ["--resume", str(run), "--epochs", "2", "--lr", "3"])
+    _assert_refused(refused.exit_code, refused.stdout, refused.stderr, "--lr: not with --resume (the run has 20.0)")
+    assert _tree(run) == before
+    resumed = CliRunner().invoke(COMMANDS["search-lm"], ["--resume", str(run), "--epochs", "2", "--lr", "20"])
+    assert resumed.exit_code == 0, resumed.stderr
+    assert "--epochs 2: the run goes on to it (it had 1)" in resumed.stderr.splitlines()
+    assert json.loads((run / "config.json").read_text(encoding="utf-8"))["epochs"] == 2

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
-                        command_line, config_option, defaults_option, flag_types, loaded_config, not_from_config,
+from common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded,
+                        check_resume_flags, command, command_line, config_option, defaults_option, flag_types, loaded_config, not_from_config,
                         use_threads)
 from common.errors import InputError
 from common.presets import preset_values, presets_help
@@ -81,7 +82,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
-@config_option(CONFIG_KEYS)
+@config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
          workers, select_budget, select_args, threads, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
@@ -108,7 +109,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
     if resume:
         run = RunDir(resume)
-        config = SearchConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs, rounds=rounds)
+        stored = run.config()
+        config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds)
+        check_resume_flags(run.path, stored, changeable=("epochs", "rounds"), runtime=("threads", "out"))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import click
 
-from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command, command_line, config_option,
+from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types, use_threads)
 from common.presets import preset_values, presets_help
 
@@ -48,7 +49,8 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-@config_option({"train": "train_file", "valid": "valid_file", "test": "test_file"})
+@config_option("bin/train-lm", {"train": "train_file", "valid": "valid_file", "test": "test_file"},
+               known=[f.name for f in fields(RetrainConfig)])
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
          threads, **options) -> None:
     """Retrain a cell from scratch under the DARTS/AWD protocol and report validation and test perplexity.
@@ -68,8 +70,9 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
 
     if resume:
         run = RunDir(resume)
-        config = RetrainConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs,
-                                         time_budget=time_budget)
+        stored = run.config()
+        config = RetrainConfig.from_dict(stored, run.path / "config.json", epochs=epochs, time_budget=time_budget)
+        check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("threads",))
         config.validate()
     else:
         paths = find_splits(data, train_file, valid_file, test_file)

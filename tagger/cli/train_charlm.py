@@ -27,7 +27,7 @@ from common.ranges import MINUTES, POSITIVE
 @click.option("--seed", type=SEED_VALUE, default=1)
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-@config_option()
+@config_option("bin/train-charlm")
 def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
          device, threads) -> None:
     """Train a character language model with flair's LanguageModelTrainer, offline.
