@@ -22,6 +22,7 @@ import click
 from . import guard
 from .devices import DEVICES, device_problem
 from .errors import InputError
+from .files import read_json
 from .ranges import AT_LEAST_1, BATCH, MANY, NODES, NON_NEGATIVE_INT, SEED, SIZE, THREADS, Range
 
 
@@ -345,7 +346,7 @@ def config_option(program: str, renames: Mapping[str, str | None] | None = None,
         ctx.meta[META_KEY] = stored
         return value
 
-    return click.option("--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False,
+    return click.option("--config", type=click.Path(), is_eager=True, expose_value=False,
                         callback=load, help="A run's config.json: its settings are the defaults of every flag "
                                             "(flags given here win); the run goes into a new --run-dir.")
 
@@ -363,11 +364,7 @@ def not_from_config(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read(value: str, ctx: click.Context, param: click.Parameter) -> dict:
-    from .files import read_json  # torch: imported here, when a --config is given, so that --help answers at once
-
     guard.note_read(value, "--config")
-    if os.path.isdir(value):
-        raise click.BadParameter(f"{value}: a folder, not a file", ctx, param)
     try:
         stored = read_json(value)
     except InputError as err:

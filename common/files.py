@@ -6,12 +6,11 @@ import io
 import json
 import os
 import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
-
-import torch
 
 from . import guard
 from .errors import InputError, WriteRefused
@@ -88,18 +87,46 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
+    import torch  # here, so that the commands that import this module answer --help at once
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def file_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` is not a regular file to read (None: it is): missing, a folder, a FIFO, socket or
+    device, or a symbolic link that leads nowhere or in a loop."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symbolic link loop, not a file"
+        if err.errno == errno.ENOENT:
+            return "a symbolic link to nothing" if os.path.islink(path) else "no such file"
+        return err.strerror or str(err)
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a FIFO, socket or device)"
+    return None
+
+
+def require_file(path: str | os.PathLike, context: str = "") -> None:
+    """An InputError naming `path` (and `context`, e.g. the flag) unless it is a regular file."""
+    problem = file_problem(path)
+    if problem:
+        raise InputError(f"{path}: {problem}{f' ({context})' if context else ''}")
 
 
 def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed: Sequence[type] = ()) -> Any:
     """Load tensors and plain containers only (weights_only=True), and instances of the `allowed`
     data classes (built from their saved attributes, no code of the file's choosing): a crafted
     pickle never runs."""
+    import torch
+
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    require_file(path)
     guard.note_read(path)
     try:
         with torch.serialization.safe_globals(list(allowed)):
@@ -131,8 +158,7 @@ MAX_JSON_DIGITS = 40
 def read_json(path: str | os.PathLike) -> Any:
     """The JSON in `path`, within the bounds above; any problem is an InputError naming the file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    require_file(path)
     guard.note_read(path)
     size = path.stat().st_size
     if size > MAX_JSON_BYTES:
@@ -199,6 +225,7 @@ def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tupl
     the line being written, or the torn end of one killed while writing it.
     """
     path = Path(path)
+    require_file(path)
     guard.note_read(path)
     position = 0
     with open(path, "rb") as handle:

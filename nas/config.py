@@ -93,6 +93,7 @@ class LMConfig:
             raise InputError(f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
                              f"(continue it with {other} --resume {Path(source).parent})")
         config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
+        check_ranges(config, cls.RANGES, lambda name: f"{source}: setting {name!r}")  # the file's, not a flag's
         return replace(config, **{k: v for k, v in limits.items() if v is not None})
 
     def splits(self) -> dict[str, Path]:

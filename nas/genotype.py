@@ -196,7 +196,7 @@ def shipped_cells() -> list[str]:
 def load(spec: str | os.PathLike) -> Genotype:
     """Load a genotype from a path, or from a bare name found in resources/cells/."""
     path = Path(spec)
-    if not path.is_file() and os.sep not in str(spec):
+    if not os.path.lexists(path) and os.sep not in str(spec):
         cells = resources_dir() / "cells"
         for candidate in (cells / str(spec), cells / f"{spec}.json", cells / f"{str(spec).lower()}.json",
                           cells / str(spec).lower()):

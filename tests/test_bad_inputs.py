@@ -8,6 +8,7 @@ that `bin/` and the console scripts run); a few cases run as real processes too.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -219,6 +220,30 @@ CASES = [
     ("train-lm", f"{LM} --config {{fx}}/tagrun/config.json", "--config: {fx}/tagrun/config.json: the config of a "
                                                             "bin/train-tagger run, not of a bin/train-lm run"),
     ("train-tagger", "--config {fx}/searchrun2/config.json", "the config of a bin/search-lm run, not of a bin/train-tagger run"),
+    # a folder, FIFO or symbolic link loop where a file is expected says so
+    ("eval-lm", "{fx}/fifo --file {fx}/text.txt", "{fx}/fifo: not a regular file (a FIFO, socket or device)"),
+    ("eval-lm", "{fx}/loop.pt --file {fx}/text.txt", "{fx}/loop.pt: a symbolic link loop, not a file"),
+    ("train-lm", "--train {fx}/fifo --valid {fx}/text.txt --test {fx}/text.txt --run-dir {out}",
+     "{fx}/fifo: not a regular file (a FIFO, socket or device) (--train)"),
+    ("search-lm", "--train {fx}/lm --valid {fx}/text.txt --test {fx}/text.txt --run-dir {out}",
+     "{fx}/lm: a folder, not a file (--train)"),
+    ("train-lm", f"{LM} --cell {{fx}}/loop.json", "{fx}/loop.json: a symbolic link loop, not a file"),
+    ("plot-cell", "{fx}/dangling.json --out {out}", "{fx}/dangling.json: a symbolic link to nothing"),
+    ("train-wordvec", "--data {fx}/fifo --out {out}", "{fx}/fifo: not a regular file"),
+    ("train-wordvec", "--data {fx}/lm --out {out}", "{fx}/lm: a folder, not a file"),
+    ("tag", "{fx}/fifo --model {fx}/nope.pt --out {out}", "{fx}/fifo: not a regular file"),
+    ("tag", "{fx}/loop.pt --model {fx}/nope.pt --out {out}", "{fx}/loop.pt: a symbolic link loop, not a file"),
+    ("train-tagger", "--config {fx}/lm --corpus conll03 --data {fx}/tagdata", "--config: {fx}/lm: a folder, not a file"),
+    ("compare-words", "{fx}/fifo {fx}/fifo --data {fx}/lm", "{fx}/fifo: not a"),
+    ("train-lm", "--train {fx}/lm/ptb.train.txt --valid {fx}/lm/ptb.valid.txt --test {fx}/text.txt --emsize 8 "
+                 "--batch-size 4 --bptt 5 --test-batch-size 10 --run-dir {out}",
+     "{fx}/text.txt: 7 tokens is shorter than one batch of 10 rows of 2 tokens; lower --test-batch-size"),
+    ("train-tagger", "--corpus conll03 --data {fx}/tabbed --embeddings glove:{fx}/vectors.txt --run-dir {out}",
+     "{fx}/tabbed/eng.train: line 1: columns separated by tabs, but this corpus format separates them by spaces "
+     "(read a tab-separated file with --corpus column)"),
+    ("train-lm", "--resume {fx}/editedrun", "{fx}/editedrun/config.json: setting 'lr': must be positive, got -1"),
+    ("train-tagger", "--resume {fx}/editedtagrun", "{fx}/editedtagrun/config.json: setting 'hidden_size': must be in "
+                                                   "[1, 8192], got 0"),
     # vectors are checked when read, file and line
     ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/nanvec.txt --run-dir {out}",
      "{fx}/nanvec.txt: line 2: a value that is not finite (nan)"),
@@ -266,6 +291,18 @@ def fx(tmp_path_factory) -> Path:
     (root / "searchrun2").mkdir()
     (root / "searchrun2" / "config.json").write_text(json.dumps({"method": "darts", "command": "bin/search-lm --data x"}),
                                                      encoding="utf-8")
+    (root / "tabbed").mkdir()
+    for name in ("eng.train", "eng.testa", "eng.testb"):
+        text = (root / "tagdata" / name).read_text(encoding="utf-8")
+        (root / "tabbed" / name).write_text(text.replace(" ", "\t"), encoding="utf-8")
+    for run, config in (("editedrun", {"cell": "darts_v2", "test_batch_size": 1, "lr": -1}),
+                        ("editedtagrun", {"corpus": "conll03", "embeddings": "glove:x", "hidden_size": 0})):
+        (root / run).mkdir()
+        (root / run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    os.mkfifo(root / "fifo")
+    (root / "loop.pt").symlink_to(root / "loop.pt")
+    (root / "loop.json").symlink_to(root / "loop.json")
+    (root / "dangling.json").symlink_to(root / "gone.json")
     (root / "deeprun").mkdir()
     (root / "deeprun" / "config.json").write_text(deep, encoding="utf-8")
     (root / "badlog").mkdir()

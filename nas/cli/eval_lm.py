@@ -28,6 +28,8 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     \b
         bin/eval-lm runs/dartsv2 --data ../shared/data/ptb --split test
     """
+    from common.files import require_file
+
     from ..corpus import batchify, encode, read_tokens
     from ..lm_eval import evaluate, ppl
     from ..train import load_for_evaluation
@@ -38,12 +40,14 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
         path = path / "best.pt"
         if not path.is_file():
             raise InputError(f"{model}: no best.pt (not a bin/train-lm run directory, or no epoch has finished yet)")
+        if not (Path(model) / "metrics.json").is_file():
+            click.echo(f"warning: {model}: its training has not finished (killed, or still running): best.pt is "
+                       f"the best model so far (continue it with bin/train-lm --resume {model})", err=True)
     lm, stored = load_for_evaluation(path, device)
     config = stored.get("config", {})
     if text_file is not None:
         source = Path(text_file)
-        if not source.is_file():
-            raise InputError(f"{text_file}: no such file (--file)")
+        require_file(source, "--file")
     elif data is not None:
         source = find_splits(data, needed=(split,))[split]
     else:
@@ -52,7 +56,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     batch_size = batch_size if batch_size is not None else default_batch
     bptt = bptt if bptt is not None else config.get("bptt", 35)
     ids = encode(read_tokens(source), stored["vocab"])
-    batches = batchify(ids, batch_size, 1, source).to(device)
+    batches = batchify(ids, batch_size, 1, source, "--batch-size").to(device)
     nll = evaluate(lm, batches, bptt)
     report = {"model": str(path), "file": str(source), "split": None if text_file else split, "ppl": ppl(nll),
               "nll": nll, "tokens": (batches.size(0) - 1) * batches.size(1), "batch_size": batch_size, "bptt": bptt}

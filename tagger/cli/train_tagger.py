@@ -11,6 +11,7 @@ import click
 from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types)
 from common.errors import InputError
+from common.ranges import check_ranges
 from common.presets import preset_values, presets_help
 
 from ..config import CELL_INITS, TaggerConfig
@@ -169,6 +170,7 @@ def _resumed(run) -> tuple[TaggerConfig, dict | None]:
         config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
     except TypeError as err:
         raise InputError(f"{run.path / 'config.json'}: {err}") from None
+    check_ranges(config, TaggerConfig.RANGES, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
     return config, stored.get("genotype")
 
 
