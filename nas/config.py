@@ -154,7 +154,7 @@ class SearchConfig(LMConfig):
         **dict.fromkeys(("top_n", "rounds", "intra_steps", "inter_steps", "attention_heads"), AT_LEAST_1),
         **dict.fromkeys(("nodes", "history", "inter_nodes"), NODES),
         **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE), "arch_wdecay": NON_NEGATIVE,
-        "candidates": MANY, "controller_steps": NON_NEGATIVE_INT, "controller_lr": POSITIVE,
+        "candidates": MANY, "controller_steps": AT_LEAST_1, "controller_lr": POSITIVE,
         "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
     }
 

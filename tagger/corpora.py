@@ -162,8 +162,10 @@ class _Reader:
         new_document = True
         begun: set[str] = set()  # IOB2: types some B- tag begins
         inside: dict[str, int] = {}  # IOB2: type -> line of its first I- tag
+        number = 0
         for number, line in utf8_lines(path):
             if not line.strip():
+                self._check_end(sentence_tags, path, number - 1)
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 new_document = new_document and not sentence
                 sentence, sentence_tags = [], []
@@ -172,6 +174,7 @@ class _Reader:
                 separator = "tab" if "\t" in line else "space"
             fields = self._split(line, separator, path, number)
             if fields[0] == DOCSTART:  # a document boundary, never a sentence
+                self._check_end(sentence_tags, path, number - 1)
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 sentence, sentence_tags, new_document = [], [], True
                 continue
@@ -183,7 +186,8 @@ class _Reader:
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
             tag = fields[self.tag_index]
-            problem = tag_schemes.check_tag(tag, self.fmt.scheme)
+            problem = (tag_schemes.check_tag(tag, self.fmt.scheme) or
+                       tag_schemes.order_problem(sentence_tags[-1] if sentence_tags else "O", tag, self.fmt.scheme))
             if problem:
                 raise InputError(f"{path}: line {number}: {problem}")
             if self.fmt.scheme == "iob2" and tag.startswith("B-"):
@@ -192,6 +196,7 @@ class _Reader:
                 inside.setdefault(tag[2:], number)
             sentence.append(fields[self.text_index])
             sentence_tags.append(fields[self.tag_index])
+        self._check_end(sentence_tags, path, number)
         self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
         if not tokens:
             raise InputError(f"{path}: no sentences (empty {split} split)")
@@ -200,6 +205,12 @@ class _Reader:
                 self.warnings.append(f"warning: {path}: line {number}: I-{kind}, and no B-{kind} anywhere in the "
                                      f"file: read as entities of a type {kind} of their own (a typo, or IOB1 data?)")
         return Split(split, path, tokens, tag_lists, doc_starts)
+
+    def _check_end(self, sentence_tags: list[str], path: Path, number: int) -> None:
+        """A sentence ending at line `number` must not leave an IOBES entity open."""
+        problem = sentence_tags and tag_schemes.order_problem(sentence_tags[-1], "O", self.fmt.scheme)
+        if problem:
+            raise InputError(f"{path}: line {number}: {problem}")
 
     @staticmethod
     def _split(line: str, separator: str, path: Path, number: int) -> list[str]:

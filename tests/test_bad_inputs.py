@@ -244,6 +244,9 @@ CASES = [
     ("train-lm", "--resume {fx}/editedrun", "{fx}/editedrun/config.json: setting 'lr': must be positive, got -1"),
     ("train-tagger", "--resume {fx}/editedtagrun", "{fx}/editedtagrun/config.json: setting 'hidden_size': must be in "
                                                    "[1, 8192], got 0"),
+    ("train-tagger", f"{TAGGER} --tag-scheme iobes --run-dir {{out}}", "{fx}/tagdata/eng.train: line 5: I-ORG after O: not IOBES"),
+    ("evaluate", f"{EVALUATE} --tag-scheme iobes", "not IOBES"),
+    ("search-lm", f"{LM} --method enas --controller-steps 0", "--controller-steps: must be at least 1, got 0"),
     # vectors are checked when read, file and line
     ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/nanvec.txt --run-dir {out}",
      "{fx}/nanvec.txt: line 2: a value that is not finite (nan)"),
