@@ -124,10 +124,21 @@ def test_train_wordvec_on_a_full_disk_leaves_no_vectors(disk, tmp_path):
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 
-def test_evaluate_on_a_full_disk_leaves_no_empty_folder(disk, tiny_tagger, restore_flair_logging):
+@pytest.mark.parametrize("free, full", [(0, "test.conll"), (8192, "metrics.json")])
+def test_evaluate_on_a_full_disk_leaves_no_folder_and_no_half_of_its_output(disk, tiny_tagger, restore_flair_logging,
+                                                                           free, full):
     run, data = tiny_tagger
-    fill(disk, 0)
+    fill(disk, free)  # nothing fits, or the predictions (two pages) but not the metrics beside them
     result = CliRunner().invoke(COMMANDS["evaluate"], ["--model", str(run), "--corpus", "conll03", "--data",
                                                        str(data / "conll03"), "--out", str(disk / "eval")])
-    assert "test.conll: no space left on the device" in refused(result, disk)
+    assert f"{full}: no space left on the device" in refused(result, disk)
+    assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_tag_on_a_full_disk_leaves_no_output_folder(disk, tiny_tagger, restore_flair_logging, tmp_path):
+    run, data = tiny_tagger
+    fill(disk, 0)
+    result = CliRunner().invoke(COMMANDS["tag"], ["--model", str(run), str(data / "raw.txt"), "--out",
+                                                  str(disk / "tagged") + "/"])
+    assert "raw.conll: no space left on the device" in refused(result, disk)
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import click
@@ -81,9 +82,15 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     bound_pooled_memory(tagger, pooled_memory)
     with torch.inference_mode():
         report, predicted = evaluation.evaluate(tagger, to_sentences(part, gold.tag_type), part.tags, batch_size)
-    evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
-    atomic_write_json(target / "metrics.json", {"model": str(model_path), "corpus": corpus, "data": str(data),
-                                                "split": split, "sentences": len(part.tokens), split: report})
+    made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
+    try:  # both files or neither
+        evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
+        atomic_write_json(target / "metrics.json", {"model": str(model_path), "corpus": corpus, "data": str(data),
+                                                    "split": split, "sentences": len(part.tokens), split: report})
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     click.echo(f"{split} of {data}: {len(part.tokens)} sentences; wrote {target / 'metrics.json'} and "
                f"{target / f'{split}.conll'}", err=True)
     click.echo(evaluation.table(report) if fmt == "table" else evaluation.conlleval(part.tags, predicted))
