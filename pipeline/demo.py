@@ -94,7 +94,6 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
         bin/demo --data ../shared/data # PTB and CoNLL-2000 at the same tiny sizes
     """
     from common.runs import default_run_dir
-    from tagger.synthetic import generate
 
     os.environ["OMP_NUM_THREADS"] = str(threads)
     root = Path(run_dir or default_run_dir("demo"))
@@ -103,7 +102,23 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
     for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
         if not folder.is_dir():
             raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
+    made = not root.exists() or all(entry.suffix == ".log" for entry in root.iterdir())  # new, or a failed demo's
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        _demo(root, data, lm_name, corpus, embeddings, seed, threads, quick)
+    except BaseException:
+        if made:  # a demo that failed: keep the steps' logs, which say why, and nothing half-made beside them
+            for entry in root.iterdir():
+                if entry.suffix != ".log":
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        raise
+
+
+def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: str | None, seed: int, threads: int,
+          quick: bool) -> None:
+    """The four steps into `root`, then the summary."""
+    from tagger.synthetic import generate
+
     started = time.time()
     size = QUICK if quick else FULL
     if data is None:

@@ -396,3 +396,21 @@ def test_on_resume_a_larger_epoch_budget_is_applied_and_said_and_another_flag_ch
     assert resumed.exit_code == 0, resumed.stderr
     assert "--epochs 2: the run goes on to it (it had 1)" in resumed.stderr.splitlines()
     assert json.loads((run / "config.json").read_text(encoding="utf-8"))["epochs"] == 2
+
+
+def test_a_failing_demo_leaves_only_the_logs_that_say_why_and_runs_again(fx, tmp_path, monkeypatch):
+    """A step that fails (here search-lm on a corpus with a NUL byte) removes what the demo made but its logs."""
+    monkeypatch.chdir(tmp_path)
+    data, root = tmp_path / "data", tmp_path / "demo"
+    (data / "ptb").mkdir(parents=True)
+    for split in ("train", "valid", "test"):
+        (data / "ptb" / f"ptb.{split}.txt").write_bytes((fx / "nul" / f"ptb.{split}.txt").read_bytes())
+    (data / "conll2000").mkdir()
+    root.mkdir()
+    (root / "search-lm.log").write_text("a failed demo's log\n", encoding="utf-8")  # run again where one failed
+    result = CliRunner().invoke(COMMANDS["demo"], ["--run-dir", str(root), "--data", str(data),
+                                                   "--embeddings", f"glove:{fx / 'vectors.txt'}"])
+    assert result.exit_code == 2 and result.stderr.splitlines()[-1].startswith("error: step search-lm failed"), \
+        result.stderr
+    assert "a NUL byte" in result.stderr.splitlines()[-1]
+    assert sorted(p.name for p in root.iterdir()) == ["search-lm.log"]
