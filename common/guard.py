@@ -3,7 +3,7 @@
 While a command runs (`common.cli.Command` opens `guarding()`), the readers of `common.files` note
 every file they read, the command line's input paths are noted before any work, and the run
 directories the command starts or resumes are noted as its own (`own`). Every write of
-`common.files` asks `write_problem` first, so whatever the spelling of a path (a symbolic link,
+`common.files` asks `write_problem` first, so whatever the name of a file (a symbolic or hard link,
 `..`), an output that would replace one of the user's files is refused, as one `error:` line.
 
 Outside a command (a library caller, a test) nothing is noted and nothing is refused.
@@ -19,6 +19,7 @@ from typing import Iterator
 @dataclass
 class _Noted:
     files: dict[str, str] = field(default_factory=dict)  # real path of a file read -> how it was given
+    inodes: dict[tuple[int, int], str] = field(default_factory=dict)  # the same by (device, inode): hard links
     folders: dict[str, str] = field(default_factory=dict)  # real path of an input folder -> its flag
     owned: set[str] = field(default_factory=set)  # real paths of the run directories this command runs in
 
@@ -48,6 +49,18 @@ def note_read(path: str | os.PathLike, how: str | None = None) -> None:
             _noted.folders.setdefault(_real(path), how or str(path))
         else:
             _noted.files.setdefault(_real(path), how or str(path))
+            identity = _identity(path)
+            if identity is not None:
+                _noted.inodes.setdefault(identity, how or str(path))
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(device, inode) of an existing file: one file under every name a hard link gives it."""
+    try:
+        stats = os.stat(path)
+    except OSError:
+        return None
+    return stats.st_dev, stats.st_ino
 
 
 def own(run_dir: str | os.PathLike) -> None:
@@ -68,8 +81,9 @@ def write_problem(path: str | os.PathLike) -> str | None:
     folder = os.path.dirname(real)
     if folder in _noted.owned:
         return None
-    if real in _noted.files:
-        return f"an input of this command ({_noted.files[real]}); refusing to write over it"
+    read = _noted.files.get(real) or _noted.inodes.get(_identity(real) or (-1, -1))
+    if read is not None:
+        return f"an input of this command ({read}); refusing to write over it"
     if not os.path.lexists(real):
         return None
     if folder in _noted.folders:

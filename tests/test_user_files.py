@@ -8,6 +8,7 @@ refused by the write itself (`common.guard` through `common.files.atomic_open`).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,8 @@ CASES = [
      "an input of this command (--config)"),
     ("train-wordvec", "--data {fx}/text.txt --out {fx}/text.txt", "--out: {fx}/text.txt: an input of this command (--data)"),
     ("train-wordvec", "--data {fx}/link.txt --out {fx}/lm/ptb.train.txt", "an input of this command (--data)"),
+    ("train-wordvec", "--data {fx}/text.txt --out {fx}/hardlink.txt", "--out: {fx}/hardlink.txt: an input of this "
+                                                                    "command (--data)"),
     ("tag", "{fx}/text.txt --model {fx}/nope.pt --out {fx}/text.txt", "--out: {fx}/text.txt: an input of this command (INPUTS)"),
     ("export", "{fx}/searchrun --out {fx}/searchrun/metrics.json", "a file in MODEL, a folder this command reads"),
     # over a file of a run the command did not start
@@ -67,6 +70,7 @@ def fx(tmp_path_factory) -> Path:
     (root / "vectors.txt").write_text("a 0.1 0.2\n", encoding="utf-8")
     (root / "text.txt").write_text("George Washington went to Washington .\n", encoding="utf-8")
     (root / "link.txt").symlink_to(root / "lm" / "ptb.train.txt")
+    os.link(root / "text.txt", root / "hardlink.txt")  # the same file under another name
     run = root / "searchrun"
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"method": "darts", "epochs": 1}), encoding="utf-8")
