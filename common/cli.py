@@ -9,19 +9,21 @@ Light on purpose (click only): `--help` and a bad flag answer at once.
 from __future__ import annotations
 
 import ctypes
-import json
+import errno
 import os
 import shlex
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Collection, Mapping
 
 import click
 
+from . import guard
 from .devices import DEVICES, device_problem
 from .errors import InputError
-from .ranges import AT_LEAST_1, NON_NEGATIVE_INT, Range
+from .files import read_json
+from .ranges import AT_LEAST_1, BATCH, MANY, NODES, NON_NEGATIVE_INT, SEED, SIZE, THREADS, Range
 
 
 def command_line(program: str) -> str:
@@ -32,12 +34,25 @@ def command_line(program: str) -> str:
 class Command(click.Command):
     """A click command whose failures are one line on stderr, `error: ...`, and exit status 2: click's
     own usage errors and refused flag values, an `InputError` from the library, and an `OSError` on a
-    named file. Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
+    named file or a full disk. Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
+
+    While it runs, no write replaces a file it reads or a file of another run (`common.guard`):
+    the input paths of its command line are noted, and its output flags checked against them,
+    before any work.
 
     Called with `standalone_mode=False` (from Python), errors propagate as click's do."""
 
+    def invoke(self, ctx: click.Context) -> Any:
+        _check_outputs(ctx)
+        return super().invoke(ctx)
+
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
+        with guard.guarding():
+            return self._main(args, prog_name, complete_var, standalone_mode, **extra)
+
+    def _main(self, args: Any, prog_name: str | None, complete_var: str | None, standalone_mode: bool,
+              **extra: Any) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -48,6 +63,8 @@ class Command(click.Command):
         except (click.ClickException, InputError) as err:
             _fail(_message(err))
         except OSError as err:
+            if err.errno in (errno.ENOSPC, errno.EDQUOT) and err.filename is None:
+                _fail(f"no space left on the device ({err.strerror}); free some space and run again")
             if err.filename is None or isinstance(err, BrokenPipeError):
                 raise
             _fail(f"{err.filename}: {err.strerror}")
@@ -119,6 +136,12 @@ def flag_types(ranges: dict[str, Range]) -> dict[str, click.ParamType]:
 
 COUNT = bounded(AT_LEAST_1)
 NON_NEGATIVE_COUNT = bounded(NON_NEGATIVE_INT)
+MANY_COUNT = bounded(MANY)
+NODE_COUNT = bounded(NODES)
+LAYER_SIZE = bounded(SIZE)
+BATCH_SIZE = bounded(BATCH)
+THREAD_COUNT = bounded(THREADS)
+SEED_VALUE = bounded(SEED)
 
 
 # -- devices ---------------------------------------------------------------------------------
@@ -176,10 +199,13 @@ def keep_freed_memory(limit: int = 1 << 30) -> None:
 class OutputPath(click.Path):
     """A file or folder the command will write, refused now if it cannot be made there: under a
     regular file, in a folder this process cannot write (or a virtual one such as /proc), or of the
-    wrong kind. Nothing is left on disk by the check."""
+    wrong kind. Nothing is left on disk by the check. A "run folder" is a folder a run goes into:
+    never inside a folder the command reads (a corpus)."""
 
     def __init__(self, kind: str):
-        assert kind in ("file", "folder", "file or folder")
+        assert kind in ("file", "folder", "file or folder", "run folder")
+        self.run = kind == "run folder"
+        kind = "folder" if self.run else kind
         super().__init__(file_okay=kind != "folder", dir_okay=kind != "file")
         self.kind = kind
 
@@ -223,6 +249,42 @@ def _unwritable(folder: Path) -> str | None:
 OUTPUT_FILE = OutputPath("file")
 OUTPUT_FOLDER = OutputPath("folder")
 OUTPUT_FILE_OR_FOLDER = OutputPath("file or folder")
+RUN_FOLDER = OutputPath("run folder")
+RESUMED = "resume"  # the parameter naming the run directory a command continues: its own, not an input
+
+
+def _check_outputs(ctx: click.Context) -> None:
+    """Note the command line's input paths (and the run it resumes) with `common.guard`, then refuse
+    an output flag that would write over one of them, over a file of another run, or put a run
+    inside a folder the command reads: now, before any work."""
+    outputs = []
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if value is None or not isinstance(param.type, click.Path):
+            continue
+        flag = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        if isinstance(param.type, OutputPath):
+            outputs.append((param, flag, value))
+        elif param.name == RESUMED:
+            guard.own(value)
+        else:
+            for path in value if isinstance(value, (tuple, list)) else [value]:
+                if path != "-" and os.path.exists(path):
+                    guard.note_read(path, flag)
+    for param, flag, value in outputs:
+        if param.type.run:  # the folder of this command's run: its own (a run already there is refused later)
+            guard.own(value)
+    for param, flag, value in outputs:
+        path = Path(value)
+        if param.type.run:
+            problem = guard.run_dir_problem(path)
+        elif path.is_dir():
+            problem = ("holds another run (its config.json), which this command did not start; choose a folder "
+                       "of its own" if guard.holds_run(str(path)) and guard.write_problem(path / "config.json") else None)
+        else:
+            problem = guard.write_problem(path) or guard.record_problem(path)
+        if problem:
+            raise click.BadParameter(f"{value}: {problem}", ctx, param)
 
 
 # -- defaults from stored settings: presets and configs --------------------------------------
@@ -255,8 +317,10 @@ def defaults_option(*param_decls: str, lookup: Callable[[str], dict[str, Any]], 
 META_KEY = "config_file"
 
 
-def config_option(renames: Mapping[str, str | None] | None = None) -> Callable:
-    """The `--config FILE` option; `renames` maps a config key to the parameter it fills (None: to none)."""
+def config_option(program: str, renames: Mapping[str, str | None] | None = None, known: Collection[str] = ()) -> Callable:
+    """The `--config FILE` option of `program` (bin/NAME); `renames` maps a config key to the parameter
+    it fills (None: to none), `known` names the settings its config.json holds besides its flags. The
+    config of another command, or one holding a setting this command does not know, is refused."""
     renames = dict(renames or {})
 
     def load(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -264,6 +328,13 @@ def config_option(renames: Mapping[str, str | None] | None = None) -> Callable:
             return None
         stored = _read(value, ctx, param)
         params = {p.name: p for p in ctx.command.params if p.name != param.name}
+        writer = stored.get("command")
+        writer = writer.split()[0] if isinstance(writer, str) and writer.split() else None
+        if writer is not None and writer != program:
+            raise click.BadParameter(f"{value}: the config of a {writer} run, not of a {program} run", ctx, param)
+        for key in stored:
+            if key not in params and key not in renames and key not in known and key != "command":
+                raise click.BadParameter(f"{value}: unknown setting {key!r} (not a setting of {program})", ctx, param)
         defaults = {}
         for key, setting in stored.items():
             name = renames.get(key, key)
@@ -275,7 +346,7 @@ def config_option(renames: Mapping[str, str | None] | None = None) -> Callable:
         ctx.meta[META_KEY] = stored
         return value
 
-    return click.option("--config", type=click.Path(dir_okay=False), is_eager=True, expose_value=False,
+    return click.option("--config", type=click.Path(), is_eager=True, expose_value=False,
                         callback=load, help="A run's config.json: its settings are the defaults of every flag "
                                             "(flags given here win); the run goes into a new --run-dir.")
 
@@ -293,15 +364,46 @@ def not_from_config(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _read(value: str, ctx: click.Context, param: click.Parameter) -> dict:
+    guard.note_read(value, "--config")
     try:
-        with open(value, encoding="utf-8") as handle:
-            stored = json.load(handle)
-    except OSError as err:
-        raise click.BadParameter(f"{value}: {err.strerror}", ctx, param) from None
-    except UnicodeDecodeError as err:
-        raise click.BadParameter(f"{value}: not UTF-8 text (byte {err.start})", ctx, param) from None
-    except json.JSONDecodeError as err:
-        raise click.BadParameter(f"{value}: line {err.lineno}: invalid JSON ({err.msg})", ctx, param) from None
+        stored = read_json(value)
+    except InputError as err:
+        raise click.BadParameter(str(err), ctx, param) from None
     if not isinstance(stored, dict):
         raise click.BadParameter(f"{value}: not a run's config.json (a JSON object of settings)", ctx, param)
     return stored
+
+
+# -- flags on --resume -----------------------------------------------------------------------
+
+
+def check_resume_flags(run_dir: str | os.PathLike, stored: Mapping[str, Any], changeable: Collection[str] = (),
+                       runtime: Collection[str] = ()) -> dict[str, Any]:
+    """The flags typed with `--resume RUN_DIR`, against the run's stored config: a `changeable` one
+    (a larger epoch budget) that differs is returned, to be applied, with a line saying so; a
+    `runtime` one (threads) is the command's own; any other that differs from the stored setting, or
+    that the run does not store (its data, --config), is refused naming it: a resumed run goes on
+    with the settings it started with, or it would not be the run it was."""
+    ctx = click.get_current_context()
+    changed = {}
+    for param in ctx.command.params:
+        if param.name in (RESUMED, *runtime) or ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+            continue
+        flag = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
+        given = ctx.params.get(param.name)
+        if param.name in stored and _same(stored[param.name], given):
+            continue
+        if param.name in changeable:
+            changed[param.name] = (flag, given)
+            continue
+        had = f" (the run has {stored[param.name]!r})" if param.name in stored else ""
+        raise InputError(f"{flag}: not with --resume{had}: a resumed run keeps the settings it started with; to "
+                         f"change them, start a new run with --config {Path(run_dir) / 'config.json'} {flag} ...")
+    for name, (flag, given) in changed.items():
+        click.echo(f"{flag} {given}: the run goes on to it (it had {stored.get(name)})", err=True)
+    return {name: given for name, (_, given) in changed.items()}
+
+
+def _same(stored: Any, given: Any) -> bool:
+    """A flag's value equal to the stored setting (a choice is stored as its value, a number as a number)."""
+    return stored == given or str(stored) == str(given)

@@ -4,3 +4,7 @@ from __future__ import annotations
 
 class InputError(Exception):
     """A problem with something the user gave us: a file, a flag value, a genotype."""
+
+
+class WriteRefused(InputError):
+    """The file system refused a write (a full disk, a read-only mount); the file was left as it was."""

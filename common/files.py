@@ -5,38 +5,76 @@ import errno
 import io
 import json
 import os
+import shutil
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
-import torch
-
-from .errors import InputError
+from . import guard
+from .errors import InputError, WriteRefused
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+DISK_REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # a write the file system refuses
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]:
+def atomic_open(path: str | os.PathLike, binary: bool = False, size: int | None = None) -> Iterator[IO]:
     """A file to write as you go: a temp file beside `path`, renamed over it only if the block ends
-    without an exception (otherwise removed), so readers never see half a file."""
+    without an exception (otherwise removed, with the folders made for it), so readers never see
+    half a file. A path the command must not write over (`common.guard`) is refused first, and a
+    write the disk refuses (full, read-only) is an InputError naming the path (and, on a full disk,
+    `size`, the bytes the file needs, where the caller knows them)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    problem = guard.write_problem(path)
+    if problem:
+        raise InputError(f"{path}: {problem}")
+    made = next((p for p in reversed([path.parent, *path.parent.parents]) if not p.exists()), None)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
             yield handle
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode a plain open() would
+        guard.claims_run(path)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as err:
+        written = os.path.getsize(tmp) if tmp and os.path.exists(tmp) else 0
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        if isinstance(err, OSError) and err.errno in DISK_REFUSED:
+            raise write_error(path, err, size if size is not None else written, size is not None) from None
         raise
 
 
+def write_error(path: Path, err: OSError, needed: int, exact: bool = True) -> WriteRefused:
+    """One line for a write the system refused; on a full disk, the space free there and what the
+    file needs (`exact`: its whole size; else at least what was written before the disk filled)."""
+    if err.errno in (errno.ENOSPC, errno.EDQUOT):
+        folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
+        free = shutil.disk_usage(folder).free
+        need = f"{_size(needed)}" if exact else f"more than {_size(needed)}"
+        return WriteRefused(f"{path}: no space left on the device: {_size(free)} free, the file needs {need}; "
+                            "nothing was written (free some space and run again)")
+    return WriteRefused(f"{path}: cannot write ({err.strerror or err}); nothing was written")
+
+
+def _size(count: float) -> str:
+    """A byte count as people read it: 512 bytes, 3.2 MB."""
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1000
+    raise AssertionError("unreachable")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    with atomic_open(path, binary=True) as handle:
+    with atomic_open(path, binary=True, size=len(data)) as handle:
         handle.write(data)
 
 
@@ -49,18 +87,47 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
+    import torch  # here, so that the commands that import this module answer --help at once
+
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def file_problem(path: str | os.PathLike) -> str | None:
+    """Why `path` is not a regular file to read (None: it is): missing, a folder, a FIFO, socket or
+    device, or a symbolic link that leads nowhere or in a loop."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            return "a symbolic link loop, not a file"
+        if err.errno == errno.ENOENT:
+            return "a symbolic link to nothing" if os.path.islink(path) else "no such file"
+        return err.strerror or str(err)
+    if stat.S_ISDIR(mode):
+        return "a folder, not a file"
+    if not stat.S_ISREG(mode):
+        return "not a regular file (a FIFO, socket or device)"
+    return None
+
+
+def require_file(path: str | os.PathLike, context: str = "") -> None:
+    """An InputError naming `path` (and `context`, e.g. the flag) unless it is a regular file."""
+    problem = file_problem(path)
+    if problem:
+        raise InputError(f"{path}: {problem}{f' ({context})' if context else ''}")
 
 
 def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed: Sequence[type] = ()) -> Any:
     """Load tensors and plain containers only (weights_only=True), and instances of the `allowed`
     data classes (built from their saved attributes, no code of the file's choosing): a crafted
     pickle never runs."""
+    import torch
+
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    require_file(path)
+    guard.note_read(path)
     try:
         with torch.serialization.safe_globals(list(allowed)):
             return torch.load(path, map_location=map_location, weights_only=True)
@@ -80,16 +147,74 @@ def _load_problem(err: Exception) -> str:
     return (text.splitlines()[0] if text else type(err).__name__)[:200]
 
 
+# Bounds of the JSON this toolkit reads (genotypes, configs, metrics, log lines), far above what it
+# writes: deeper nesting, longer integers or larger files are refused before they cost a traceback
+# (Python's recursion limit, its 4300-digit limit on int()) or the machine's memory.
+MAX_JSON_BYTES = 64_000_000
+MAX_JSON_DEPTH = 64
+MAX_JSON_DIGITS = 40
+
+
 def read_json(path: str | os.PathLike) -> Any:
+    """The JSON in `path`, within the bounds above; any problem is an InputError naming the file and line."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
+    require_file(path)
+    guard.note_read(path)
+    size = path.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise InputError(f"{path}: {_size(size)} of JSON, more than the {_size(MAX_JSON_BYTES)} this toolkit reads")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    return parse_json(text, str(path))
+
+
+def parse_json(text: str, where: str, line: int | None = None, what: str = "invalid JSON") -> Any:
+    """`text` as JSON within the bounds above; a problem is an InputError naming `where` and the line
+    (`line`: the text is that line of `where`, e.g. of a log; `what`: what invalid text is called)."""
+    at = f"{where}: line {line}" if line is not None else where
+    if len(text) > MAX_JSON_BYTES:
+        raise InputError(f"{at}: {_size(len(text))} of JSON, more than the {_size(MAX_JSON_BYTES)} this toolkit reads")
+    try:
+        data = json.loads(text, parse_int=_bounded_int)
     except json.JSONDecodeError as err:
-        raise InputError(f"{path}: line {err.lineno}: invalid JSON ({err.msg})") from None
+        raise InputError(f"{where}: line {line or err.lineno}: {what} ({err.msg})") from None
+    except RecursionError:
+        data = None  # nested deeper than Python's recursion limit: refused below as too deep
+        depth = MAX_JSON_DEPTH + 1
+    except _TooLong as err:
+        raise InputError(f"{at}: an integer of {err.args[0]} digits (this toolkit reads at most "
+                         f"{MAX_JSON_DIGITS})") from None
+    else:
+        depth = _depth(data)
+    if depth > MAX_JSON_DEPTH:
+        raise InputError(f"{at}: JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return data
+
+
+class _TooLong(ValueError):
+    pass
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_JSON_DIGITS:
+        raise _TooLong(len(digits.lstrip("-")))
+    return int(digits)
+
+
+def _depth(data: Any) -> int:
+    """How deeply lists and objects nest in `data` (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, level)
+        if level <= MAX_JSON_DEPTH:
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
@@ -100,6 +225,8 @@ def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tupl
     the line being written, or the torn end of one killed while writing it.
     """
     path = Path(path)
+    require_file(path)
+    guard.note_read(path)
     position = 0
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):

@@ -6,6 +6,7 @@ Light on purpose (no click, no torch)."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,13 +27,19 @@ class Range:
     def describe(self) -> str:
         if self.words:
             return self.words
+        low, high = self._say(self.low), self._say(self.high)
         if self.high is None:
             if self.low == 0:
                 return "positive" if self.low_open else "non-negative"
-            return f"{'above' if self.low_open else 'at least'} {self.low:g}"
+            return f"{'above' if self.low_open else 'at least'} {low}"
         if self.low is None:
-            return f"{'below' if self.high_open else 'at most'} {self.high:g}"
-        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+            return f"{'below' if self.high_open else 'at most'} {high}"
+        return f"in {'(' if self.low_open else '['}{low}, {high}{')' if self.high_open else ']'}"
+
+    def _say(self, bound: float | None) -> str:
+        if bound is None:
+            return ""
+        return f"{bound:.0f}" if self.integer else f"{bound:g}"
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` (None: nothing; None is also what an unset optional setting is)."""
@@ -52,6 +59,16 @@ NON_NEGATIVE = Range(0)  # weight decays, regularisation factors
 RATE = Range(0, 1, high_open=True)  # dropout probabilities
 FACTOR = Range(0, 1, low_open=True, high_open=True)  # a factor that must shrink what it multiplies
 MINUTES = Range(0, low_open=True, words="a positive number of minutes")
+
+# Upper limits, so that a number too large for the machine is refused before any work instead of
+# dying in the allocator: far above what the papers use (sizes 300 to 1024, batches up to 256).
+SIZE = Range(1, 8192, integer=True)  # embedding, hidden and vector sizes
+BATCH = Range(1, 65536, integer=True)  # batch sizes and sequence lengths
+NODES = Range(1, 32, integer=True)  # nodes of a cell or of a gate (DARTS 8, ENAS 12)
+MANY = Range(1, 1_000_000, integer=True)  # counts of things made one by one (cells, seeds, candidates)
+SEED = Range(0, 2**32 - 1, integer=True)  # numpy's and flair's seeds take no more (torch's would)
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+THREADS = Range(1, CORES, integer=True, words=f"in [1, {CORES}], the cores of this machine")
 
 
 def check_ranges(settings: Any, ranges: dict[str, Range],

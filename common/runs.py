@@ -25,8 +25,10 @@ from typing import Any
 
 import torch
 
+from . import guard
 from .errors import InputError
-from .files import atomic_torch_save, atomic_write_json, atomic_write_text, read_json, safe_torch_load, utf8_lines
+from .files import (DISK_REFUSED, atomic_torch_save, atomic_write_json, atomic_write_text, parse_json, read_json,
+                    safe_torch_load, utf8_lines, write_error)
 
 
 PRECISIONS = ("fp32", "bf16")
@@ -59,9 +61,11 @@ class RunDir:
     def holds_run(self) -> bool:
         return (self.path / "config.json").exists() or self.checkpoint.exists()
 
-    def start(self, config: dict, afresh: bool = False) -> None:
-        """Make the directory of a new run and write its config.json. One that holds a run is
-        refused, unless `afresh`: a resumed run that never wrote a checkpoint starts over in it."""
+    def start(self, config: dict, afresh: bool = False, checkpoint: dict | None = None) -> None:
+        """Make the directory of a new run and write its config.json, and `checkpoint` if given (the
+        state to resume from before the first epoch ends); if either write fails (a full disk), what
+        was made is removed. One that holds a run is refused, unless `afresh`: a resumed run that
+        never wrote a checkpoint starts over in it."""
         if not afresh:
             if self.holds_run():
                 raise InputError(f"{self.path}: already holds a run; continue it with --resume {self.path} "
@@ -71,10 +75,26 @@ class RunDir:
         self.clean_temp_files()
         if afresh:
             (self.path / "log.jsonl").unlink(missing_ok=True)
-        atomic_write_json(self.path / "config.json", config)
+        try:
+            atomic_write_json(self.path / "config.json", config)
+            if checkpoint is not None:
+                self.save_checkpoint(checkpoint)
+        except BaseException:
+            if afresh:  # a resume that found no checkpoint: the folder goes back to its config alone
+                self.checkpoint.unlink(missing_ok=True)
+            else:
+                self.discard()
+            raise
 
     def claim(self) -> None:
-        """Make the folder, noting what was there before, so that `discard` removes only what came after."""
+        """Make the folder, noting what was there before, so that `discard` removes only what came after.
+        A folder inside one the command reads (a corpus) is refused."""
+        problem = guard.run_dir_problem(self.path)
+        if problem:
+            raise InputError(f"{self.path}: {problem}")
+        if self.holds_run():
+            raise InputError(f"{self.path}: already holds a run; choose another folder")
+        guard.own(self.path)
         self._made = next((p for p in reversed([self.path, *self.path.parents]) if not p.exists()), None)
         self._before = None if self._made is not None else {p.name for p in self.path.iterdir()}
         self.path.mkdir(parents=True, exist_ok=True)
@@ -91,7 +111,9 @@ class RunDir:
         self._made = self._before = None
 
     def clean_temp_files(self) -> None:
-        """Remove the temp files of atomic writes a kill interrupted (the files they were to replace are intact)."""
+        """Remove the temp files of atomic writes a kill interrupted (the files they were to replace are
+        intact): a run starts or resumes here, and may rewrite its own files."""
+        guard.own(self.path)
         for stray in self.path.glob(TEMP_FILES):
             stray.unlink(missing_ok=True)
 
@@ -101,8 +123,20 @@ class RunDir:
         return read_json(self.path / "config.json")
 
     def log(self, record: dict) -> None:
-        with open(self.path / "log.jsonl", "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record) + "\n")
+        """Append one line; a write the disk refuses leaves the log as it was (no torn line)."""
+        path = self.path / "log.jsonl"
+        line = (json.dumps(record) + "\n").encode("utf-8")
+        with open(path, "ab", buffering=0) as handle:
+            size = handle.tell()
+            try:
+                rest = memoryview(line)
+                while rest:  # an unbuffered write may take part of the line; the next says why not the rest
+                    rest = rest[handle.write(rest):]
+            except OSError as err:
+                handle.truncate(size)
+                if err.errno in DISK_REFUSED:
+                    raise write_error(path, err, len(line)) from None
+                raise
 
     def read_log(self) -> list[dict]:
         """The logged records. A last line without its newline (the run was killed while writing it)
@@ -113,10 +147,10 @@ class RunDir:
         records, number = [], 0
         for number, line in utf8_lines(path, complete=True):
             if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise InputError(f"{path}: line {number}: not a JSON record ({err.msg})") from None
+                record = parse_json(line, str(path), number, what="not a JSON record")
+                if not isinstance(record, dict):
+                    raise InputError(f"{path}: line {number}: not a JSON record (an object)")
+                records.append(record)
         if _ends_torn(path):
             log.warning(f"warning: {path}: line {number + 1} is torn (the run was killed while writing it); "
                         "left out")
@@ -125,6 +159,7 @@ class RunDir:
     def trim_log(self, epochs_done: int) -> None:
         """Keep the log lines of the epochs the checkpoint holds: drop those written after it (a kill
         came between an epoch's log line and its checkpoint) and a torn last line."""
+        guard.own(self.path)
         kept = [r for r in self.read_log() if r.get("epoch", 0) <= epochs_done]
         atomic_write_text(self.path / "log.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import InputError
+from .files import require_file
 from .paths import absolute
 
 SPLITS = ("train", "valid", "test")
@@ -30,8 +31,7 @@ def find_splits(data: str | Path | None, train: str | None = None, valid: str | 
             found[split] = absolute(matches[0])
     for split, name in given.items():
         if name:
-            if not Path(name).is_file():
-                raise InputError(f"{name}: no such file (--{split})")
+            require_file(name, f"--{split}")
             found[split] = absolute(name)
     missing = [s for s in needed if s not in found]
     if missing:

@@ -11,7 +11,8 @@ from typing import Any, ClassVar, TypeVar
 
 from common.devices import device_problem
 from common.errors import InputError
-from common.ranges import AT_LEAST_1, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
+from common.ranges import (AT_LEAST_1, BATCH, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+                           Range, check_ranges)
 
 from .methods import METHODS
 
@@ -76,8 +77,8 @@ class LMConfig:
     COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config
     # The allowed values of the numeric settings: validate() checks them, the commands' flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
-        **dict.fromkeys(("epochs", "emsize", "nhid", "batch_size", "eval_batch_size", "bptt", "max_batches_per_epoch",
-                         "eval_batches"), AT_LEAST_1),
+        **dict.fromkeys(("epochs", "max_batches_per_epoch", "eval_batches"), AT_LEAST_1),
+        "emsize": SIZE, "nhid": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "bptt": BATCH, "seed": SEED,
         "lr": POSITIVE, "clip": POSITIVE, "wdecay": NON_NEGATIVE, "ar": NON_NEGATIVE, "tar": NON_NEGATIVE,
         **dict.fromkeys(("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"), RATE),
     }
@@ -92,6 +93,7 @@ class LMConfig:
             raise InputError(f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
                              f"(continue it with {other} --resume {Path(source).parent})")
         config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
+        check_ranges(config, cls.RANGES, lambda name: f"{source}: setting {name!r}")  # the file's, not a flag's
         return replace(config, **{k: v for k, v in limits.items() if v is not None})
 
     def splits(self) -> dict[str, Path]:
@@ -149,10 +151,10 @@ class SearchConfig(LMConfig):
     COMMAND: ClassVar[str] = "bin/search-lm"
     RANGES: ClassVar[dict[str, Range]] = {
         **LMConfig.RANGES,
-        **dict.fromkeys(("nodes", "top_n", "rounds", "intra_steps", "inter_steps", "history", "inter_nodes",
-                         "attention_heads"), AT_LEAST_1),
+        **dict.fromkeys(("top_n", "rounds", "intra_steps", "inter_steps", "attention_heads"), AT_LEAST_1),
+        **dict.fromkeys(("nodes", "history", "inter_nodes"), NODES),
         **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE), "arch_wdecay": NON_NEGATIVE,
-        "candidates": AT_LEAST_1, "controller_steps": NON_NEGATIVE_INT, "controller_lr": POSITIVE,
+        "candidates": MANY, "controller_steps": AT_LEAST_1, "controller_lr": POSITIVE,
         "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
     }
 
@@ -215,7 +217,7 @@ class RetrainConfig(LMConfig):
 
     COMMAND: ClassVar[str] = "bin/train-lm"
     RANGES: ClassVar[dict[str, Range]] = {
-        **LMConfig.RANGES, "test_batch_size": AT_LEAST_1, "nonmono": AT_LEAST_1, "max_rollbacks": NON_NEGATIVE_INT,
+        **LMConfig.RANGES, "test_batch_size": BATCH, "nonmono": AT_LEAST_1, "max_rollbacks": NON_NEGATIVE_INT,
         "max_seq_len_delta": NON_NEGATIVE_INT, "seq_len_std": NON_NEGATIVE, "time_budget": MINUTES,
     }
 

@@ -57,10 +57,12 @@ def encode(tokens: list[str], vocab: list[str]) -> torch.Tensor:
     return torch.tensor([index.get(w, unk) for w in tokens], dtype=torch.long)
 
 
-def batchify(ids: torch.Tensor, batch_size: int, bptt: int, path: Path | str) -> torch.Tensor:
-    """(steps, batch) columns as in the DARTS/AWD code; too short a split is an InputError."""
+def batchify(ids: torch.Tensor, batch_size: int, bptt: int, path: Path | str,
+             flags: str = "--batch-size or --bptt") -> torch.Tensor:
+    """(steps, batch) columns as in the DARTS/AWD code; too short a split is an InputError naming
+    `flags`, the flags that set this batch's size."""
     steps = ids.numel() // batch_size
     if steps < bptt + 1:
-        raise InputError(f"{path}: {ids.numel()} tokens is shorter than one batch × bptt "
-                         f"({batch_size} × {bptt + 1}); lower --batch-size or --bptt")
+        raise InputError(f"{path}: {ids.numel()} tokens is shorter than one batch of {batch_size} rows of "
+                         f"{bptt + 1} tokens; lower {flags}")
     return ids[: steps * batch_size].view(batch_size, steps).t().contiguous()

@@ -291,7 +291,7 @@ def sync_batch_norm(model: nn.Module) -> nn.Module:
 class FollowerRunDir(RunDir):
     """The run directory as ranks other than 0 see it: reads work, writes are rank 0's."""
 
-    def start(self, config: dict, afresh: bool = False) -> None:
+    def start(self, config: dict, afresh: bool = False, checkpoint: dict | None = None) -> None:
         pass
 
     def discard(self) -> None:

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from common.errors import InputError
-from common.files import atomic_write_text, read_json
+from common.files import atomic_write_text, parse_json, read_json
 from common.presets import cell_recipe
+from common.ranges import NODES
 from common.resources import resources_dir
 
 from .ops import OPS, SQUASHES
@@ -101,11 +102,16 @@ def validate(data: Any, where: str) -> Genotype:
     nodes = data.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         _fail(where, "nodes", "must be a non-empty list of nodes")
+    if len(nodes) > NODES.high:
+        _fail(where, "nodes", f"{len(nodes)} nodes; a cell has at most {NODES.high:g} (as bin/search-lm --nodes)")
     parsed = []
     for i, node in enumerate(nodes, start=1):
         label = f"nodes[{i - 1}]"
         if not isinstance(node, list) or not node:
             _fail(where, label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
+        if len(node) > i * len(OPS[1:]):
+            _fail(where, label, f"node {i} has {len(node)} inputs, more than the {i * len(OPS[1:])} distinct "
+                                f"[op, predecessor] pairs it can have")
         inputs = []
         for k, item in enumerate(node):
             if not (isinstance(item, list) and len(item) == 2):
@@ -156,8 +162,8 @@ def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
         if key not in inter:
             fail(key, "missing")
     m = inter["history"]
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        fail("history", f"must be an integer ≥ 1, got {m!r}")
+    if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= NODES.high:
+        fail("history", f"must be an integer in 1..{NODES.high:g}, got {m!r}")
     if inter["squash"] not in SQUASHES:
         fail("squash", f"unknown squash {inter['squash']!r} (one of {', '.join(SQUASHES)})")
     if inter["size_match"] not in SIZE_MATCHES:
@@ -166,11 +172,16 @@ def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
         nodes = inter[gate]
         if not isinstance(nodes, list) or len(nodes) < m:
             fail(gate, f"must be a list of at least history = {m} nodes (node i reads history vector i)")
+        if len(nodes) > NODES.high:
+            fail(gate, f"{len(nodes)} nodes; a gate has at most {NODES.high:g} (as bin/search-lm --inter-nodes)")
         for i, node in enumerate(nodes, start=1):
             label = f"{gate}[{i - 1}]"
             if not isinstance(node, list) or not node:
                 fail(label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
             allowed = predecessors(m, i)
+            if len(node) > len(allowed) * len(OPS[1:]):
+                fail(label, f"node {i} has {len(node)} inputs, more than the {len(allowed) * len(OPS[1:])} distinct "
+                            "[op, predecessor] pairs it can have")
             for k, item in enumerate(node):
                 if not (isinstance(item, list) and len(item) == 2):
                     fail(f"{label}[{k}]", "an input is a pair [op, predecessor]")
@@ -189,7 +200,7 @@ def shipped_cells() -> list[str]:
 def load(spec: str | os.PathLike) -> Genotype:
     """Load a genotype from a path, or from a bare name found in resources/cells/."""
     path = Path(spec)
-    if not path.is_file() and os.sep not in str(spec):
+    if not os.path.lexists(path) and os.sep not in str(spec):
         cells = resources_dir() / "cells"
         for candidate in (cells / str(spec), cells / f"{spec}.json", cells / f"{str(spec).lower()}.json",
                           cells / str(spec).lower()):
@@ -208,7 +219,4 @@ def load(spec: str | os.PathLike) -> Genotype:
 
 
 def loads(text: str, where: str = "genotype") -> Genotype:
-    try:
-        return validate(json.loads(text), where)
-    except json.JSONDecodeError as err:
-        raise InputError(f"{where}: line {err.lineno}: invalid JSON ({err.msg})") from None
+    return validate(parse_json(text, where), where)

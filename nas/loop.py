@@ -27,7 +27,7 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from common.errors import InputError
+from common.errors import InputError, WriteRefused
 from common.files import atomic_write_json
 from common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 
@@ -183,8 +183,7 @@ class TrainingLoop:
 
     def start(self, afresh: bool = False) -> None:
         """A fresh run: config.json and an epoch-0 checkpoint (the rollback target of the first epoch)."""
-        self.run_dir.start(asdict(self.config), afresh)
-        self.run_dir.save_checkpoint(self.state())
+        self.run_dir.start(asdict(self.config), afresh, checkpoint=self.state())
 
     def resume(self) -> None:
         """Continue from the checkpoint; config.json then holds the limits the run now goes on to.
@@ -227,6 +226,10 @@ class TrainingLoop:
                     except NonFinite as bad:
                         self._roll_back(str(bad))
             return self.finish()
+        except WriteRefused as refused:
+            if not self.kept:
+                self.run_dir.discard()
+            raise WriteRefused(f"{refused}; {self.kept_note()}") from None
         except BaseException:
             if not self.kept:
                 self.run_dir.discard()

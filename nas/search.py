@@ -42,7 +42,7 @@ class Searcher(TrainingLoop):
         super().__init__(config, run_dir, corpus)
         c, valid = config, corpus.paths["valid"]
         self.search_data = self.ranks.columns(batchify(corpus.valid, c.batch_size, c.bptt, valid)).to(self.device)
-        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, valid).to(self.device)
+        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, valid, "--eval-batch-size").to(self.device)
         self.model = sync_batch_norm(build_search_model(c, len(corpus.vocab))).to(self.device)
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)

@@ -119,8 +119,8 @@ class Trainer(TrainingLoop):
     def __init__(self, config: RetrainConfig, run_dir: RunDir, corpus: Corpus):
         super().__init__(config, run_dir, corpus, config.time_budget, config.max_rollbacks)
         c, paths = config, corpus.paths
-        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, paths["valid"]).to(self.device)
-        self.test_data = batchify(corpus.test, c.test_batch_size, 1, paths["test"]).to(self.device)
+        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, paths["valid"], "--eval-batch-size").to(self.device)
+        self.test_data = batchify(corpus.test, c.test_batch_size, 1, paths["test"], "--test-batch-size").to(self.device)
         self.spec = lm_spec(c, len(corpus.vocab))
         self.model = build_lm(self.spec).to(self.device)
         self.weights = list(self.model.parameters())

@@ -96,7 +96,7 @@ class WordRow:
 def per_word_loss(lm: LanguageModel, ids: torch.Tensor, batch_size: int, where: str) -> tuple[torch.Tensor, torch.Tensor, float]:
     """(loss sum per word id, occurrences per word id, mean NLL) over `ids` as the targets of `lm`."""
     device = next(lm.model.parameters()).device
-    data = batchify(ids, batch_size, lm.bptt, where).to(device)
+    data = batchify(ids, batch_size, lm.bptt, where, "--batch-size").to(device)
     targets, losses = token_losses(lm.model, data, lm.bptt)
     V = len(lm.vocab)
     sums = torch.zeros(V, dtype=torch.float64).index_add_(0, targets.cpu(), losses.cpu().double())

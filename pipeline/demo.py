@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FOLDER, command
+from common.cli import RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command
 from common.errors import InputError
 from common.subprocesses import IMPORT_ROOT, last_error, run_module
 
@@ -75,7 +75,7 @@ class _Progress:
 
 
 @command()
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Demo directory [default: runs/demo-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Demo directory [default: runs/demo-<time>].")
 @click.option("--data", type=click.Path(file_okay=False), help="Real data instead of the embedded default: a "
               "directory laid out like data/ in docs/data.md (an LM corpus folder and a tagging corpus folder).")
 @click.option("--lm", "lm_name", default="ptb", help="With --data: the LM corpus folder inside DATA.")
@@ -83,8 +83,8 @@ class _Progress:
               help="With --data: the tagging corpus (its folder inside DATA has the same name).")
 @click.option("--embeddings", default=None, help="Tagger embeddings [default: vectors trained by bin/train-wordvec "
               "on the LM text for the default data; glove:glove-6b-50d with --data].")
-@click.option("--seed", type=int, default=1)
-@click.option("--threads", type=COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
+@click.option("--seed", type=SEED_VALUE, default=1)
+@click.option("--threads", type=THREAD_COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
 @click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.")
 def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
     """Search a cell, retrain it, train a tagger with it, and tag raw text, printing each command
@@ -95,7 +95,6 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
         bin/demo --data data    # PTB and CoNLL-2000 at the same tiny sizes
     """
     from common.runs import default_run_dir
-    from tagger.synthetic import generate
 
     os.environ["OMP_NUM_THREADS"] = str(threads)
     root = Path(run_dir or default_run_dir("demo"))
@@ -104,7 +103,23 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
     for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
         if not folder.is_dir():
             raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
+    made = not root.exists() or all(entry.suffix == ".log" for entry in root.iterdir())  # new, or a failed demo's
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        _demo(root, data, lm_name, corpus, embeddings, seed, threads, quick)
+    except BaseException:
+        if made:  # a demo that failed: keep the steps' logs, which say why, and nothing half-made beside them
+            for entry in root.iterdir():
+                if entry.suffix != ".log":
+                    shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        raise
+
+
+def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: str | None, seed: int, threads: int,
+          quick: bool) -> None:
+    """The four steps into `root`, then the summary."""
+    from tagger.synthetic import generate
+
     started = time.time()
     size = QUICK if quick else FULL
     if data is None:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, command_line
+from common.cli import (COUNT, NODE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded, check_resume_flags, command,
+                        command_line)
 from common.errors import InputError
 from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
@@ -43,14 +44,14 @@ def tagger_flags(command: click.Command) -> click.Command:
 @click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
 @click.option("--arch-split", type=bounded(FACTOR), default=D.arch_split, help="Fraction of the training sentences held apart for the α step (the weights train on the rest; dev is only scored, test never used).")
 @click.option("--epochs", type=COUNT, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
-@click.option("--nodes", type=COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
+@click.option("--nodes", type=NODE_COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
 @click.option("--top-n", type=COUNT, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
 @click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=bounded(NON_NEGATIVE), default=D.arch_wdecay, help="Adam weight decay of α.")
 @click.option("--max-batches-per-epoch", type=COUNT, default=None, help="Cap the batches of an epoch (quick runs).")
-@click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the held-apart sentences, the batch order (and of a sampled dev split).")
+@click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the held-apart sentences, the batch order (and of a sampled dev split).")
 @click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-tagger-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/search-tagger-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the search in this run directory (its config is reused).")
 def main(out, run_dir, resume, epochs, order, **options) -> None:
     """Search a recurrent cell as the BiRNN layer of the CRF tagger, on the tagging corpus itself.
@@ -71,7 +72,9 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
     offline()
     if resume:
         run = RunDir(resume)
-        config = TaggingSearchConfig.from_dict(run.config(), epochs=epochs)
+        stored = run.config()
+        config = TaggingSearchConfig.from_dict(stored, epochs=epochs)
+        check_resume_flags(run.path, stored, changeable=("epochs",), runtime=("out",))
     else:
         for name in REQUIRED:
             if options[name] is None:

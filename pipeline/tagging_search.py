@@ -161,8 +161,7 @@ class TaggingSearch:
 
     def start(self) -> None:
         """config.json, and an epoch-0 checkpoint to resume from if the first epoch is cut short."""
-        self.run_dir.start(asdict(self.config))
-        self.run_dir.save_checkpoint(self.state())
+        self.run_dir.start(asdict(self.config), checkpoint=self.state())
 
     def resume(self) -> None:
         state = self.run_dir.load_checkpoint()

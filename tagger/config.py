@@ -9,7 +9,8 @@ from typing import ClassVar
 
 from common.devices import device_problem
 from common.errors import InputError
-from common.ranges import AT_LEAST_1, FACTOR, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, Range, check_ranges
+from common.ranges import (AT_LEAST_1, BATCH, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+                           THREADS, Range, check_ranges)
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
 CELL_INITS = ("lstm", "darts")
@@ -58,7 +59,8 @@ class TaggerConfig:
 
     # The allowed values of the numeric settings: check() tests them, bin/train-tagger's flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
-        **dict.fromkeys(("hidden_size", "batch_size", "eval_batch_size", "max_epochs", "runs", "threads"), AT_LEAST_1),
+        "hidden_size": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "max_epochs": AT_LEAST_1, "runs": MANY,
+        "threads": THREADS, "seed": SEED,
         **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
         "lr": POSITIVE, "clip": POSITIVE, "min_lr": NON_NEGATIVE, "anneal_factor": FACTOR,
         "patience": NON_NEGATIVE_INT, "time_budget": MINUTES, "word_vocab": NON_NEGATIVE_INT,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.errors import InputError
-from common.files import utf8_lines
+from common.files import require_file, utf8_lines
 
 from . import tag_schemes
 from .corpus_formats import FORMATS, SPLITS, Format
@@ -107,8 +107,7 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
     for split in SPLITS:
         if split in fmt.files:
             path = root / fmt.files[split]
-            if not path.is_file():
-                raise InputError(f"{path}: no such file ({kind} {split} split)")
+            require_file(path, f"{kind} {split} split")
             splits[split] = reader.read(path, split)
     notes = list(reader.warnings)
     if "dev" not in splits:
@@ -163,8 +162,10 @@ class _Reader:
         new_document = True
         begun: set[str] = set()  # IOB2: types some B- tag begins
         inside: dict[str, int] = {}  # IOB2: type -> line of its first I- tag
+        number = 0
         for number, line in utf8_lines(path):
             if not line.strip():
+                self._check_end(sentence_tags, path, number - 1)
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 new_document = new_document and not sentence
                 sentence, sentence_tags = [], []
@@ -173,6 +174,7 @@ class _Reader:
                 separator = "tab" if "\t" in line else "space"
             fields = self._split(line, separator, path, number)
             if fields[0] == DOCSTART:  # a document boundary, never a sentence
+                self._check_end(sentence_tags, path, number - 1)
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 sentence, sentence_tags, new_document = [], [], True
                 continue
@@ -184,7 +186,8 @@ class _Reader:
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
             tag = fields[self.tag_index]
-            problem = tag_schemes.check_tag(tag, self.fmt.scheme)
+            problem = (tag_schemes.check_tag(tag, self.fmt.scheme) or
+                       tag_schemes.order_problem(sentence_tags[-1] if sentence_tags else "O", tag, self.fmt.scheme))
             if problem:
                 raise InputError(f"{path}: line {number}: {problem}")
             if self.fmt.scheme == "iob2" and tag.startswith("B-"):
@@ -193,6 +196,7 @@ class _Reader:
                 inside.setdefault(tag[2:], number)
             sentence.append(fields[self.text_index])
             sentence_tags.append(fields[self.tag_index])
+        self._check_end(sentence_tags, path, number)
         self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
         if not tokens:
             raise InputError(f"{path}: no sentences (empty {split} split)")
@@ -202,6 +206,12 @@ class _Reader:
                                      f"file: read as entities of a type {kind} of their own (a typo, or IOB1 data?)")
         return Split(split, path, tokens, tag_lists, doc_starts)
 
+    def _check_end(self, sentence_tags: list[str], path: Path, number: int) -> None:
+        """A sentence ending at line `number` must not leave an IOBES entity open."""
+        problem = sentence_tags and tag_schemes.order_problem(sentence_tags[-1], "O", self.fmt.scheme)
+        if problem:
+            raise InputError(f"{path}: line {number}: {problem}")
+
     @staticmethod
     def _split(line: str, separator: str, path: Path, number: int) -> list[str]:
         if separator == "tab":
@@ -209,6 +219,9 @@ class _Reader:
             if len(fields) == 1 and " " in line.strip():
                 raise InputError(f"{path}: line {number}: mixed separators (spaces in a tab-separated file)")
             return fields
+        if "\t" in line and " " not in line.strip():
+            raise InputError(f"{path}: line {number}: columns separated by tabs, but this corpus format separates "
+                             "them by spaces (read a tab-separated file with --corpus column)")
         if "\t" in line:
             raise InputError(f"{path}: line {number}: mixed separators (a tab in a space-separated file)")
         return re.split(" +", line.strip(" "))

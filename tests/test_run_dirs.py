@@ -244,6 +244,23 @@ def test_tagger_resume_without_a_checkpoint_starts_afresh(tagging, restore_flair
     assert finished.exit_code == 2 and "the training is finished (metrics.json); nothing to resume" in finished.stderr
 
 
+def test_a_tagger_resumed_with_a_larger_max_epochs_trains_on_to_it_and_says_so(tagging, restore_flair_logging):
+    from tagger.cli.train_tagger import main as train_tagger
+
+    root, config, *_ = tagging
+    straight, raised = root / "straight", root / "raised"
+    raised.mkdir()
+    stored = json.loads((straight / "config.json").read_text())
+    (raised / "config.json").write_text(json.dumps({**stored, "max_epochs": 1}))  # as a run killed in epoch 1 leaves it
+    refused = CliRunner().invoke(train_tagger, ["--resume", str(raised), "--max-epochs", "3", "--lr", "0.01"])
+    assert refused.exit_code == 2 and refused.stderr.startswith("error: --lr: not with --resume")
+    result = CliRunner().invoke(train_tagger, ["--resume", str(raised), "--max-epochs", str(stored["max_epochs"])])
+    assert result.exit_code == 0, result.output
+    assert f"--max-epochs {stored['max_epochs']}: the run goes on to it (it had 1)" in result.stderr.splitlines()
+    assert _loss_rows(raised) == _loss_rows(straight)
+    assert json.loads((raised / "config.json").read_text())["max_epochs"] == stored["max_epochs"]
+
+
 def _header(folder: Path) -> str:
     return (folder / "loss.tsv").read_text().splitlines()[0] + "\n"
 

@@ -145,8 +145,8 @@ def test_sample_cells_writes_n_loadable_files_and_the_same_seed_reproduces_them(
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--n", "0"], "error: --n: must be at least 1, got 0"),
-    (["--n", "2", "--nodes", "0"], "error: --nodes: must be at least 1, got 0"),
+    (["--n", "0"], "error: --n: must be in [1, 1000000], got 0"),
+    (["--n", "2", "--nodes", "0"], "error: --nodes: must be in [1, 32], got 0"),
 ])
 def test_sample_cells_refuses_bad_counts_with_one_line(tmp_path, args, message):
     out = tmp_path / "cells"

@@ -358,7 +358,7 @@ def test_a_replaced_byte_stays_inside_its_word(model, tmp_path):
 
 def test_missing_inputs_and_models(model, raw, tmp_path, out_dir):
     assert_refused(run_tag("--model", model, tmp_path / "nope.txt", "--out", out_dir / "x"), f"error: {tmp_path / 'nope.txt'}: no such file", out_dir)
-    assert_refused(run_tag("--model", model, tmp_path), f"error: {tmp_path}: not a file")
+    assert_refused(run_tag("--model", model, tmp_path), f"error: {tmp_path}: a folder, not a file")
     assert_refused(run_tag("--model", tmp_path / "none.pt", raw, "--out", out_dir / "x"), f"error: {tmp_path / 'none.pt'}: no such file", out_dir)
     assert_refused(run_tag("--model", out_dir, raw), "no best-model.pt or final-model.pt in this directory")
 
@@ -411,7 +411,7 @@ def test_the_launcher_streams_stdin_to_stdout_and_nothing_else(model, raw):
 
 def test_option_errors_are_one_line(model, raw):
     assert_refused(run_tag("--model", model, raw, "--tokenized", "--columns"), "--tokenized and --columns exclude each other")
-    assert_refused(run_tag("--model", model, raw, "--batch-size", "0"), "--batch-size: must be at least 1")
+    assert_refused(run_tag("--model", model, raw, "--batch-size", "0"), "--batch-size: must be in [1, 65536]")
     assert_refused(run_tag("--model", model, "-", "-", input=b"x"), "stdin) can be read only once")
 
 

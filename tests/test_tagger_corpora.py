@@ -145,11 +145,13 @@ def test_a_tag_column_that_is_not_there_is_one_line(tmp_path, vectors):
 
 
 def test_a_train_split_too_small_to_sample_dev_from_is_one_line(tmp_path, vectors):
-    (tmp_path / "train.txt").write_text("He PRP B-NP\n", encoding="utf-8")  # one sentence of one token
-    (tmp_path / "test.txt").write_text("He PRP B-NP\nran VBD B-VP\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["--corpus", "conll2000", "--data", str(tmp_path), "--embeddings",
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.txt").write_text("He PRP B-NP\n", encoding="utf-8")  # one sentence of one token
+    (data / "test.txt").write_text("He PRP B-NP\nran VBD B-VP\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["--corpus", "conll2000", "--data", str(data), "--embeddings",
                                        f"glove:{vectors}", "--run-dir", str(tmp_path / "run")])
-    assert_one_error_line(result, f"error: {tmp_path / 'train.txt'}: 1 sentence in the train split, but conll2000 has no "
+    assert_one_error_line(result, f"error: {data / 'train.txt'}: 1 sentence in the train split, but conll2000 has no "
                                   f"dev split and one is sampled from train (10%), so train needs at least 2", tmp_path / "run")
 
 

@@ -308,6 +308,11 @@ def test_eval_lm_reproduces_the_recorded_perplexities(corpus_dir, tmp_path):
         out = CliRunner().invoke(eval_lm, [str(run), "--data", str(corpus_dir), "--split", split])
         assert out.exit_code == 0, out.output
         assert json.loads(out.stdout)["ppl"] == pytest.approx(metrics[key], rel=1e-9)
+        assert "warning" not in out.stderr
+    (run / "metrics.json").unlink()  # as a run killed before its end leaves it
+    out = CliRunner().invoke(eval_lm, [str(run), "--data", str(corpus_dir)])
+    assert out.exit_code == 0 and json.loads(out.stdout)["ppl"] > 0
+    assert out.stderr.startswith(f"warning: {run}: its training has not finished (killed, or still running)")
 
 
 # -- bad input ----------------------------------------------------------------------------------

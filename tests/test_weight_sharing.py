@@ -199,7 +199,7 @@ def test_search_command_writes_a_genotype_that_loads_and_every_candidate(lm_corp
     (["--method", "darts", "--candidates", "5"], "--candidates: only with --method random or enas"),
     (["--method", "random", "--controller-steps", "5"], "--controller-steps: only with --method enas"),
     (["--method", "enas", "--baseline-decay", "1"], "--baseline-decay: must be in [0, 1), got 1.0"),
-    (["--method", "enas", "--candidates", "0"], "--candidates: must be at least 1, got 0"),
+    (["--method", "enas", "--candidates", "0"], "--candidates: must be in [1, 1000000], got 0"),
     (["--method", "enas", "--attention", "search"], "--attention search: --method enas draws the cell only"),
 ])
 def test_flags_that_do_not_fit_give_one_line(lm_corpus, tmp_path, args, expected):

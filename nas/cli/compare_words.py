@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import COUNT, DEVICE, command, use_threads
+from common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, use_threads
 from common.splits import find_splits
 
 if TYPE_CHECKING:
@@ -19,9 +19,9 @@ if TYPE_CHECKING:
 @click.option("--split", type=click.Choice(["valid", "test"]), default="valid", help="Which split of --data to evaluate.")
 @click.option("--top", type=COUNT, default=8, help="Words listed in each table.")
 @click.option("--min-count", type=COUNT, default=5, help="Only words seen at least this often in the split enter the Δ table.")
-@click.option("--batch-size", type=COUNT, default=10, help="Evaluation batch size (hidden state carried across bptt chunks).")
+@click.option("--batch-size", type=BATCH_SIZE, default=10, help="Evaluation batch size (hidden state carried across bptt chunks).")
 @click.option("--device", type=DEVICE, default="cpu")
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model_a, model_b, data, split, top, min_count, batch_size, device, threads) -> None:
     """Per-word loss difference of MODEL_B against MODEL_A on the validation data.
 

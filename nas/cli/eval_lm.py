@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, command, use_threads
+from common.cli import BATCH_SIZE, DEVICE, THREAD_COUNT, command, use_threads
 from common.errors import InputError
 from common.splits import SPLITS, find_splits
 
@@ -16,10 +16,10 @@ from common.splits import SPLITS, find_splits
 @click.option("--data", type=click.Path(), help="Corpus directory holding the split (ptb.test.txt, wiki.test.tokens, ...).")
 @click.option("--split", type=click.Choice(SPLITS), default="test")
 @click.option("--file", "text_file", type=click.Path(), help="Evaluate this text file (one sentence per line) instead of a split of --data.")
-@click.option("--batch-size", type=COUNT, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
-@click.option("--bptt", type=COUNT, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
+@click.option("--batch-size", type=BATCH_SIZE, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
+@click.option("--bptt", type=BATCH_SIZE, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
 @click.option("--device", type=DEVICE, default="cpu")
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model, data, split, text_file, batch_size, bptt, device, threads) -> None:
     """Print the perplexity of MODEL (a train-lm run directory, whose best.pt is used, or a model file) as one JSON line.
 
@@ -28,6 +28,8 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     \b
         bin/eval-lm runs/dartsv2 --data data/ptb --split test
     """
+    from common.files import require_file
+
     from ..corpus import batchify, encode, read_tokens
     from ..lm_eval import evaluate, ppl
     from ..train import load_for_evaluation
@@ -38,12 +40,14 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
         path = path / "best.pt"
         if not path.is_file():
             raise InputError(f"{model}: no best.pt (not a bin/train-lm run directory, or no epoch has finished yet)")
+        if not (Path(model) / "metrics.json").is_file():
+            click.echo(f"warning: {model}: its training has not finished (killed, or still running): best.pt is "
+                       f"the best model so far (continue it with bin/train-lm --resume {model})", err=True)
     lm, stored = load_for_evaluation(path, device)
     config = stored.get("config", {})
     if text_file is not None:
         source = Path(text_file)
-        if not source.is_file():
-            raise InputError(f"{text_file}: no such file (--file)")
+        require_file(source, "--file")
     elif data is not None:
         source = find_splits(data, needed=(split,))[split]
     else:
@@ -52,7 +56,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     batch_size = batch_size if batch_size is not None else default_batch
     bptt = bptt if bptt is not None else config.get("bptt", 35)
     ids = encode(read_tokens(source), stored["vocab"])
-    batches = batchify(ids, batch_size, 1, source).to(device)
+    batches = batchify(ids, batch_size, 1, source, "--batch-size").to(device)
     nll = evaluate(lm, batches, bptt)
     report = {"model": str(path), "file": str(source), "split": None if text_file else split, "ppl": ppl(nll),
               "nll": nll, "tokens": (batches.size(0) - 1) * batches.size(1), "batch_size": batch_size, "bptt": bptt}

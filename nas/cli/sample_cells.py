@@ -5,14 +5,14 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FOLDER, command, command_line
+from common.cli import MANY_COUNT, NODE_COUNT, OUTPUT_FOLDER, SEED_VALUE, command, command_line
 
 
 @command()
-@click.option("--n", "count", type=COUNT, required=True, help="How many cells to draw.")
-@click.option("--seed", type=int, default=1, help="Seed of the draws: the same seed gives the same cells.")
+@click.option("--n", "count", type=MANY_COUNT, required=True, help="How many cells to draw.")
+@click.option("--seed", type=SEED_VALUE, default=1, help="Seed of the draws: the same seed gives the same cells.")
 @click.option("--out", type=OUTPUT_FOLDER, required=True, help="Directory for DIR/random_<seed>_<index>.json (created).")
-@click.option("--nodes", type=COUNT, default=8, help="Intermediate nodes of the cell, as bin/search-lm --nodes.")
+@click.option("--nodes", type=NODE_COUNT, default=8, help="Intermediate nodes of the cell, as bin/search-lm --nodes.")
 @click.option("--inter", is_flag=True, help="Draw the ESS inter-cell gates f′ and g′ too (bin/search-lm's default --history, --inter-nodes, --gate-squash and --gate-size-match).")
 @click.option("--attention", is_flag=True, help="Draw the NASABN attention type too (dot or multihead).")
 def main(count, seed, out, nodes, inter, attention) -> None:
@@ -25,15 +25,22 @@ def main(count, seed, out, nodes, inter, attention) -> None:
     \b
         bin/sample-cells --n 5 --seed 1 --out cells/random
     """
-    directory = Path(out)
-    directory.mkdir(parents=True, exist_ok=True)
+    from common.runs import RunDir
+
     from ..sampling import Space, random_cells  # torch: imported here so that --help answers at once
 
+    folder = RunDir(out)  # not a run, but `discard` removes what this command added if it fails
+    folder.claim()
     typed = command_line("bin/sample-cells")
-    for cell in random_cells(Space(nodes=nodes, inter=inter, attention=attention), seed, count, typed):
-        path = directory / f"{cell.name}.json"
-        cell.save(path)
-        click.echo(str(path))
+    written = []
+    try:
+        for cell in random_cells(Space(nodes=nodes, inter=inter, attention=attention), seed, count, typed):
+            written.append(folder.path / f"{cell.name}.json")
+            cell.save(written[-1])
+    except BaseException:
+        folder.discard()
+        raise
+    click.echo("\n".join(str(path) for path in written))
 
 
 if __name__ == "__main__":

@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import (COUNT, DEVICE, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, command_line, config_option, defaults_option,
-                        flag_types, loaded_config, not_from_config, use_threads)
+from common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded,
+                        check_resume_flags, command, command_line, config_option, defaults_option, flag_types, loaded_config, not_from_config,
+                        use_threads)
 from common.errors import InputError
 from common.presets import preset_values, presets_help
 from common.ranges import MINUTES
@@ -37,7 +39,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
 @click.option("--order", type=click.Choice(["1", "2"]), default=None, help=f"1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product [default: {D.order}].")
 @click.option("--epochs", type=T["epochs"], default=None, help=f"Search epochs [default: {D.epochs}].")
-@click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
+@click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
 @click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
 @click.option("--workers", type=COUNT, default=1, help="--seeds: processes at a time (with --device cuda and several GPUs, worker k uses GPU k).")
 @click.option("--select-budget", type=bounded(MINUTES), default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
@@ -76,11 +78,11 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", type=DEVICE, default=D.device)
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
-@config_option(CONFIG_KEYS)
+@config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
          workers, select_budget, select_args, threads, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
@@ -107,7 +109,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
     if resume:
         run = RunDir(resume)
-        config = SearchConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs, rounds=rounds)
+        stored = run.config()
+        config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds)
+        check_resume_flags(run.path, stored, changeable=("epochs", "rounds"), runtime=("threads", "out"))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, command, command_line, config_option, defaults_option, flag_types, use_threads
+from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
+                        defaults_option, flag_types, use_threads)
 from common.presets import preset_values, presets_help
 
 from ..config import PRECISIONS, RetrainConfig
@@ -23,11 +25,11 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--train", "train_file", type=click.Path(), help="Train file, instead of finding it in --data.")
 @click.option("--valid", "valid_file", type=click.Path(), help="Validation file (model selection, the ASGD switch).")
 @click.option("--test", "test_file", type=click.Path(), help="Test file.")
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/train-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/train-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused; --epochs and --time-budget may be raised).")
 @click.option("--epochs", type=T["epochs"], default=None, help=f"Epoch limit [default: {D.epochs}].")
 @click.option("--time-budget", type=T["time_budget"], default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short and validated.")
-@click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code retrains with 1267).")
+@click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code retrains with 1267).")
 @click.option("--emsize", type=T["emsize"], default=D.emsize, help="Embedding size (= the layer's output size: the decoder is tied).")
 @click.option("--nhid", type=T["nhid"], default=None, help="Hidden size [default: emsize for a cell; for lstm, matched to --match-cell].")
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
@@ -46,8 +48,9 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end (the test is always complete).")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", type=DEVICE, default=D.device)
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-@config_option({"train": "train_file", "valid": "valid_file", "test": "test_file"})
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@config_option("bin/train-lm", {"train": "train_file", "valid": "valid_file", "test": "test_file"},
+               known=[f.name for f in fields(RetrainConfig)])
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
          threads, **options) -> None:
     """Retrain a cell from scratch under the DARTS/AWD protocol and report validation and test perplexity.
@@ -67,8 +70,9 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
 
     if resume:
         run = RunDir(resume)
-        config = RetrainConfig.from_dict(run.config(), run.path / "config.json", epochs=epochs,
-                                         time_budget=time_budget)
+        stored = run.config()
+        config = RetrainConfig.from_dict(stored, run.path / "config.json", epochs=epochs, time_budget=time_budget)
+        check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("threads",))
         config.validate()
     else:
         paths = find_splits(data, train_file, valid_file, test_file)

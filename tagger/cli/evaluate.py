@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, command, output_problem
+from common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, SEED_VALUE, THREAD_COUNT, command,
+                        output_problem)
 from common.errors import InputError
 
 from ..corpus_formats import FORMATS, SPLITS
@@ -23,13 +25,13 @@ from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinish
 @click.option("--columns", help="column corpus: INDEX:NAME items [default: the run's, else 0:text,1:ner].")
 @click.option("--tag-column", help="Named column holding the gold tags [default: the run's, else as bin/train-tagger].")
 @click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: the run's, else as bin/train-tagger].")
-@click.option("--seed", type=int, default=None, help="Seed of the dev split sampled from train when a corpus has none [default: the run's, else 1].")
+@click.option("--seed", type=SEED_VALUE, default=None, help="Seed of the dev split sampled from train when a corpus has none [default: the run's, else 1].")
 @click.option("--out", type=OUTPUT_FOLDER, help="Directory for metrics.json and SPLIT.conll [default: eval-CORPUS-SPLIT beside the model file].")
 @click.option("--format", "fmt", type=click.Choice(["table", "conlleval"]), default="table", help="The report printed: the per-type table (seqeval strict IOB2, gold support), or conlleval.pl's report (lenient, found counts per type).")
-@click.option("--batch-size", type=COUNT, default=64)
+@click.option("--batch-size", type=BATCH_SIZE, default=64)
 @click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Word memory of pooled Flair embeddings (see bin/tag; 0: no limit).")
 @click.option("--device", type=DEVICE, default="cpu")
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out, fmt, batch_size, pooled_memory,
          device, threads) -> None:
     """Score a saved tagger on a corpus split: seqeval strict (IOB2) and lenient (conlleval), per type.
@@ -80,9 +82,15 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     bound_pooled_memory(tagger, pooled_memory)
     with torch.inference_mode():
         report, predicted = evaluation.evaluate(tagger, to_sentences(part, gold.tag_type), part.tags, batch_size)
-    evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
-    atomic_write_json(target / "metrics.json", {"model": str(model_path), "corpus": corpus, "data": str(data),
-                                                "split": split, "sentences": len(part.tokens), split: report})
+    made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
+    try:  # both files or neither
+        evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
+        atomic_write_json(target / "metrics.json", {"model": str(model_path), "corpus": corpus, "data": str(data),
+                                                    "split": split, "sentences": len(part.tokens), split: report})
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     click.echo(f"{split} of {data}: {len(part.tokens)} sentences; wrote {target / 'metrics.json'} and "
                f"{target / f'{split}.conll'}", err=True)
     click.echo(evaluation.table(report) if fmt == "table" else evaluation.conlleval(part.tags, predicted))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_OR_FOLDER, command
+from common.cli import BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_OR_FOLDER, THREAD_COUNT, command
 from common.errors import InputError
 
 from ..output_formats import EXTENSIONS, FORMATS, Writer
@@ -32,11 +32,11 @@ STDIN = "-"
 @click.option("--split-sentences", is_flag=True, help="With --tokenized: several sentences to a line (WikiText-style paragraphs); a sentence also ends after a token '.', '!' or '?'.")
 @click.option("--columns", is_flag=True, help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).")
 @click.option("--no-line-breaks", is_flag=True, help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank line ends a sentence (segtok's own splitting).")
-@click.option("--batch-size", type=COUNT, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
+@click.option("--batch-size", type=BATCH_SIZE, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
 @click.option("--encoding-errors", type=click.Choice(ENCODING_ERRORS), default="strict", help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.")
 @click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
 @click.option("--device", type=DEVICE, default="cpu")
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
          threads) -> None:
     """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.

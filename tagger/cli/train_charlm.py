@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, DEVICE, OUTPUT_FOLDER, bounded, command, command_line, config_option, use_threads
+from common.cli import (BATCH_SIZE, COUNT, DEVICE, LAYER_SIZE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
+                        command_line, config_option, use_threads)
 from common.errors import InputError
 from common.ranges import MINUTES, POSITIVE
 
@@ -14,19 +15,19 @@ from common.ranges import MINUTES, POSITIVE
 @command()
 @click.option("--data", required=True, type=click.Path(), help="A text file, or a directory with train/valid/test splits (e.g. data/wikitext-2).")
 @click.option("--direction", type=click.Choice(["forward", "backward"]), required=True)
-@click.option("--run-dir", required=True, type=OUTPUT_FOLDER, help="Run directory; the model is RUN_DIR/best-lm.pt.")
-@click.option("--hidden", type=COUNT, default=256, help="LSTM hidden size (256 keeps the file under 5 MB).")
-@click.option("--embedding", type=COUNT, default=100, help="Character embedding size.")
+@click.option("--run-dir", required=True, type=RUN_FOLDER, help="Run directory; the model is RUN_DIR/best-lm.pt.")
+@click.option("--hidden", type=LAYER_SIZE, default=256, help="LSTM hidden size (256 keeps the file under 5 MB).")
+@click.option("--embedding", type=LAYER_SIZE, default=100, help="Character embedding size.")
 @click.option("--epochs", type=COUNT, default=None, help="Passes over the train splits.")
 @click.option("--time-budget", type=bounded(MINUTES), default=None, help="Minutes; training stops then and keeps the best model so far.")
 @click.option("--seq-len", type=COUNT, default=250, help="Characters per truncated-BPTT sequence (flair's default).")
-@click.option("--batch-size", type=COUNT, default=100)
+@click.option("--batch-size", type=BATCH_SIZE, default=100)
 @click.option("--lr", type=bounded(POSITIVE), default=20.0, help="SGD learning rate (flair's default).")
 @click.option("--split-chars", type=COUNT, default=2_000_000, help="Characters per train split; flair validates and keeps the best model after each.")
-@click.option("--seed", type=int, default=1)
+@click.option("--seed", type=SEED_VALUE, default=1)
 @click.option("--device", type=DEVICE, default="cpu")
-@click.option("--threads", type=COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-@config_option()
+@click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@config_option("bin/train-charlm")
 def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
          device, threads) -> None:
     """Train a character language model with flair's LanguageModelTrainer, offline.

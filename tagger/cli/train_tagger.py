@@ -8,8 +8,10 @@ from pathlib import Path
 
 import click
 
-from common.cli import DEVICE, OUTPUT_FOLDER, command, command_line, config_option, defaults_option, flag_types
+from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
+                        defaults_option, flag_types)
 from common.errors import InputError
+from common.ranges import check_ranges
 from common.presets import preset_values, presets_help
 
 from ..config import CELL_INITS, TaggerConfig
@@ -53,14 +55,14 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
 @click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
-@click.option("--seed", type=int, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
+@click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
 @click.option("--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/tagger-<time>].")
+@click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/tagger-<time>].")
 @click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")
-@config_option()
+@config_option("bin/train-tagger", known=[*(f.name for f in fields(TaggerConfig)), "genotype", "corpus_notes"])
 def main(run_dir, dry_run, resume, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
 
@@ -69,6 +71,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
     \b
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """
+    from common.files import atomic_write_json
     from common.paths import absolute, absolute_if_exists
     from common.runs import Interrupted, RunDir, default_run_dir
 
@@ -79,6 +82,10 @@ def main(run_dir, dry_run, resume, **options) -> None:
     if resume:
         config, genotype = _resumed(RunDir(resume))
         run_dir = Path(resume)
+        changed = check_resume_flags(run_dir, RunDir(resume).config(), changeable=("max_epochs", "time_budget"))
+        if changed:  # the limits it now goes on to, in config.json too, as a resumed search-lm or train-lm does
+            config = replace(config, **changed)
+            atomic_write_json(run_dir / "config.json", {**RunDir(resume).config(), **changed})
     else:
         _require("corpus", "data")
         config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
@@ -166,6 +173,7 @@ def _resumed(run) -> tuple[TaggerConfig, dict | None]:
         config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
     except TypeError as err:
         raise InputError(f"{run.path / 'config.json'}: {err}") from None
+    check_ranges(config, TaggerConfig.RANGES, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
     return config, stored.get("genotype")
 
 

@@ -3,19 +3,19 @@ from __future__ import annotations
 
 import click
 
-from common.cli import COUNT, OUTPUT_FILE, command
+from common.cli import COUNT, LAYER_SIZE, OUTPUT_FILE, SEED_VALUE, THREAD_COUNT, command
 
 
 @command()
 @click.option("--data", required=True, type=click.Path(), help="Whitespace-tokenised text, one sentence per line.")
 @click.option("--out", required=True, type=OUTPUT_FILE, help="Output vectors, GloVe text format (no header).")
-@click.option("--dim", type=COUNT, default=100)
+@click.option("--dim", type=LAYER_SIZE, default=100)
 @click.option("--method", type=click.Choice(["word2vec", "fasttext"]), default="word2vec")
 @click.option("--epochs", type=COUNT, default=5)
 @click.option("--window", type=COUNT, default=5)
 @click.option("--min-count", type=COUNT, default=1)
-@click.option("--seed", type=int, default=1)
-@click.option("--threads", type=COUNT, default=1, help="gensim worker threads; 1 makes a seed reproducible.")
+@click.option("--seed", type=SEED_VALUE, default=1)
+@click.option("--threads", type=THREAD_COUNT, default=1, help="gensim worker threads; 1 makes a seed reproducible.")
 def main(data, out, dim, method, epochs, window, min_count, seed, threads) -> None:
     """Train word2vec or fastText vectors offline and write them as `word v1 ... vD` lines.
 

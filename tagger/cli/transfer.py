@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FOLDER, bounded, command
+from common.cli import LAYER_SIZE, MANY_COUNT, RUN_FOLDER, THREAD_COUNT, bounded, command
 from common.ranges import MINUTES
 
 from ..config import TaggerConfig
@@ -16,12 +16,12 @@ D = TaggerConfig()
 @command()
 @click.option("--cells", default="darts_v2,lstm", help="Comma-separated shipped cells, genotype files (named by their stem) and lstm (flair's BiLSTM, the reference of the paired test).")
 @click.option("--corpora", required=True, help="Comma-separated [NAME=]FORMAT:PATH, as train-tagger's --corpus FORMAT --data PATH; NAME defaults to FORMAT. E.g. conll2000:data/conll2000,wnut17:data/wnut17.")
-@click.option("--seeds", type=COUNT, default=3, help="Seeds 1..N of every cell on every corpus.")
-@click.option("--hidden-size", type=COUNT, default=D.hidden_size, help="The LSTM's hidden size per direction (with --sizes hidden: every model's).")
+@click.option("--seeds", type=MANY_COUNT, default=3, help="Seeds 1..N of every cell on every corpus.")
+@click.option("--hidden-size", type=LAYER_SIZE, default=D.hidden_size, help="The LSTM's hidden size per direction (with --sizes hidden: every model's).")
 @click.option("--sizes", type=click.Choice(["params", "hidden"]), default="params", help="params: each cell's hidden size chosen so its recurrent layer has the parameters of the LSTM at --hidden-size; hidden: all at --hidden-size.")
 @click.option("--time-budget", type=bounded(MINUTES), help="Minutes per run (train-tagger --time-budget), added to either --sizes; epochs reached then differ.")
-@click.option("--run-dir", type=OUTPUT_FOLDER, help="Where the runs go [default: runs/transfer-<time>]; an existing one is resumed (finished runs are skipped).")
-@click.option("--threads", type=COUNT, help="CPU threads of each run (train-tagger --threads).")
+@click.option("--run-dir", type=RUN_FOLDER, help="Where the runs go [default: runs/transfer-<time>]; an existing one is resumed (finished runs are skipped).")
+@click.option("--threads", type=THREAD_COUNT, help="CPU threads of each run (train-tagger --threads).")
 @click.argument("tagger_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN_TAGGER_ARGS]")
 def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, tagger_args) -> None:
     """Train every cell on every corpus for several seeds as ordinary bin/train-tagger runs, then print
