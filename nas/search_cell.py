@@ -6,9 +6,9 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
 
     s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
 
-`none` contributes nothing but stays in the softmax. `darts` normalises each edge's ops;
-`idarts` normalises all (j, op) pairs entering a node together (paper 001, Eq. 4); the
-normalisation and the derivation of the cell are `nas.ops.normalise` and `nas.ops.derive`.
+`none` contributes nothing but stays in the normalisation. How α becomes the weights w and
+which cell they derive is the search method's mixing rule (`nas.mixing.MixingRule`: DARTS
+normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together), handed in.
 """
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from .fused_search_cell import kernels_built as fused_kernels_built
 from .gemm import linear
 from .genotype import Genotype
 from .masks import variational_mask
-from .ops import INIT_RANGE, NORMALISATIONS, OPS, derive, edge_offsets, normalise
+from .mixing import MixingRule
+from .ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
 from .recurrence import run_recurrence
 
 
@@ -37,14 +38,12 @@ class SearchRNN(nn.Module):
     `.fused`) runs it op by op through autograd everywhere.
     """
 
-    def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts",
+    def __init__(self, ninp: int, nhid: int, steps: int, rule: MixingRule,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
                  attention: nn.Module | None = None, compile: bool = False, fused: bool = True):
         super().__init__()
         self.compile, self.fused = compile, fused
-        if method not in NORMALISATIONS:
-            raise ValueError(f"unknown normalisation {method!r}")
-        self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
+        self.ninp, self.nhid, self.steps, self.rule = ninp, nhid, steps, rule
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
         self.ws = nn.ParameterList(
@@ -65,11 +64,11 @@ class SearchRNN(nn.Module):
         return h, self.w0.new_zeros(m, batch, self.ninp), self.w0.new_zeros(m, batch, self.nhid)
 
     def mixing_weights(self) -> torch.Tensor:
-        return normalise(self.alpha, self.steps, self.method)
+        return self.rule.normalise(self.alpha, self.steps)
 
     def genotype(self, top_n: int = 1) -> Genotype:
         """The derived intra cell (the search adds the derived gates and attention type)."""
-        nodes = derive(self.mixing_weights(), self.steps, self.method, top_n)
+        nodes = self.rule.derive(self.mixing_weights(), self.steps, top_n)
         return Genotype(tuple(tuple(n) for n in nodes), tuple(range(1, self.steps + 1)))
 
     def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
@@ -120,15 +119,15 @@ class SearchRNN(nn.Module):
 
 
 def node_mixes(weights: torch.Tensor, steps: int) -> list[torch.Tensor]:
-    """Per node i, the (i, 5, 1, 1) weights of [h, tanh h, relu h, σ h, s] in Σ_op w·op(h) − keep·s.
+    """Per node i, the (i, len(OPS), 1, 1) weights of [op(h) for op in OPS[1:]] and s in Σ_op w·op(h) − keep·s.
 
     keep = Σ_{op≠none} w is the weight of the edge's highway term (`none` adds nothing).
     """
     off = edge_offsets(steps)
     mixes = []
     for i in range(steps):
-        w = weights[off[i]:off[i + 1], 1:]  # OPS[1:] = identity, tanh, relu, sigmoid
-        mixes.append(torch.cat([w, -w.sum(1, keepdim=True)], 1).view(i + 1, 5, 1, 1))
+        w = weights[off[i]:off[i + 1], 1:]
+        mixes.append(torch.cat([w, -w.sum(1, keepdim=True)], 1).view(i + 1, len(OPS), 1, 1))
     return mixes
 
 
@@ -151,9 +150,12 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
     for w, mix in zip(ws, mixes):
         i = states.size(0)
         c, hh = ((states if mh is None else states * mh).view(i * B, H) @ w).view(i, B, 2 * H).split(H, -1)
-        m = mix.unbind(1)  # (i, 1, 1) each: identity, tanh, relu, sigmoid, −keep
-        u = m[0] * hh + m[1] * torch.tanh(hh) + m[2] * torch.relu(hh) + m[3] * torch.sigmoid(hh) + m[4] * states
-        s = bn((torch.sigmoid(c) * u - m[4] * states).sum(0))
+        m = mix.unbind(1)  # (i, 1, 1) each: the ops of OPS[1:], then −keep
+        u = m[0] * ACTIVATIONS[OPS[1]](hh)
+        for w_op, op in zip(m[1:-1], OPS[2:]):
+            u = u + w_op * ACTIVATIONS[op](hh)
+        u = u + m[-1] * states
+        s = bn((torch.sigmoid(c) * u - m[-1] * states).sum(0))
         states = torch.cat([states, s.unsqueeze(0)])
     return states[1:].mean(0)
 

@@ -35,8 +35,9 @@ from common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
 from nas import __version__
 from nas.architect import Architect, split_parameters
 from nas.genotype import Genotype
+from nas.methods import method_class
+from nas.mixing import MixingRule
 from nas.loop import Progress
-from nas.ops import mean_abs_deviation
 from nas.recurrence import reverse_padded
 from nas.search_cell import SearchRNN
 from tagger.corpora import Split, TaggingCorpus, load_corpus, parse_columns, to_sentences
@@ -60,11 +61,11 @@ class BiSearchRNN(nn.Module):
     num_layers = 1
     bidirectional = True
 
-    def __init__(self, input_size: int, hidden_size: int, nodes: int, method: str, dropout_x: float = 0.0,
+    def __init__(self, input_size: int, hidden_size: int, nodes: int, rule: MixingRule, dropout_x: float = 0.0,
                  dropout_h: float = 0.0):
         super().__init__()
         self.hidden_size = hidden_size
-        forward, backward = (SearchRNN(input_size, hidden_size, nodes, method, dropout_x, dropout_h) for _ in range(2))
+        forward, backward = (SearchRNN(input_size, hidden_size, nodes, rule, dropout_x, dropout_h) for _ in range(2))
         backward.alpha = forward.alpha  # one parameter: named once, stepped once
         self.directions = nn.ModuleList([forward, backward])
 
@@ -123,7 +124,7 @@ class TaggingSearch:
         self.train_sentences = to_sentences(weight_split, corpus.tag_type)
         self.alpha_sentences = to_sentences(alpha_split, corpus.tag_type)
         self.dev_sentences = to_sentences(corpus.dev, corpus.tag_type)
-        self.layer = BiSearchRNN(embeddings.embedding_length, c.hidden_size, c.nodes, c.method, c.dropout_x,
+        self.layer = BiSearchRNN(embeddings.embedding_length, c.hidden_size, c.nodes, method_class(c.method).rule, c.dropout_x,
                                  c.dropout_h)
         self.model = build_model(c.tagger(), corpus, embeddings, None, rnn=self.layer)
         self.model.embeddings.requires_grad_(False)  # features, as in train-tagger: neither weights nor α
@@ -245,7 +246,7 @@ class TaggingSearch:
         cell, t = self.layer.cell, self.totals
         record = {"epoch": self.epoch, "step": self.steps, "train_loss": t["loss"] / max(t["loss_tokens"], 1),
                   "dev_f1": dev_f1, "alpha": cell.alpha.detach().cpu().tolist(),
-                  "mad": mean_abs_deviation(cell.mixing_weights().detach(), cell.steps, cell.method),
+                  "mad": cell.rule.mad(cell.mixing_weights().detach(), cell.steps),
                   "genotype": self.layer.cell.genotype(self.config.top_n).to_dict()["nodes"],
                   "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9),
                   "seconds": t["seconds"] + time.perf_counter() - start}

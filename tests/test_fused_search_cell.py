@@ -15,6 +15,8 @@ import nas.fused_cell as fused_cell
 from nas.distributed import SyncedBatchNorm
 from nas.fused_search_cell import FusedSearchCell
 from nas.gates import InterGates
+from nas.methods import method_class
+from nas.methods.darts import Darts
 from nas.search_cell import SearchRNN
 from reference import ReferenceSearchRNN
 
@@ -24,7 +26,7 @@ pytestmark = pytest.mark.skipif(fused_cell._kernels is None, reason="C++ kernels
 
 def _pair(method: str, dropout: float, dtype=torch.float32, steps: int = 8):
     torch.manual_seed(0)
-    fast = SearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout)
+    fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout)
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
         for w in fast.ws:
@@ -117,19 +119,19 @@ def test_first_order_alpha_pass_forms_no_weight_gradient():
 
 def test_the_fused_path_applies_only_where_it_is_exact():
     x = torch.zeros(3, 4, 7)
-    cell = SearchRNN(7, 6, 2)
+    cell = SearchRNN(7, 6, 2, Darts.rule)
     assert cell.fusable(x)
     assert not cell.fusable(x[:, :1])  # BatchNorm of one row: the autograd path raises torch's error
     with torch.no_grad():
         assert not cell.fusable(x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not cell.fusable(x)
-    assert not SearchRNN(7, 6, 2, fused=False).fusable(x)
+    assert not SearchRNN(7, 6, 2, Darts.rule, fused=False).fusable(x)
     assert not cell.eval().fusable(x)
-    synced = SearchRNN(7, 6, 2)
+    synced = SearchRNN(7, 6, 2, Darts.rule)
     synced.bn.__class__ = SyncedBatchNorm  # what nas.distributed does under torchrun
     assert not synced.fusable(x)
-    gated = SearchRNN(7, 6, 2, inter=InterGates.search(7, 6, 2, 2))
+    gated = SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2))
     assert not gated.fusable(x)
 
 

@@ -33,17 +33,19 @@ from ..ops import ACTIVATIONS, OPS, edge_offsets
 from ..sampling import Space
 from ..search_cell import SearchRNN
 from .base import Conclusion, SearchMethod, Validation
+from .darts import SoftmaxPerEdge
 
 
 class SampledRNN(SearchRNN):
     """The search cell running one architecture at a time (`use`): its mixing weights are that architecture's one-hot.
 
     It has no α and no BatchNorm; before the first `use` every weight is zero and the nodes are empty.
+    DARTS's rule derives the drawn cell back from the one-hot weights.
     """
 
     def __init__(self, ninp: int, nhid: int, steps: int, dropout_x: float = 0.0, dropout_h: float = 0.0,
                  attention: nn.Module | None = None, compile: bool = False):
-        super().__init__(ninp, nhid, steps, "darts", dropout_x, dropout_h, None, attention, compile)
+        super().__init__(ninp, nhid, steps, SoftmaxPerEdge(), dropout_x, dropout_h, None, attention, compile)
         choice = torch.zeros_like(self.alpha)
         del self.alpha
         self.bn = nn.Identity()
