@@ -1,6 +1,6 @@
 """Tokens/s of a full search step (α step + weight step, `Searcher.bilevel_step`), fast vs slow reference.
 
-"fast" is our SearchRNN and Architect (the fused search cell of nas/fused_search_cell.py where it
+"fast" is our SearchRNN and Architect (the fused search cell of nas/fast/search_loop.py where it
 applies); "autograd" (--autograd) the same cell op by op through autograd; "compiled" (--compile)
 that with the cell's time step through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
 DARTS code's structure (full backward, copied model) from tests/reference.py. All run the same

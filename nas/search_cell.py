@@ -6,7 +6,8 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
 
     s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
 
-`none` contributes nothing but stays in the normalisation. How α becomes the weights w and
+`none` contributes nothing but stays in the normalisation. With one-hot weights this is the
+frozen cell of the derived genotype (`nas.cell`, whose `first_node` and `highway` it uses). How α becomes the weights w and
 which cell they derive is the search method's mixing rule (`nas.mixing.MixingRule`: DARTS
 normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together), handed in.
 """
@@ -18,8 +19,8 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from .fused_search_cell import fused_search_cell
-from .fused_search_cell import kernels_built as fused_kernels_built
+from .cell import first_node
+from .fast import search_loop
 from .gemm import linear
 from .genotype import Genotype
 from .masks import variational_mask
@@ -34,7 +35,7 @@ class SearchRNN(nn.Module):
     ESS `inter` gates (`nas.gates.InterGates.search`) and a NASABN `attention` layer
     (`nas.attention`) are optional; with gates the hidden state is (h, x_hist, h_hist).
     A training forward that `fusable` allows runs the whole time loop as the fused Function of
-    `nas.fused_search_cell` (same equations, backward by hand); `fused=False` (or setting
+    `nas.fast.search_loop` (same equations, backward by hand); `fused=False` (or setting
     `.fused`) runs it op by op through autograd everywhere.
     """
 
@@ -86,7 +87,7 @@ class SearchRNN(nn.Module):
         return (self.fused and self.training and torch.is_grad_enabled() and self.inter is None and not self.compile
                 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
                 and not torch.is_autocast_enabled(x.device.type) and type(bn) is nn.BatchNorm1d
-                and isinstance(bn.momentum, float) and fused_kernels_built())  # the last: it warns
+                and isinstance(bn.momentum, float) and search_loop.supports(OPS))  # the last: it warns
 
     def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
@@ -102,7 +103,7 @@ class SearchRNN(nn.Module):
         xproj = None if self.inter is not None else linear(xin, w0x.t())
         if self.fusable(x):
             mix = self.mixing_weights()[:, 1:]  # `none` adds nothing
-            out = fused_search_cell(xproj, h, w0h, torch.stack(list(self.ws)), mix, mh, self.bn)
+            out = search_loop.fused_search_cell(xproj, h, w0h, torch.stack(list(self.ws)), mix, mh, self.bn)
             h = out[-1]
             return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
         xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
@@ -139,14 +140,14 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
         [C | Hh] = (S ⊙ m_h)·W_i                             one GEMM for all edges
         U = Σ_op w_op·op(Hh) − keep·S                         every op on the stacked tensor
         s_i = BN( Σ_j keep_j·S_j + σ(C_j) ⊙ U_j )
-    which is Σ_j Σ_op w_j,op·[S_j + σ(C_j)⊙(op(Hh_j) − S_j)] with the sums over ops done once.
+    which is Σ_j Σ_op w_j,op·highway(S_j, C_j, op(Hh_j)), the frozen cell's edge (`nas.cell`) under
+    the mixing weights, with the sums over ops done once.
     `bn` is the cell's one BatchNorm module (under torchrun, the synced one of nas.distributed).
     Written as plain broadcasts over the stacked edges so torch.compile fuses each node into a
     few loops; eager, this measured as fast as stacking the ops and mixing them with one bmm.
     """
     B, H = h.shape
-    c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
-    states = bn(h + torch.sigmoid(c0) * (torch.tanh(h0) - h)).unsqueeze(0)
+    states = bn(first_node(xp, (h if mh is None else h * mh) @ w0h, h)).unsqueeze(0)
     for w, mix in zip(ws, mixes):
         i = states.size(0)
         c, hh = ((states if mh is None else states * mh).view(i * B, H) @ w).view(i, B, 2 * H).split(H, -1)

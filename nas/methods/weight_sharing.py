@@ -25,6 +25,7 @@ from common.errors import InputError
 
 from ..architect import Architect, Batch
 from ..attention import SearchAttention
+from ..cell import first_node, highway
 from ..config import SearchConfig
 from ..genotype import Genotype
 from ..lm_eval import ppl
@@ -62,6 +63,10 @@ class SampledRNN(SearchRNN):
     def mixing_weights(self) -> torch.Tensor:
         return self.choice
 
+    def fusable(self, x: torch.Tensor) -> bool:
+        """Never: the fused search loop mixes every edge under BatchNorm; the drawn cell runs its own step."""
+        return False
+
     def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
         """The drawn cell's own step: per node one GEMM of its one predecessor and one op, not the
         mixture of every edge and op that one-hot weights would zero out (the same values, a
@@ -80,12 +85,11 @@ def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h
     """One time step of a cell with one (predecessor, op) per node on the shared weights: the
     frozen cell's equations (`nas.cell`), s_i = s_j + σ(c)(op(h) − s_j), [c | h] = (s_j⊙m_h)·W_i."""
     H = h.size(-1)
-    c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
-    states = [h + torch.sigmoid(c0) * (torch.tanh(h0) - h)]
+    states = [first_node(xp, (h if mh is None else h * mh) @ w0h, h)]
     for w, (pred, op) in zip(ws, nodes):
         prev = states[pred]
         c, hh = ((prev if mh is None else prev * mh) @ w).split(H, -1)
-        states.append(prev + torch.sigmoid(c) * (ACTIVATIONS[op](hh) - prev))
+        states.append(highway(prev, c, ACTIVATIONS[op](hh)))
     return torch.stack(states[1:]).mean(0)
 
 
