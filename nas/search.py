@@ -27,7 +27,7 @@ from .corpus import Corpus, batchify
 from .distributed import sync_batch_norm
 from .genotype import Genotype
 from .lm_eval import get_batch, ppl
-from .loop import TrainingLoop
+from .loop import LMLoop
 from .methods import method_class, total_epochs
 from .methods.base import Validation
 from .model import detach_hidden
@@ -35,7 +35,7 @@ from .search_cell import SearchRNN
 from .search_model import build_search_model
 
 
-class Searcher(TrainingLoop):
+class Searcher(LMLoop):
     noun = "search"
 
     def __init__(self, config: SearchConfig, run_dir: RunDir, corpus: Corpus):

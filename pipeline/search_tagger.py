@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from common.cli import COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, command_line
+from common.cli import COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, OUTPUT_FOLDER, bounded, command, command_line
 from common.errors import InputError
-from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
+from common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
 from tagger.cli import train_tagger
 
@@ -48,11 +48,13 @@ def tagger_flags(command: click.Command) -> click.Command:
 @click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=bounded(NON_NEGATIVE), default=D.arch_wdecay, help="Adam weight decay of α.")
 @click.option("--max-batches-per-epoch", type=COUNT, default=None, help="Cap the batches of an epoch (quick runs).")
+@click.option("--time-budget", type=bounded(MINUTES), default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short and validated.")
+@click.option("--max-rollbacks", type=NON_NEGATIVE_COUNT, default=D.max_rollbacks, help="Rollbacks to the last checkpoint after a non-finite loss before giving up.")
 @click.option("--seed", type=int, default=D.seed, help="Seed of the weights, the held-apart sentences, the batch order (and of a sampled dev split).")
 @click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
 @click.option("--run-dir", type=OUTPUT_FOLDER, help="Run directory [default: runs/search-tagger-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the search in this run directory (its config is reused).")
-def main(out, run_dir, resume, epochs, order, **options) -> None:
+def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     """Search a recurrent cell as the BiRNN layer of the CRF tagger, on the tagging corpus itself.
 
     Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
@@ -71,13 +73,13 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
     offline()
     if resume:
         run = RunDir(resume)
-        config = TaggingSearchConfig.from_dict(run.config(), epochs=epochs)
+        config = TaggingSearchConfig.from_dict(run.config(), epochs=epochs, time_budget=time_budget)
     else:
         for name in REQUIRED:
             if options[name] is None:
                 raise InputError(f"--{name}: required (unless --resume)")
         config = TaggingSearchConfig(order=int(order), epochs=epochs if epochs is not None else D.epochs,
-                                     command=command_line("bin/search-tagger"), **options)
+                                     time_budget=time_budget, command=command_line("bin/search-tagger"), **options)
         run = RunDir(run_dir or default_run_dir("search-tagger"))
     config.check()
     flair_logs_to_stderr()
