@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from common.files import atomic_write_json, read_json
 from common.parameters import count_parameters
@@ -24,6 +24,9 @@ from common.runs import RunDir
 from . import evaluation
 from .config import TaggerConfig
 from .corpora import TaggingCorpus, to_sentences
+
+if TYPE_CHECKING:
+    from nas.genotype import Genotype
 
 log = logging.getLogger("flair")
 
@@ -40,7 +43,7 @@ def tag_dictionary(corpus: TaggingCorpus):
     return dictionary
 
 
-def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, rnn=None):
+def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, rnn=None):
     """The tagger of `config`; `rnn`, a module behind flair's `nn.LSTM` interface, replaces the
     genotype's layer (the tagger search passes its search layer; such a model trains but does not reload)."""
     from .model import CellTagger
@@ -120,7 +123,7 @@ class _OwnTestScoring(logging.Filter):
         return True
 
 
-def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
               out: Path, resume: bool = False, on_epoch: Callable | None = None) -> dict:
     """Train one seed into `out` and return its metrics (also written to out/metrics.json).
 
@@ -143,7 +146,7 @@ def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype:
     return _train_run(config, corpus, embeddings, genotype, seed, out, False, resume, on_epoch)
 
 
-def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
                out: Path, multi_gpu: bool, resume: bool, on_epoch: Callable | None) -> dict:
     import flair
     from flair.data import Corpus
@@ -228,7 +231,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path,
+def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
                resume: bool = False, on_epoch: Callable | None = None) -> dict:
     """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary.
 
@@ -236,7 +239,8 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     is removed. `resume` continues each seed where it stopped (`train_run`)."""
     run = RunDir(out)
     if not resume:
-        run.start({**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
+        stored = genotype.to_dict() if genotype is not None else None
+        run.start({**asdict(config), "genotype": stored, "corpus_notes": corpus.notes})
     try:
         return _train_seeds(config, corpus, embeddings, genotype, out, resume, on_epoch)
     except BaseException:
@@ -245,7 +249,7 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         raise
 
 
-def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path,
+def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
                  resume: bool, on_epoch: Callable | None) -> dict:
     if config.runs == 1:
         return train_run(config, corpus, embeddings, genotype, config.seed, out, resume, on_epoch)
