@@ -163,7 +163,7 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
         return w.transpose(1, 2).reshape(D, H, E * H2)
     out = w.new_empty(D, E * H2, H)
     for d in range(D):
-        for e in range(E):  # matrix by matrix: torch's blocked 2-D transpose, 3× a 4-D reshape's speed
+        for e in range(E):  # matrix by matrix: torch's blocked 2-D transpose beats a 4-D reshape
             out[d, e * H2:(e + 1) * H2].copy_(w[d, e].t())
     return out
 
