@@ -1,7 +1,7 @@
 """Builds the optional C++ kernels of the fused frozen cell (nas/csrc/) when torch can be imported
 at build time, as with the README's `pip install --no-build-isolation`. Without torch, or if the
 compiler fails, the package installs without them and the layer runs its PyTorch ops instead
-(nas/fused_cell.py says so once). Everything else about the package is in setup.cfg."""
+(nas/fast/kernels.py says so once). Everything else about the package is in setup.cfg."""
 from setuptools import setup
 
 try:

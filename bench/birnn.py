@@ -7,7 +7,7 @@ nn.LSTM gets a PackedSequence, as flair's tagger feeds it ("lstm"), and, for sca
 batch, which runs its fused kernel over the padding too ("lstm_padded"; wrong past each length
 in the backward direction, a speed baseline only).
 
-"frozen" runs the fused time loop (`nas/fused_cell.py`: its per-step GEMMs on oneDNN, its C++
+"frozen" runs the fused time loop (`nas/fast/frozen_loop.py`: its per-step GEMMs on oneDNN, its C++
 kernels when they are built), "frozen_torch_ops" the same loop with the PyTorch ops the kernels
 replace, "frozen_mkl" with its GEMMs on torch.mm / torch.bmm (MKL) instead of oneDNN,
 "frozen_autograd" the same layer and weights op by op through autograd (`fused=False`): all timed
@@ -34,7 +34,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
-import nas.fused_cell as fused_cell  # noqa: E402
+import nas.fast.kernels as fast_kernels  # noqa: E402
 import nas.gemm as gemm  # noqa: E402
 from nas.cell import FrozenRNN  # noqa: E402
 from nas.genotype import load  # noqa: E402
@@ -73,11 +73,11 @@ def main() -> None:
     frozen = FrozenRNN(load(args.cell), args.ninp, args.nhid, directions=2).to(device).train()
     lstm = nn.LSTM(args.ninp, args.nhid, bidirectional=True).to(device).train()
 
-    kernels = fused_cell._kernels
-    fused_cell._warned = True  # frozen_torch_ops runs without the kernels on purpose
+    kernels = fast_kernels._kernels
+    fast_kernels._warned = True  # frozen_torch_ops runs without the kernels on purpose
 
     def run_frozen(fused: bool = True, with_kernels: bool = True, onednn: bool = True) -> None:
-        frozen.fused, fused_cell._kernels, gemm.ONEDNN = fused, kernels if with_kernels else None, onednn
+        frozen.fused, fast_kernels._kernels, gemm.ONEDNN = fused, kernels if with_kernels else None, onednn
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x, lengths=lengths)
         (out * grad_out).sum().backward()

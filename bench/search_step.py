@@ -1,6 +1,6 @@
 """Tokens/s of a full search step (α step + weight step, `Searcher.bilevel_step`), fast vs slow reference.
 
-"fast" is our SearchRNN and Architect (the fused search cell of nas/fused_search_cell.py where it
+"fast" is our SearchRNN and Architect (the fused search cell of nas/fast/search_loop.py where it
 applies); "autograd" (--autograd) the same cell op by op through autograd; "compiled" (--compile)
 that with the cell's time step through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
 DARTS code's structure (full backward, copied model) from tests/reference.py. All run the same
@@ -40,9 +40,13 @@ from reference import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference: bool) -> Searcher:
     """A Searcher exactly as search-lm builds it; for the reference, its cell and architect classes are swapped in."""
     torch.manual_seed(config.seed)  # the same initial weights for every implementation
+    def reference_cell(ninp, nhid, steps, rule, *rest, **options) -> ReferenceSearchRNN:
+        """The reference cell where Darts builds a SearchRNN: it takes the method's name, not its rule."""
+        return ReferenceSearchRNN(ninp, nhid, steps, config.method, *rest, **options)
+
     with contextlib.ExitStack() as swaps:
         if reference:
-            swaps.enter_context(mock.patch.object(nas.methods.darts, "SearchRNN", ReferenceSearchRNN))
+            swaps.enter_context(mock.patch.object(nas.methods.darts, "SearchRNN", reference_cell))
             swaps.enter_context(mock.patch.object(nas.methods.base, "Architect", ReferenceArchitect))
         searcher = Searcher(config, RunDir(run_dir), corpus)
     searcher.model.train()

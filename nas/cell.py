@@ -1,4 +1,12 @@
-"""The frozen DARTS recurrent cell (Liu et al. 2019; docs/concepts/cell.md), run over whole sequences.
+"""The DARTS recurrent cell (Liu et al. 2019; docs/concepts/cell.md): its definition, and the frozen cell run over whole sequences.
+
+The definition, in readable Python: `first_node` and `highway` below, one time step of a
+genotype's cell in `cell_step`. The search cell (`nas.search_cell`) is the same cell with every
+edge's ops mixed under mixing weights, and the sampled cell of random search and ENAS
+(`nas.methods.weight_sharing`) the same cell with one drawn input per node; both are written with
+these two functions. The fast paths in `nas/fast/` (a fused loop per cell with a hand-written
+backward, its elementwise passes in C++) implement these equations, and tests/test_fused_cell.py
+and tests/test_fused_search_cell.py check them against this code and the slow reference.
 
 One time step (`cell_step`), with variational dropout masks m_x, m_h drawn once per sequence:
     [c0 | h0] = (x_t ⊙ m_x)·W0x + (h_{t-1} ⊙ m_h)·W0h,   s0 = h_{t-1} + σ(c0)⊙(tanh(h0) − h_{t-1})
@@ -17,17 +25,16 @@ A genotype may add the ESS inter-cell gates (`nas.gates`: the cell then reads ĥ
 and a NASABN attention layer over the output sequence (`nas.attention`), both run here too.
 
 Without gates (and outside autocast) the time loop runs as one autograd Function with a
-hand-written backward instead, `nas.fused_cell`: the same equations, far fewer ops.
+hand-written backward instead, `nas.fast.frozen_loop`: the same equations, far fewer ops.
 """
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import torch
 import torch.nn as nn
 
 from .attention import build_attention
-from .fused_cell import LoopWeights, fused_frozen_cell, loop_weights, plan
+from .fast import frozen_loop
+from .fast.frozen_loop import LoopWeights, fused_frozen_cell, loop_weights
 from .gates import InterGates
 from .gemm import PackedCache
 from .genotype import Genotype
@@ -35,19 +42,18 @@ from .masks import variational_mask
 from .ops import ACTIVATIONS, INIT_RANGE
 from .recurrence import PaddedBatch, run_recurrence
 from .step_weights import StepWeight
+from .waves import Wave, plan_waves
 
 
 def highway(prev: torch.Tensor, c: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """s = prev + σ(c)⊙(h − prev), with h already activated."""
+    """An edge: s = prev + σ(c)⊙(h − prev), with h already activated, [c | h] = (prev ⊙ m_h)·W_i."""
     return prev + torch.sigmoid(c) * (h - prev)
 
 
-class Wave(NamedTuple):
-    """The edges s_node += highway(s_pred, op) of nodes computable together, sorted by op."""
-
-    nodes: tuple[int, ...]
-    preds: tuple[int, ...]
-    runs: tuple[tuple[str, int, int], ...]  # (op, first edge, end): contiguous edges of one op
+def first_node(xp: torch.Tensor, hw: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """s0 = h + σ(c0)⊙(tanh(h0) − h), [c0 | h0] = xp + hw, from xp = (x_t ⊙ m_x)·W0x, hw = (h ⊙ m_h)·W0h, h = h_{t-1}."""
+    c0, h0 = (xp + hw).split(h.size(-1), -1)
+    return highway(h, c0, torch.tanh(h0))
 
 
 def cell_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: StepWeight,
@@ -58,8 +64,7 @@ def cell_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: S
     (E·D, H, 2H).
     """
     D, B, H = h.shape
-    c0, h0 = (xp + w0h.matmul(h if mh is None else h * mh)).split(H, -1)
-    states = {0: highway(h, c0, torch.tanh(h0))}
+    states = {0: first_node(xp, w0h.matmul(h if mh is None else h * mh), h)}
     for wave, w in zip(waves, wave_weights):
         prev = torch.stack([states[j] for j in wave.preds])  # (E, D, B, H)
         inp = prev if mh is None else prev * mh
@@ -70,29 +75,6 @@ def cell_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: S
     return torch.stack([states[k] for k in concat]).mean(0)
 
 
-def plan_waves(geno: Genotype) -> list[Wave]:
-    """Group the cell's edges into waves of nodes computable together, the same ops side by side."""
-    depth = {0: 0}
-    for i, node in enumerate(geno.nodes, start=1):
-        depth[i] = 1 + max(depth[pred] for _, pred in node)
-    edges: list[list[tuple[int, int, str]]] = [[] for _ in range(max(depth.values()))]
-    for i, node in enumerate(geno.nodes, start=1):
-        for op, pred in node:
-            edges[depth[i] - 1].append((i, pred, op))
-    waves = []
-    for wave in edges:
-        wave.sort(key=lambda e: (e[2], e[0]))
-        runs: list[tuple[str, int, int]] = []
-        for e, (_, _, op) in enumerate(wave):
-            if runs and runs[-1][0] == op:
-                runs[-1] = (op, runs[-1][1], e + 1)
-            else:
-                runs.append((op, e, e + 1))
-        nodes, preds, _ = zip(*wave)
-        waves.append(Wave(nodes, preds, tuple(runs)))
-    return waves
-
-
 class FrozenRNN(nn.Module):
     """A genotype's cell as a sequence layer: (T, B, ninp) -> (T, B, directions·nhid).
 
@@ -101,7 +83,7 @@ class FrozenRNN(nn.Module):
     them across batches; otherwise it is h (directions, B, nhid). `inter` and `attention` replace
     the genotype's own (the inter-only search wraps a fixed cell in searchable gates).
 
-    Without gates the time loop is the fused Function of `nas.fused_cell` (the attention layer
+    Without gates the time loop is the fused Function of `nas.fast.frozen_loop` (the attention layer
     after it stays on autograd). `fused=False` (or setting `.fused`) runs it op by op through
     autograd (`cell_step`), as it always runs with gates and under autocast, where bf16 GEMMs
     beat the fused loop in fp32 (docs/speed.md, "The fused frozen layer"). The weights start uniform in
@@ -125,7 +107,8 @@ class FrozenRNN(nn.Module):
             attention = build_attention(genotype.attention, directions * nhid, attention_heads)
         self.inter, self.attention = inter, attention
         self.waves = plan_waves(genotype)
-        self._plan = plan(self.waves, genotype.concat, steps)
+        ops = {op for node in genotype.nodes for op, _ in node}
+        self._plan = frozen_loop.plan(self.waves, genotype.concat, steps) if frozen_loop.supports(ops) else None
         # The node matrix W_i of every edge in wave order: one gather per forward (one zero-filled
         # gradient of ws in the backward pass), then split into the waves.
         self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self.waves for i in wave.nodes]),
@@ -159,7 +142,7 @@ class FrozenRNN(nn.Module):
         if self.training:  # in the loop's batch order
             mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (D, B, H))
-        if self.inter is None and self.fused and not torch.is_autocast_enabled(x.device.type):
+        if self.inter is None and self.fused and self._plan is not None and not torch.is_autocast_enabled(x.device.type):
             packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts,
                                        self._fused_loop_weights())
             return self._finish(batch, *batch.unpack(packed))

@@ -14,7 +14,6 @@ from common.errors import InputError
 from common.ranges import (AT_LEAST_1, BATCH, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            Range, check_ranges)
 
-from .methods import METHODS
 
 PRECISIONS = ("fp32", "bf16")  # common.runs.autocast
 SEARCH_SPACES = ("intra", "inter", "joint")
@@ -158,15 +157,8 @@ class SearchConfig(LMConfig):
         "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
     }
 
-    @property
-    def total_epochs(self) -> int:
-        """Epochs of the loop, counted by the method's own setting (ESS: rounds)."""
-        return getattr(self, METHODS[self.method].epochs)
-
     def validate(self) -> None:
         """The first inconsistent setting, as an InputError naming its flag."""
-        if self.method not in METHODS:
-            raise InputError(f"--method: unknown method {self.method!r} (one of {', '.join(METHODS)})")
         self._check_values()
         if self.history > self.inter_nodes:
             raise InputError(f"--history {self.history}: needs at least as many --inter-nodes (got {self.inter_nodes}); "
@@ -185,18 +177,6 @@ def _command_of(stored: Any) -> str | None:
     if isinstance(stored, dict) and "test_batch_size" in stored:
         return RetrainConfig.COMMAND
     return None
-
-
-def check_method_flags(method: str, given: dict[str, Any]) -> None:
-    """Flags given (not None) that do not fit `method`: another method's settings, or ones it counts otherwise."""
-    own = METHODS[method].options
-    for name in (n for entry in METHODS.values() for n in entry.options):
-        if name not in own and given.get(name) is not None:
-            owners = " or ".join(m for m, entry in METHODS.items() if name in entry.options)
-            raise InputError(f"{flag_name(name)}: only with --method {owners}")
-    for name, why in METHODS[method].refuses.items():
-        if given.get(name) is not None:
-            raise InputError(f"{flag_name(name)}: {why}")
 
 
 @dataclass

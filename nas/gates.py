@@ -7,9 +7,9 @@ and the intra cell π (the DARTS cell) reads ĥ_{t-1} and x̂_t. Each gate s^β 
     node i (1..N) takes its own history vector e_i (x_{t-i} for f′, h_{t-i} for g′; only i ≤ m)
     and the earlier nodes s_j; an edge applies op(src·W_src), one W per source (Eq. 4, no highway);
     s^β = squash(mean(s_1..s_N))  — the paper's last node is the mean of the others.
-In search every edge mixes the ops with a per-edge softmax (DARTS normalisation, as in ESS Eq. 4)
-over `alpha` (the Architect picks any parameter named `alpha...`); the derived gate keeps one
-input per node as DARTS does. History before a sequence start is zero.
+In search every edge mixes the ops over `alpha` by the search method's mixing rule (ESS: DARTS's
+per-edge softmax, as in ESS Eq. 4; the Architect picks any parameter named `alpha...`), and the
+derived gate keeps what that rule keeps (DARTS: one input per node). History before a sequence start is zero.
 
 Choices where the paper is silent (flags of `bin/search-lm`, fields of the genotype's `inter`):
 - `squash` (`--gate-squash`): `sigmoid` (default) keeps the gate in (0, 1) like the GLU/LSTM
@@ -36,7 +36,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .genotype import GATES, predecessors
-from .ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES, derive, mean_abs_deviation, normalise
+from .mixing import MixingRule
+from .ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES
 
 
 def gate_sizes(gate: str, ninp: int, nhid: int) -> tuple[int, int]:
@@ -57,9 +58,10 @@ def _uniform(*shape: int) -> nn.Parameter:
 class SearchGate(nn.Module):
     """One gate as a mixed DAG over history (m, L, ..., d_src) -> (L, ..., d_gate)."""
 
-    def __init__(self, history: int, nodes: int, d_src: int, d_gate: int, squash: str = "sigmoid",
-                 size_match: str = "project"):
+    def __init__(self, history: int, nodes: int, d_src: int, d_gate: int, rule: MixingRule,
+                 squash: str = "sigmoid", size_match: str = "project"):
         super().__init__()
+        self.rule = rule
         if not 1 <= history <= nodes:
             raise ValueError(f"history {history} needs 1 ≤ m ≤ inter nodes ({nodes}): node i reads history vector i")
         self.history, self.nodes, self.d_gate, self.squash, self.size_match = history, nodes, d_gate, squash, size_match
@@ -70,7 +72,7 @@ class SearchGate(nn.Module):
         self.alpha = nn.Parameter(1e-3 * torch.randn(sum(self.layout), len(OPS)))
 
     def mixing_weights(self) -> torch.Tensor:
-        return normalise(self.alpha, self.layout, "darts")
+        return self.rule.normalise(self.alpha, self.layout)
 
     def forward(self, history: torch.Tensor) -> torch.Tensor:
         weights = self.mixing_weights()
@@ -81,7 +83,7 @@ class SearchGate(nn.Module):
         states = []
         for i in range(1, self.nodes + 1):
             sources = torch.stack(([e[i - 1]] if i <= self.history else []) + projected)
-            ops = torch.stack([sources, torch.tanh(sources), torch.relu(sources), torch.sigmoid(sources)])  # OPS[1:]
+            ops = torch.stack([ACTIVATIONS[op](sources) for op in OPS[1:]])
             mix = weights[rows: rows + len(sources), 1:]  # `none` adds nothing
             rows += len(sources)
             s = torch.einsum("jo,oj...->...", mix, ops)
@@ -91,12 +93,12 @@ class SearchGate(nn.Module):
         return SQUASHES[self.squash](torch.stack(states).mean(0))
 
     def derive(self) -> list[list[list]]:
-        """The gate's nodes, one input each (DARTS derivation), with real predecessor numbers."""
-        nodes = derive(self.mixing_weights(), self.layout, "darts")
+        """The gate's nodes by the search's rule, with real predecessor numbers."""
+        nodes = self.rule.derive(self.mixing_weights(), self.layout)
         return [[[op, predecessors(self.history, i)[pos]] for op, pos in node] for i, node in enumerate(nodes, start=1)]
 
     def mad(self) -> float:
-        return mean_abs_deviation(self.mixing_weights().detach(), self.layout, "darts")
+        return self.rule.mad(self.mixing_weights().detach(), self.layout)
 
 
 class FrozenGate(nn.Module):
@@ -151,9 +153,10 @@ class InterGates(nn.Module):
         return cls(f, g, m, squash, match)
 
     @classmethod
-    def search(cls, ninp: int, nhid: int, history: int = 3, nodes: int = 3, squash: str = "sigmoid",
-               size_match: str = "project") -> "InterGates":
-        f, g = (SearchGate(history, nodes, *gate_sizes(k, ninp, nhid), squash, size_match) for k in GATES)
+    def search(cls, ninp: int, nhid: int, rule: MixingRule, history: int = 3, nodes: int = 3,
+               squash: str = "sigmoid", size_match: str = "project") -> "InterGates":
+        """Searchable gates whose α mix and derive by `rule` (ESS: DARTS's softmax per edge)."""
+        f, g = (SearchGate(history, nodes, *gate_sizes(k, ninp, nhid), rule, squash, size_match) for k in GATES)
         return cls(f, g, history, squash, size_match)
 
     @property
@@ -168,4 +171,4 @@ class InterGates(nn.Module):
     def mad(self) -> float:
         """Mean |w − uniform| over the edges of both gates (ESS Fig. 6, inter-cell curve)."""
         weights = torch.cat([self.f.mixing_weights(), self.g.mixing_weights()]).detach()
-        return mean_abs_deviation(weights, self.f.layout + self.g.layout, "darts")
+        return self.f.rule.mad(weights, self.f.layout + self.g.layout)

@@ -1,14 +1,14 @@
 """Matrix products on oneDNN where torch.mm is slower: CPU, float32.
 
-torch.mm on a CPU runs MKL's sgemm. On this project's machines (AMD EPYC with AVX-512) MKL takes
-its AVX2 path: about 95 GFLOP/s on one thread, where oneDNN's matmul (the op Inductor calls,
-`torch.ops.mkldnn._linear_pointwise`) runs AVX-512 at about 200 (docs/speed.md). `product` is
-the one GEMM routine of the fused cells; `Linear` is nn.Linear computing forward and backward with
-it, for the decoder and the input projections. Elsewhere (GPU, float64, bf16, a build without
+torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX2 path, where
+oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
+(figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
+`Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
+projections. Elsewhere (GPU, float64, bf16, a build without
 oneDNN, `ONEDNN = False`) both are plain torch.
 
 A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
-oneDNN otherwise forms anew in each call: 15% faster products at 64 rows, 30% at 16 (docs/speed.md).
+oneDNN would otherwise form anew in each call (a cost that weighs most on small products).
 `PackedCache` keeps packed weights while their source is unchanged (prediction).
 """
 from __future__ import annotations

@@ -1,16 +1,19 @@
-"""The one training loop of a language model, which search (`nas.search`) and retraining (`nas.train`) both run on.
+"""The one training loop every run is on: the LM search (`nas.search`), retraining (`nas.train`) and
+the search on a tagging task (`pipeline.tagging_search`).
 
-The loop owns what every run shares: epochs of batches over the training split, the weight
-step (SGD, lr scaled by seq_len / bptt, NLL + AR + TAR, gradients averaged over ranks and
-clipped), the stop flag (Ctrl-C writes a checkpoint at the next batch boundary and raises
-`Interrupted`), the checkpoint, `--resume`, a time budget, rollback to the last checkpoint after
-a non-finite loss, the ranks' agreement on every decision that ends a loop and their checksum
-at each epoch end (`nas.distributed`), and progress, reported to a `Progress` (it prints nothing).
+`TrainingLoop` owns what every run shares: epochs of batches, the stop flag (Ctrl-C writes a
+checkpoint at the next batch boundary and raises `Interrupted`), the checkpoint, `--resume`, a
+time budget, rollback to the last checkpoint after a non-finite loss, the ranks' agreement on
+every decision that ends a loop and their checksum at each epoch end (`nas.distributed`), and
+progress, reported to a `Progress` (it prints nothing). `LMLoop` adds a language model's data and
+weight step: batches of the training split at a sampled sequence length with the hidden state
+carried on, and SGD (lr scaled by seq_len / bptt, NLL + AR + TAR, gradients averaged over ranks
+and clipped).
 
-A run supplies, by overriding the hooks below: its model and optimiser, its sequence lengths,
-its per-batch step, its validation and epoch record, its state for the checkpoint, and what it
-returns at the end. The checkpoint holds the RNG states, the carried hidden states and the
-position in the epoch, so a resumed run ends exactly where an uninterrupted one would.
+A run supplies, by overriding the hooks below: its model and optimiser, its per-batch step, its
+validation and epoch record, its state for the checkpoint, and what it returns at the end. The
+checkpoint holds the RNG states and the position in the epoch, so a resumed run ends exactly
+where an uninterrupted one would.
 
 Nothing half-written stays (`common.runs`): the run directory is made once the corpus is read and
 the model built; a run that fails before its first checkpoint past the start removes it; an
@@ -37,7 +40,7 @@ from .corpus import Corpus, batchify
 from .lm_eval import get_batch
 from .model import detach_hidden, regularised_loss
 
-L = TypeVar("L", bound="TrainingLoop")
+L = TypeVar("L", bound="LMLoop")
 
 
 class NonFinite(Exception):
@@ -64,43 +67,25 @@ class Progress:
 
 
 class TrainingLoop:
-    """One run in one run directory. Subclasses set `model`, `weights` (the parameters the weight
-    step trains), `optimizer` and `valid_data`, and implement the hooks that raise NotImplementedError."""
+    """One run in one run directory. Subclasses set `model` and implement the hooks that raise
+    NotImplementedError. `config` needs `seed`, `device` and `epochs`."""
 
     noun = "run"  # what the run is called in its messages
 
-    def __init__(self, config: LMConfig, run_dir: RunDir, corpus: Corpus, time_budget: float | None = None,
-                 max_rollbacks: int = 0):
-        self.config, self.run_dir, self.corpus = config, run_dir, corpus
+    def __init__(self, config: Any, run_dir: RunDir, time_budget: float | None = None, max_rollbacks: int = 0):
+        self.config, self.run_dir = config, run_dir
         self.time_budget, self.max_rollbacks = time_budget, max_rollbacks  # minutes; rollbacks before giving up
         self.ranks = distributed.current()  # data parallel under torchrun: this rank's batch columns
         self.device = self.ranks.device(config.device)
         torch.manual_seed(config.seed)
         self.py_rng = random.Random(config.seed)
-        train = batchify(corpus.train, config.batch_size, config.bptt, corpus.paths["train"])
-        self.train_data = self.ranks.columns(train).to(self.device)
-        self.epoch, self.pos, self.batch = 0, 0, 0
-        self.hidden = None
-        self.totals = _fresh_totals()
+        self.epoch, self.batch = 0, 0
+        self.totals = self.fresh_totals()
         self.rollbacks = 0
         self.kept = False  # a checkpoint past the start is on disk, or the run was resumed: never discard it
         self.elapsed = 0.0  # seconds of training and validation in finished epochs (over resumes where saved)
         self.stop = StopFlag()
         self.progress = Progress()
-
-    @classmethod
-    def open(cls: type[L], config: LMConfig, run_dir: RunDir, resume: bool) -> L:
-        """The run in `run_dir`, started fresh or resumed from its checkpoint; under torchrun every
-        rank joins the process group first, and only rank 0 writes."""
-        ranks = distributed.init(config.device)
-        if resume:
-            _check_splits(config, run_dir)
-        loop = cls(config, ranks.run_dir(run_dir), Corpus.load(config.splits()))
-        if resume:
-            loop.resume()
-        else:
-            loop.start()
-        return loop
 
     # -- hooks -------------------------------------------------------------------------------
 
@@ -109,24 +94,28 @@ class TrainingLoop:
         """The epoch the run ends after."""
         return self.config.epochs
 
-    @property
-    def wraps(self) -> bool:
-        """True: an epoch runs on through the end of the data, which starts again (ESS rounds)."""
-        return False
+    def fresh_totals(self) -> dict:
+        """The epoch's running sums, which the epoch record reads; `tokens` and `seconds` at least."""
+        return {"tokens": 0, "seconds": 0.0}
 
-    def sample_seq_len(self) -> int:
+    def begin_epoch(self) -> None:
+        """Before an epoch's batches, or before the rest of them after a resume (`batch` > 0)."""
+
+    def train_batch(self) -> int | None:
+        """Train on the next batch; returns the tokens it held (over all ranks), or None when the data
+        ran out before `epoch_limit`. Raise `NonFinite` before a bad step touches the weights."""
         raise NotImplementedError
 
-    def step(self, words: torch.Tensor, targets: torch.Tensor, seq_len: int) -> None:
-        """Train on one batch (at least `weight_step`); raise `NonFinite` before a bad step touches the weights."""
-        raise NotImplementedError
+    def end_epoch(self) -> None:
+        """After an epoch is validated and counted, before its log line and checkpoint."""
 
     def validate(self) -> float:
-        """The validation NLL at the end of an epoch (before `epoch` counts it)."""
+        """The validation score at the end of an epoch (before `epoch` counts it)."""
         raise NotImplementedError
 
-    def epoch_record(self, valid_nll: float, seconds: float) -> dict:
-        """The log line of the epoch just counted in `epoch`; `seconds` of training and validation."""
+    def epoch_record(self, valid: float, seconds: float) -> dict:
+        """The log line of the epoch just counted in `epoch` (`valid`: its validation score); `seconds`
+        of training and validation."""
         raise NotImplementedError
 
     def state(self) -> dict:
@@ -144,18 +133,9 @@ class TrainingLoop:
         """The error line when `problem` ends the run (more than `max_rollbacks` rollbacks)."""
         raise NotImplementedError
 
-    def reset_hidden(self) -> None:
-        """Fresh hidden states at the start of an epoch."""
-        self.hidden = self.model.init_hidden(self.train_data.size(1))
-
-    def full_epoch(self) -> int:
-        """Batches of one pass over the training split at the full bptt."""
-        return math.ceil((self.train_data.size(0) - 2) / self.config.bptt)
-
     def batches_per_epoch(self) -> int:
-        """Batches an epoch is shown as: one pass, at most --max-batches-per-epoch."""
-        cap = self.config.max_batches_per_epoch
-        return self.full_epoch() if cap is None else min(self.full_epoch(), cap)
+        """Batches an epoch is shown as."""
+        raise NotImplementedError
 
     def epoch_limit(self) -> int | None:
         """The batch count that ends an epoch before the data does (None: only the data's end)."""
@@ -164,13 +144,11 @@ class TrainingLoop:
     # -- state -------------------------------------------------------------------------------
 
     def position(self) -> dict:
-        """Where the run stands in its epoch (a collective under torchrun: the hidden states of all columns)."""
-        return {"pos": self.pos, "batch": self.batch, "hidden": self.ranks.gather_columns(self.hidden),
-                "totals": dict(self.totals), "rng": rng_state(self.py_rng)}
+        """Where the run stands in its epoch."""
+        return {"batch": self.batch, "totals": dict(self.totals), "rng": rng_state(self.py_rng)}
 
     def load_position(self, state: dict) -> None:
-        self.pos, self.batch = state["pos"], state["batch"]
-        self.hidden, self.totals = self.ranks.columns(state["hidden"]), dict(state["totals"])
+        self.batch, self.totals = state["batch"], dict(state["totals"])
         set_rng_state(state["rng"], self.py_rng)
 
     def load_state(self, state: dict) -> None:
@@ -236,23 +214,17 @@ class TrainingLoop:
             raise
 
     def _train_epoch(self, on_batch: Callable[[Any], None] | None) -> None:
-        if self.pos == 0 and self.batch == 0:
-            self.reset_hidden()
+        self.begin_epoch()
         self.model.train()
         self.progress.epoch_started(self, self.batches_per_epoch())
-        limit, end = self.epoch_limit(), self.train_data.size(0) - 2
+        limit = self.epoch_limit()
         while limit is None or self.batch < limit:
-            if self.pos >= end:
-                if not self.wraps:
-                    break
-                self.pos, self.hidden = 0, self.model.init_hidden(self.train_data.size(1))
             start = time.perf_counter()
-            seq_len = self.sample_seq_len()
-            words, targets = get_batch(self.train_data, self.pos, seq_len)
-            self.step(words, targets, seq_len)
-            self.pos += seq_len
+            tokens = self.train_batch()
+            if tokens is None:
+                break
             self.batch += 1
-            self.totals["tokens"] += targets.numel() * self.ranks.world
+            self.totals["tokens"] += tokens
             self.totals["seconds"] += time.perf_counter() - start
             self.progress.batch_done(self)
             if on_batch is not None:
@@ -264,6 +236,117 @@ class TrainingLoop:
             if self.out_of_time(self.totals["seconds"]):
                 break  # the budget ends this epoch early; it is still validated and logged
         self.progress.batches_ended(self)
+
+    def _end_epoch(self) -> None:
+        self.ranks.check_in_sync(self.model, f"at the end of epoch {self.epoch + 1}")
+        start = time.perf_counter()
+        valid = self.validate()
+        seconds = self.totals["seconds"] + time.perf_counter() - start
+        self.elapsed += seconds
+        self.epoch += 1
+        record = self.epoch_record(valid, seconds)
+        self.batch = 0
+        self.end_epoch()
+        self.totals = self.fresh_totals()
+        self.run_dir.log(record)  # before the checkpoint: a resume trims the log to the checkpoint's epochs
+        self.save_checkpoint()
+        self.progress.epoch_done(self, record)
+
+    def _roll_back(self, problem: str) -> None:
+        n = self.rollbacks + 1
+        if n > self.max_rollbacks:
+            raise InputError(self.giving_up(problem))
+        spent = self.elapsed + self.totals["seconds"]
+        self.load_state(self.run_dir.load_checkpoint(map_location=self.device))
+        self.rollbacks = n
+        self.elapsed = spent - self.totals["seconds"]  # time lost to the failed batches still counts
+        torch.manual_seed(self.config.seed + 7919 * n)  # fresh dropout masks and sequence lengths for the retry
+        self.py_rng.seed(f"{self.config.seed}/rollback/{n}")
+        self.progress.rolled_back(self, problem)
+
+
+class LMLoop(TrainingLoop):
+    """A language model's run: batches of the training split (this rank's columns) at a sampled
+    sequence length, the hidden state carried from batch to batch, and `weight_step`. Subclasses set
+    `weights` (the parameters the weight step trains), `optimizer` and `valid_data`."""
+
+    def __init__(self, config: LMConfig, run_dir: RunDir, corpus: Corpus, time_budget: float | None = None,
+                 max_rollbacks: int = 0):
+        super().__init__(config, run_dir, time_budget, max_rollbacks)
+        self.corpus = corpus
+        train = batchify(corpus.train, config.batch_size, config.bptt, corpus.paths["train"])
+        self.train_data = self.ranks.columns(train).to(self.device)
+        self.pos = 0
+        self.hidden = None
+
+    @classmethod
+    def open(cls: type[L], config: LMConfig, run_dir: RunDir, resume: bool) -> L:
+        """The run in `run_dir`, started fresh or resumed from its checkpoint; under torchrun every
+        rank joins the process group first, and only rank 0 writes."""
+        ranks = distributed.init(config.device)
+        if resume:
+            _check_splits(config, run_dir)
+        loop = cls(config, ranks.run_dir(run_dir), Corpus.load(config.splits()))
+        if resume:
+            loop.resume()
+        else:
+            loop.start()
+        return loop
+
+    @property
+    def wraps(self) -> bool:
+        """True: an epoch runs on through the end of the data, which starts again (ESS rounds)."""
+        return False
+
+    def sample_seq_len(self) -> int:
+        raise NotImplementedError
+
+    def step(self, words: torch.Tensor, targets: torch.Tensor, seq_len: int) -> None:
+        """Train on one batch (at least `weight_step`); raise `NonFinite` before a bad step touches the weights."""
+        raise NotImplementedError
+
+    def reset_hidden(self) -> None:
+        """Fresh hidden states at the start of an epoch."""
+        self.hidden = self.model.init_hidden(self.train_data.size(1))
+
+    def full_epoch(self) -> int:
+        """Batches of one pass over the training split at the full bptt."""
+        return math.ceil((self.train_data.size(0) - 2) / self.config.bptt)
+
+    def batches_per_epoch(self) -> int:
+        """Batches an epoch is shown as: one pass, at most --max-batches-per-epoch."""
+        cap = self.config.max_batches_per_epoch
+        return self.full_epoch() if cap is None else min(self.full_epoch(), cap)
+
+    def fresh_totals(self) -> dict:
+        return {"nll": 0.0, "tokens": 0, "seconds": 0.0}
+
+    def begin_epoch(self) -> None:
+        if self.pos == 0 and self.batch == 0:
+            self.reset_hidden()
+
+    def train_batch(self) -> int | None:
+        if self.pos >= self.train_data.size(0) - 2:
+            if not self.wraps:
+                return None
+            self.pos, self.hidden = 0, self.model.init_hidden(self.train_data.size(1))
+        seq_len = self.sample_seq_len()
+        words, targets = get_batch(self.train_data, self.pos, seq_len)
+        self.step(words, targets, seq_len)
+        self.pos += seq_len
+        return targets.numel() * self.ranks.world
+
+    def end_epoch(self) -> None:
+        if not self.wraps:
+            self.pos = 0
+
+    def position(self) -> dict:
+        """Where the run stands in its epoch (a collective under torchrun: the hidden states of all columns)."""
+        return {"pos": self.pos, **super().position(), "hidden": self.ranks.gather_columns(self.hidden)}
+
+    def load_position(self, state: dict) -> None:
+        super().load_position(state)
+        self.pos, self.hidden = state["pos"], self.ranks.columns(state["hidden"])
 
     def weight_step(self, words: torch.Tensor, targets: torch.Tensor, seq_len: int) -> None:
         """One SGD step of `weights` on a train batch, carrying the hidden state on.
@@ -292,34 +375,6 @@ class TrainingLoop:
         self.hidden = detach_hidden(hidden)
         self.totals["nll"] += nll_value.item() * targets.numel() * self.ranks.world
 
-    def _end_epoch(self) -> None:
-        self.ranks.check_in_sync(self.model, f"at the end of epoch {self.epoch + 1}")
-        start = time.perf_counter()
-        valid_nll = self.validate()
-        seconds = self.totals["seconds"] + time.perf_counter() - start
-        self.elapsed += seconds
-        self.epoch += 1
-        record = self.epoch_record(valid_nll, seconds)
-        self.batch = 0
-        if not self.wraps:
-            self.pos = 0
-        self.totals = _fresh_totals()
-        self.run_dir.log(record)  # before the checkpoint: a resume trims the log to the checkpoint's epochs
-        self.save_checkpoint()
-        self.progress.epoch_done(self, record)
-
-    def _roll_back(self, problem: str) -> None:
-        n = self.rollbacks + 1
-        if n > self.max_rollbacks:
-            raise InputError(self.giving_up(problem))
-        spent = self.elapsed + self.totals["seconds"]
-        self.load_state(self.run_dir.load_checkpoint(map_location=self.device))
-        self.rollbacks = n
-        self.elapsed = spent - self.totals["seconds"]  # time lost to the failed batches still counts
-        torch.manual_seed(self.config.seed + 7919 * n)  # fresh dropout masks and sequence lengths for the retry
-        self.py_rng.seed(f"{self.config.seed}/rollback/{n}")
-        self.progress.rolled_back(self, problem)
-
 
 def _check_splits(config: LMConfig, run_dir: RunDir) -> None:
     """The corpus files a resumed run's config.json names must still be there."""
@@ -329,5 +384,3 @@ def _check_splits(config: LMConfig, run_dir: RunDir) -> None:
             raise InputError(f"{run_dir.path / 'config.json'}: its {split} file {path} is missing{where}")
 
 
-def _fresh_totals() -> dict:
-    return {"nll": 0.0, "tokens": 0, "seconds": 0.0}

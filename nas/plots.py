@@ -28,7 +28,9 @@ from common.files import atomic_write_bytes  # noqa: E402
 from .genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
 from .layout import INCH, LABEL_FONT, LABEL_PAD, RADIUS, Graph, Layout, layered_layout  # noqa: E402
 from common.runs import RunDir  # noqa: E402
-from .ops import OPS, normalise  # noqa: E402
+from .methods import method_class  # noqa: E402
+from .mixing import MixingRule  # noqa: E402
+from .ops import OPS  # noqa: E402
 
 TITLE_FONT, SUPTITLE_FONT = 9, 10
 OP_COLOURS = {"none": "#9e9e9e", "identity": "#1f77b4", "tanh": "#2ca02c", "relu": "#d62728", "sigmoid": "#9467bd"}
@@ -186,8 +188,8 @@ def _edge_panels(fig_title: str, panels: list[tuple[str, list[list[float]]]], st
     return fig
 
 
-def _weights_over_time(alphas: list, layout, method: str) -> list[torch.Tensor]:
-    return [normalise(torch.tensor(a), layout, method) for a in alphas]
+def _weights_over_time(alphas: list, layout, rule: MixingRule) -> list[torch.Tensor]:
+    return [rule.normalise(torch.tensor(a), layout) for a in alphas]
 
 
 def _panels(weights: list[torch.Tensor], labels: list[str]) -> list[tuple[str, list[list[float]]]]:
@@ -234,12 +236,12 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
     out = Path(out_dir) if out_dir is not None else run.path / "plots"
     steps = _steps(log)
     xlabel = "training steps (batches)" if all("step" in r for r in log) else "epoch"
-    method = "darts" if config.get("method") == "ess" else config.get("method", "darts")
+    method = config.get("method", "darts")
     written = plot_cell(search_genotype(run, log), out / "cell")
     if all("alpha" in r for r in log):
         nodes = config["nodes"]
         labels = [f"{j}→{i}" for i in range(1, nodes + 1) for j in range(i)]
-        weights = _weights_over_time([r["alpha"] for r in log], nodes, method)
+        weights = _weights_over_time([r["alpha"] for r in log], nodes, method_class(method).rule)
         written += save_figure(_edge_panels(f"intra-cell mixing weights ({method})", _panels(weights, labels),
                                             steps, xlabel), out / "alpha_intra")
     if all("alpha_inter" in r for r in log):
@@ -249,7 +251,7 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
         for gate, src in (("f", "x"), ("g", "h")):
             labels = [f"{gate}′ {src}(t-{i})→{i}" if p == 0 else f"{gate}′ {p}→{i}"
                       for i in range(1, n + 1) for p in predecessors(m, i)]
-            panels += _panels(_weights_over_time([r["alpha_inter"][gate] for r in log], layout, "darts"), labels)
+            panels += _panels(_weights_over_time([r["alpha_inter"][gate] for r in log], layout, method_class(method).rule), labels)
         written += save_figure(_edge_panels("inter-cell mixing weights", panels, steps, xlabel), out / "alpha_inter")
     if all("alpha_attention" in r for r in log):
         fig, ax = plt.subplots(figsize=(4.5, 3))

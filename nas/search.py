@@ -27,15 +27,15 @@ from .corpus import Corpus, batchify
 from .distributed import sync_batch_norm
 from .genotype import Genotype
 from .lm_eval import get_batch, ppl
-from .loop import TrainingLoop
-from .methods import method_class
+from .loop import LMLoop
+from .methods import method_class, total_epochs
 from .methods.base import Validation
 from .model import detach_hidden
 from .search_cell import SearchRNN
 from .search_model import build_search_model
 
 
-class Searcher(TrainingLoop):
+class Searcher(LMLoop):
     noun = "search"
 
     def __init__(self, config: SearchConfig, run_dir: RunDir, corpus: Corpus):
@@ -57,7 +57,7 @@ class Searcher(TrainingLoop):
 
     @property
     def epochs(self) -> int:
-        return self.config.total_epochs
+        return total_epochs(self.config)
 
     @property
     def wraps(self) -> bool:
@@ -142,7 +142,7 @@ class Searcher(TrainingLoop):
             valid_ppl = None  # the model diverged on validation; null keeps genotype.json strict JSON
         provenance = {
             "method": c.method, "order": c.order, "data": {k: str(v) for k, v in self.corpus.paths.items()},
-            "seed": c.seed, "epochs": c.total_epochs, "command": c.command,
+            "seed": c.seed, "epochs": total_epochs(c), "command": c.command,
             "search_valid_ppl": valid_ppl,
             "settings": {k: v for k, v in asdict(c).items() if k not in ("command", "train", "valid", "test")},
             "toolkit_version": __version__, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -157,5 +157,5 @@ class Searcher(TrainingLoop):
         if self.ranks.main:
             genotype.save(self.run_dir.path / "genotype.json")
             self.run_dir.save_metrics({"search_valid_ppl": genotype.provenance["search_valid_ppl"],
-                                       "genotype": genotype.to_dict(), "epochs": self.config.total_epochs, **metrics})
+                                       "genotype": genotype.to_dict(), "epochs": total_epochs(self.config), **metrics})
         return genotype

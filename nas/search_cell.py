@@ -6,9 +6,10 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
 
     s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
 
-`none` contributes nothing but stays in the softmax. `darts` normalises each edge's ops;
-`idarts` normalises all (j, op) pairs entering a node together (Jiang et al. 2019, Eq. 4); the
-normalisation and the derivation of the cell are `nas.ops.normalise` and `nas.ops.derive`.
+`none` contributes nothing but stays in the normalisation. With one-hot weights this is the
+frozen cell of the derived genotype (`nas.cell`, whose `first_node` and `highway` it uses). How α becomes the weights w and
+which cell they derive is the search method's mixing rule (`nas.mixing.MixingRule`: DARTS
+normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together), handed in.
 """
 from __future__ import annotations
 
@@ -18,12 +19,13 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from .fused_search_cell import fused_search_cell
-from .fused_search_cell import kernels_built as fused_kernels_built
+from .cell import first_node
+from .fast import search_loop
 from .gemm import linear
 from .genotype import Genotype
 from .masks import variational_mask
-from .ops import INIT_RANGE, NORMALISATIONS, OPS, derive, edge_offsets, normalise
+from .mixing import MixingRule
+from .ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
 from .recurrence import run_recurrence
 
 
@@ -33,18 +35,16 @@ class SearchRNN(nn.Module):
     ESS `inter` gates (`nas.gates.InterGates.search`) and a NASABN `attention` layer
     (`nas.attention`) are optional; with gates the hidden state is (h, x_hist, h_hist).
     A training forward that `fusable` allows runs the whole time loop as the fused Function of
-    `nas.fused_search_cell` (same equations, backward by hand); `fused=False` (or setting
+    `nas.fast.search_loop` (same equations, backward by hand); `fused=False` (or setting
     `.fused`) runs it op by op through autograd everywhere.
     """
 
-    def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts",
+    def __init__(self, ninp: int, nhid: int, steps: int, rule: MixingRule,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
                  attention: nn.Module | None = None, compile: bool = False, fused: bool = True):
         super().__init__()
         self.compile, self.fused = compile, fused
-        if method not in NORMALISATIONS:
-            raise ValueError(f"unknown normalisation {method!r}")
-        self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
+        self.ninp, self.nhid, self.steps, self.rule = ninp, nhid, steps, rule
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
         self.ws = nn.ParameterList(
@@ -65,11 +65,11 @@ class SearchRNN(nn.Module):
         return h, self.w0.new_zeros(m, batch, self.ninp), self.w0.new_zeros(m, batch, self.nhid)
 
     def mixing_weights(self) -> torch.Tensor:
-        return normalise(self.alpha, self.steps, self.method)
+        return self.rule.normalise(self.alpha, self.steps)
 
     def genotype(self, top_n: int = 1) -> Genotype:
         """The derived intra cell (the search adds the derived gates and attention type)."""
-        nodes = derive(self.mixing_weights(), self.steps, self.method, top_n)
+        nodes = self.rule.derive(self.mixing_weights(), self.steps, top_n)
         return Genotype(tuple(tuple(n) for n in nodes), tuple(range(1, self.steps + 1)))
 
     def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
@@ -87,7 +87,7 @@ class SearchRNN(nn.Module):
         return (self.fused and self.training and torch.is_grad_enabled() and self.inter is None and not self.compile
                 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
                 and not torch.is_autocast_enabled(x.device.type) and type(bn) is nn.BatchNorm1d
-                and isinstance(bn.momentum, float) and fused_kernels_built())  # the last: it warns
+                and isinstance(bn.momentum, float) and search_loop.supports(OPS))  # the last: it warns
 
     def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
@@ -103,7 +103,7 @@ class SearchRNN(nn.Module):
         xproj = None if self.inter is not None else linear(xin, w0x.t())
         if self.fusable(x):
             mix = self.mixing_weights()[:, 1:]  # `none` adds nothing
-            out = fused_search_cell(xproj, h, w0h, torch.stack(list(self.ws)), mix, mh, self.bn)
+            out = search_loop.fused_search_cell(xproj, h, w0h, torch.stack(list(self.ws)), mix, mh, self.bn)
             h = out[-1]
             return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
         xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
@@ -120,15 +120,15 @@ class SearchRNN(nn.Module):
 
 
 def node_mixes(weights: torch.Tensor, steps: int) -> list[torch.Tensor]:
-    """Per node i, the (i, 5, 1, 1) weights of [h, tanh h, relu h, σ h, s] in Σ_op w·op(h) − keep·s.
+    """Per node i, the (i, len(OPS), 1, 1) weights of [op(h) for op in OPS[1:]] and s in Σ_op w·op(h) − keep·s.
 
     keep = Σ_{op≠none} w is the weight of the edge's highway term (`none` adds nothing).
     """
     off = edge_offsets(steps)
     mixes = []
     for i in range(steps):
-        w = weights[off[i]:off[i + 1], 1:]  # OPS[1:] = identity, tanh, relu, sigmoid
-        mixes.append(torch.cat([w, -w.sum(1, keepdim=True)], 1).view(i + 1, 5, 1, 1))
+        w = weights[off[i]:off[i + 1], 1:]
+        mixes.append(torch.cat([w, -w.sum(1, keepdim=True)], 1).view(i + 1, len(OPS), 1, 1))
     return mixes
 
 
@@ -140,20 +140,23 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
         [C | Hh] = (S ⊙ m_h)·W_i                             one GEMM for all edges
         U = Σ_op w_op·op(Hh) − keep·S                         every op on the stacked tensor
         s_i = BN( Σ_j keep_j·S_j + σ(C_j) ⊙ U_j )
-    which is Σ_j Σ_op w_j,op·[S_j + σ(C_j)⊙(op(Hh_j) − S_j)] with the sums over ops done once.
+    which is Σ_j Σ_op w_j,op·highway(S_j, C_j, op(Hh_j)), the frozen cell's edge (`nas.cell`) under
+    the mixing weights, with the sums over ops done once.
     `bn` is the cell's one BatchNorm module (under torchrun, the synced one of nas.distributed).
     Written as plain broadcasts over the stacked edges so torch.compile fuses each node into a
-    few loops; eager, this measured as fast as stacking the ops and mixing them with one bmm.
+    few loops; eager, it needs no stacked copy of the ops' outputs.
     """
     B, H = h.shape
-    c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
-    states = bn(h + torch.sigmoid(c0) * (torch.tanh(h0) - h)).unsqueeze(0)
+    states = bn(first_node(xp, (h if mh is None else h * mh) @ w0h, h)).unsqueeze(0)
     for w, mix in zip(ws, mixes):
         i = states.size(0)
         c, hh = ((states if mh is None else states * mh).view(i * B, H) @ w).view(i, B, 2 * H).split(H, -1)
-        m = mix.unbind(1)  # (i, 1, 1) each: identity, tanh, relu, sigmoid, −keep
-        u = m[0] * hh + m[1] * torch.tanh(hh) + m[2] * torch.relu(hh) + m[3] * torch.sigmoid(hh) + m[4] * states
-        s = bn((torch.sigmoid(c) * u - m[4] * states).sum(0))
+        m = mix.unbind(1)  # (i, 1, 1) each: the ops of OPS[1:], then −keep
+        u = m[0] * ACTIVATIONS[OPS[1]](hh)
+        for w_op, op in zip(m[1:-1], OPS[2:]):
+            u = u + w_op * ACTIVATIONS[op](hh)
+        u = u + m[-1] * states
+        s = bn((torch.sigmoid(c) * u - m[-1] * states).sum(0))
         states = torch.cat([states, s.unsqueeze(0)])
     return states[1:].mean(0)
 

@@ -36,7 +36,7 @@ from .corpus import Corpus, batchify
 from .genotype import load
 from .lm_eval import evaluate, ppl
 from .lm_file import LMSpec, build_lm, load_model_file, model_file, rnn_parameters
-from .loop import NonFinite, TrainingLoop
+from .loop import LMLoop, NonFinite
 from .lstm import matching_nhid
 from .model import RNNModel
 
@@ -115,7 +115,7 @@ def load_for_evaluation(path: str | Path, device: str | torch.device = "cpu") ->
     return model, data
 
 
-class Trainer(TrainingLoop):
+class Trainer(LMLoop):
     def __init__(self, config: RetrainConfig, run_dir: RunDir, corpus: Corpus):
         super().__init__(config, run_dir, corpus, config.time_budget, config.max_rollbacks)
         c, paths = config, corpus.paths

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from common.cli import (COUNT, NODE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded, check_resume_flags, command,
-                        command_line)
+from common.cli import (COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded,
+                        check_resume_flags, command, command_line)
 from common.errors import InputError
-from common.ranges import FACTOR, NON_NEGATIVE, POSITIVE
+from common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
 from tagger.cli import train_tagger
 
@@ -49,11 +49,13 @@ def tagger_flags(command: click.Command) -> click.Command:
 @click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=bounded(NON_NEGATIVE), default=D.arch_wdecay, help="Adam weight decay of α.")
 @click.option("--max-batches-per-epoch", type=COUNT, default=None, help="Cap the batches of an epoch (quick runs).")
+@click.option("--time-budget", type=bounded(MINUTES), default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short and validated.")
+@click.option("--max-rollbacks", type=NON_NEGATIVE_COUNT, default=D.max_rollbacks, help="Rollbacks to the last checkpoint after a non-finite loss before giving up.")
 @click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the held-apart sentences, the batch order (and of a sampled dev split).")
 @click.option("--out", type=OUTPUT_FILE, help="Where to write the derived genotype JSON (default RUN_DIR/genotype.json).")
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/search-tagger-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the search in this run directory (its config is reused).")
-def main(out, run_dir, resume, epochs, order, **options) -> None:
+def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     """Search a recurrent cell as the BiRNN layer of the CRF tagger, on the tagging corpus itself.
 
     Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
@@ -73,14 +75,14 @@ def main(out, run_dir, resume, epochs, order, **options) -> None:
     if resume:
         run = RunDir(resume)
         stored = run.config()
-        config = TaggingSearchConfig.from_dict(stored, epochs=epochs)
-        check_resume_flags(run.path, stored, changeable=("epochs",), runtime=("out",))
+        config = TaggingSearchConfig.from_dict(stored, epochs=epochs, time_budget=time_budget)
+        check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("out",))
     else:
         for name in REQUIRED:
             if options[name] is None:
                 raise InputError(f"--{name}: required (unless --resume)")
         config = TaggingSearchConfig(order=int(order), epochs=epochs if epochs is not None else D.epochs,
-                                     command=command_line("bin/search-tagger"), **options)
+                                     time_budget=time_budget, command=command_line("bin/search-tagger"), **options)
         run = RunDir(run_dir or default_run_dir("search-tagger"))
     config.check()
     flair_logs_to_stderr()

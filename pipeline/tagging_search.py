@@ -8,20 +8,19 @@ weights take one SGD step on a batch of the other training sentences, as flair's
 it (the CRF loss summed over the batch, the gradient norm clipped). The dev split is only scored
 (F1 at each epoch end); the test split is never used.
 
-The run directory is laid out as `bin/search-lm` lays it out: config.json, log.jsonl (one record
-per epoch: loss, dev F1, α, the genotype so far), checkpoint.pt, and at the end metrics.json and
-genotype.json. The checkpoint (at each epoch end, and on Ctrl-C at the next batch boundary) holds
-the RNG states and the position in the epoch, so a resumed search on the CPU ends exactly where an
+The search runs on the training loop of the LM search and retraining (`nas.loop.TrainingLoop`):
+the run directory is laid out as `bin/search-lm` lays it out (config.json, log.jsonl with one
+record per epoch: loss, dev F1, α, the genotype so far; checkpoint.pt, written after the epoch's
+log line; at the end metrics.json and genotype.json), and Ctrl-C, `--resume`, `--time-budget` and
+rollback after a non-finite loss (`--max-rollbacks`) work as there. The checkpoint holds the RNG
+states and the position in the epoch, so a resumed search on the CPU ends exactly where an
 uninterrupted one would; with pooled-flair embeddings, whose word memory flair wipes whenever the
 model enters training mode, that memory starts afresh at the resume.
 """
 from __future__ import annotations
 
-import random
-import time
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -30,13 +29,13 @@ from torch.func import functional_call
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from common.errors import InputError
-from common.files import atomic_write_json
-from common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
+from common.runs import RunDir
 from nas import __version__
 from nas.architect import Architect, split_parameters
 from nas.genotype import Genotype
-from nas.loop import Progress
-from nas.ops import mean_abs_deviation
+from nas.methods import method_class
+from nas.mixing import MixingRule
+from nas.loop import NonFinite, TrainingLoop
 from nas.recurrence import reverse_padded
 from nas.search_cell import SearchRNN
 from tagger.corpora import Split, TaggingCorpus, load_corpus, parse_columns, to_sentences
@@ -60,11 +59,11 @@ class BiSearchRNN(nn.Module):
     num_layers = 1
     bidirectional = True
 
-    def __init__(self, input_size: int, hidden_size: int, nodes: int, method: str, dropout_x: float = 0.0,
+    def __init__(self, input_size: int, hidden_size: int, nodes: int, rule: MixingRule, dropout_x: float = 0.0,
                  dropout_h: float = 0.0):
         super().__init__()
         self.hidden_size = hidden_size
-        forward, backward = (SearchRNN(input_size, hidden_size, nodes, method, dropout_x, dropout_h) for _ in range(2))
+        forward, backward = (SearchRNN(input_size, hidden_size, nodes, rule, dropout_x, dropout_h) for _ in range(2))
         backward.alpha = forward.alpha  # one parameter: named once, stepped once
         self.directions = nn.ModuleList([forward, backward])
 
@@ -111,32 +110,32 @@ def batches(order: list[int], size: int) -> list[list[int]]:
     return cut
 
 
-class TaggingSearch:
+class TaggingSearch(TrainingLoop):
     """One search in one run directory; `run` trains until `config.epochs` and returns the genotype."""
 
+    noun = "search"
+
     def __init__(self, config: TaggingSearchConfig, run_dir: RunDir, corpus: TaggingCorpus, embeddings):
-        c = self.config = config
-        self.run_dir, self.corpus = run_dir, corpus
-        torch.manual_seed(c.seed)
-        self.py_rng = random.Random(c.seed)
+        super().__init__(config, run_dir, config.time_budget, config.max_rollbacks)
+        c = config
+        self.corpus = corpus
         weight_split, alpha_split = split_for_alpha(corpus.train, c.arch_split, c.seed)
         self.train_sentences = to_sentences(weight_split, corpus.tag_type)
         self.alpha_sentences = to_sentences(alpha_split, corpus.tag_type)
         self.dev_sentences = to_sentences(corpus.dev, corpus.tag_type)
-        self.layer = BiSearchRNN(embeddings.embedding_length, c.hidden_size, c.nodes, c.method, c.dropout_x,
-                                 c.dropout_h)
+        self.layer = BiSearchRNN(embeddings.embedding_length, c.hidden_size, c.nodes, method_class(c.method).rule,
+                                 c.dropout_x, c.dropout_h)
         self.model = build_model(c.tagger(), corpus, embeddings, None, rnn=self.layer)
         self.model.embeddings.requires_grad_(False)  # features, as in train-tagger: neither weights nor α
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr)
         self.architect = Architect(self.model, c.arch_lr, c.arch_wdecay, c.order, weight_wd=0.0, weight_clip=c.clip,
                                    loss_fn=tagging_loss)
-        self.epoch, self.batch, self.steps = 0, 0, 0
+        self.steps = 0
         self.order: list[int] = []
         self.alpha_order: list[int] = []
-        self.totals = _fresh_totals()
-        self.stop = StopFlag()
-        self.progress = Progress()
+        self.train_batches: list[list[int]] = []
+        self.alpha_batches: list[list[int]] = []
 
     @classmethod
     def open(cls, config: TaggingSearchConfig, run_dir: RunDir, resume: bool) -> "TaggingSearch":
@@ -155,103 +154,76 @@ class TaggingSearch:
 
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "architect": self.architect.optimizer.state_dict(), "epoch": self.epoch, "batch": self.batch,
-                "steps": self.steps, "order": self.order, "alpha_order": self.alpha_order, "totals": self.totals,
-                "rng": rng_state(self.py_rng)}
+                "architect": self.architect.optimizer.state_dict(), "epoch": self.epoch, "steps": self.steps,
+                "order": self.order, "alpha_order": self.alpha_order, **self.position()}
 
-    def start(self) -> None:
-        """config.json, and an epoch-0 checkpoint to resume from if the first epoch is cut short."""
-        self.run_dir.start(asdict(self.config), checkpoint=self.state())
+    def restore_state(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.architect.optimizer.load_state_dict(state["architect"])
+        self.epoch, self.steps = state["epoch"], state["steps"]
+        self.order, self.alpha_order = state["order"], state["alpha_order"]
+        self.load_position(state)
 
-    def resume(self) -> None:
-        state = self.run_dir.load_checkpoint()
-        try:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.architect.optimizer.load_state_dict(state["architect"])
-            self.epoch, self.batch, self.steps = state["epoch"], state["batch"], state["steps"]
-            self.order, self.alpha_order, self.totals = state["order"], state["alpha_order"], dict(state["totals"])
-            set_rng_state(state["rng"], self.py_rng)
-        except (KeyError, TypeError, RuntimeError, ValueError) as err:
-            raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this search "
-                             f"({' '.join(str(err).split())[:200]})") from None
-        self.run_dir.trim_log(self.epoch)
-        atomic_write_json(self.run_dir.path / "config.json", asdict(self.config))  # the limits it now goes on to
+    # -- steps -------------------------------------------------------------------------------
 
-    # -- loop --------------------------------------------------------------------------------
+    def fresh_totals(self) -> dict:
+        return {"loss": 0.0, "loss_tokens": 0, "tokens": 0, "seconds": 0.0}
 
-    def run(self, progress: Progress | None = None,
-            on_batch: Callable[["TaggingSearch"], None] | None = None) -> Genotype:
-        """Search until `config.epochs`; `on_batch(self)` after every batch. Returns the genotype (`finish`)."""
-        self.progress = progress or Progress()
-        with self.stop:
-            while self.epoch < self.config.epochs:
-                self._train_epoch(on_batch)
-                self._end_epoch()
-        return self.finish()
-
-    def _train_epoch(self, on_batch: Callable[["TaggingSearch"], None] | None) -> None:
+    def begin_epoch(self) -> None:
+        """A fresh epoch draws new orders of both parts of the training split; a resumed one keeps its own."""
         c = self.config
-        if self.batch == 0:  # a fresh epoch: new orders of both parts of the training split
+        if self.batch == 0:
             self.order = self.py_rng.sample(range(len(self.train_sentences)), len(self.train_sentences))
             self.alpha_order = self.py_rng.sample(range(len(self.alpha_sentences)), len(self.alpha_sentences))
-        train_batches, alpha_batches = batches(self.order, c.batch_size), batches(self.alpha_order, c.batch_size)
-        if c.max_batches_per_epoch is not None:
-            train_batches = train_batches[: c.max_batches_per_epoch]
-        self.model.train()
-        self.progress.epoch_started(self, len(train_batches))
-        while self.batch < len(train_batches):
-            start = time.perf_counter()
-            train = [self.train_sentences[i] for i in train_batches[self.batch]]
-            alpha = [self.alpha_sentences[i] for i in alpha_batches[self.batch % len(alpha_batches)]]
-            self.architect.step(train, None, alpha, None, c.lr)
-            self._weight_step(train)
-            store_embeddings(train + alpha, "cpu")  # as flair's trainer: static embeddings kept, dynamic ones dropped
-            self.batch += 1
-            self.steps += 1
-            self.totals["tokens"] += sum(map(len, train))
-            self.totals["seconds"] += time.perf_counter() - start
-            self.progress.batch_done(self)
-            if on_batch is not None:
-                on_batch(self)
-            if self.stop.requested:
-                self.run_dir.save_checkpoint(self.state())
-                raise Interrupted(f"stopped in epoch {self.epoch + 1} after batch {self.batch}; "
-                                  f"continue with --resume {self.run_dir.path}")
-        self.progress.batches_ended(self)
+        self.train_batches = batches(self.order, c.batch_size)[: c.max_batches_per_epoch]
+        self.alpha_batches = batches(self.alpha_order, c.batch_size)
+
+    def batches_per_epoch(self) -> int:
+        return len(self.train_batches)
+
+    def train_batch(self) -> int:
+        """α's step on a batch of the held-apart sentences, then the weights' step on a batch of the others."""
+        train = [self.train_sentences[i] for i in self.train_batches[self.batch]]
+        alpha = [self.alpha_sentences[i] for i in self.alpha_batches[self.batch % len(self.alpha_batches)]]
+        self.architect.step(train, None, alpha, None, self.config.lr)
+        self._weight_step(train)
+        store_embeddings(train + alpha, "cpu")  # as flair's trainer: static embeddings kept, dynamic ones dropped
+        self.steps += 1
+        return sum(map(len, train))
 
     def _weight_step(self, sentences: list) -> None:
-        """One SGD step on the summed CRF loss, as flair's trainer; a non-finite loss or gradient ends the search."""
+        """One SGD step on the summed CRF loss, as flair's trainer; a non-finite loss or gradient raises
+        `NonFinite` before the weights change."""
         loss, count = self.model.forward_loss(sentences)
         where = f"in epoch {self.epoch + 1}, batch {self.batch + 1}"
-        self._check_finite(loss, f"loss became {loss.item()} {where}")
+        if not torch.isfinite(loss):
+            raise NonFinite(f"loss became {loss.item()} {where}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward(inputs=self.weights)
         norm = torch.nn.utils.clip_grad_norm_(self.weights, self.config.clip)
-        self._check_finite(norm, f"gradient norm became {norm.item()} {where}")
+        if not torch.isfinite(norm):
+            raise NonFinite(f"gradient norm became {norm.item()} {where}")
         self.optimizer.step()
         self.totals["loss"] += loss.item()
         self.totals["loss_tokens"] += count
 
-    def _check_finite(self, value: torch.Tensor, problem: str) -> None:
-        if not torch.isfinite(value):
-            raise InputError(f"{problem}; the last good checkpoint in {self.run_dir.path} is kept (try a lower --lr)")
+    def giving_up(self, problem: str) -> str:
+        return f"{problem}; {self.kept_note()} (try a lower --lr)"
 
-    def _end_epoch(self) -> None:
-        start = time.perf_counter()
-        dev_f1 = evaluate(self.model, self.dev_sentences, self.corpus.dev.tags, self.config.eval_batch_size)[0]["f1"]
-        self.epoch += 1
+    # -- epochs ------------------------------------------------------------------------------
+
+    def validate(self) -> float:
+        """The dev F1 of the search model."""
+        return evaluate(self.model, self.dev_sentences, self.corpus.dev.tags, self.config.eval_batch_size)[0]["f1"]
+
+    def epoch_record(self, valid: float, seconds: float) -> dict:
         cell, t = self.layer.cell, self.totals
-        record = {"epoch": self.epoch, "step": self.steps, "train_loss": t["loss"] / max(t["loss_tokens"], 1),
-                  "dev_f1": dev_f1, "alpha": cell.alpha.detach().cpu().tolist(),
-                  "mad": mean_abs_deviation(cell.mixing_weights().detach(), cell.steps, cell.method),
-                  "genotype": self.layer.cell.genotype(self.config.top_n).to_dict()["nodes"],
-                  "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9),
-                  "seconds": t["seconds"] + time.perf_counter() - start}
-        self.batch, self.totals = 0, _fresh_totals()
-        self.run_dir.save_checkpoint(self.state())
-        self.run_dir.log(record)
-        self.progress.epoch_done(self, record)
+        return {"epoch": self.epoch, "step": self.steps, "train_loss": t["loss"] / max(t["loss_tokens"], 1),
+                "dev_f1": valid, "alpha": cell.alpha.detach().cpu().tolist(),
+                "mad": cell.rule.mad(cell.mixing_weights().detach(), cell.steps),
+                "genotype": cell.genotype(self.config.top_n).to_dict()["nodes"],
+                "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "seconds": seconds}
 
     # -- the result --------------------------------------------------------------------------
 
@@ -274,6 +246,3 @@ class TaggingSearch:
         self.run_dir.save_metrics({"search_dev_f1": dev_f1, "genotype": genotype.to_dict(), "epochs": c.epochs})
         return genotype
 
-
-def _fresh_totals() -> dict[str, Any]:
-    return {"loss": 0.0, "loss_tokens": 0, "tokens": 0, "seconds": 0.0}

@@ -46,6 +46,8 @@ class TaggingSearchConfig:
     arch_split: float = 0.5
     epochs: int = 40
     max_batches_per_epoch: int | None = None
+    time_budget: float | None = None  # minutes of training and validation, over resumes
+    max_rollbacks: int = 0  # rollbacks to the last checkpoint after a non-finite loss before giving up
     seed: int = 1
     device: str = T.device
     threads: int | None = None
@@ -71,5 +73,9 @@ class TaggingSearchConfig:
         if self.batch_size < 2:
             raise InputError(f"--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, "
                              f"got {self.batch_size}")
+        if self.time_budget is not None and self.time_budget <= 0:
+            raise InputError(f"--time-budget: must be positive, got {self.time_budget}")
+        if self.max_rollbacks < 0:
+            raise InputError(f"--max-rollbacks: must be at least 0, got {self.max_rollbacks}")
         if not 0 < self.arch_split < 1:
             raise InputError(f"--arch-split: must be a fraction of the training split in (0, 1), got {self.arch_split}")

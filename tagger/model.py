@@ -90,13 +90,13 @@ CELL_RNN_TYPE = ("FrozenRNN, a searched cell of nas-tagger: run `import tagger.m
 
 
 class CellTagger(SequenceTagger):
-    """`SequenceTagger` with a searched cell (genotype dict) or, with `genotype=None`, flair's BiLSTM."""
+    """`SequenceTagger` with a searched cell or, with `genotype=None`, flair's BiLSTM."""
 
-    def __init__(self, embeddings, tag_dictionary, tag_type: str, genotype: dict | None = None,
+    def __init__(self, embeddings, tag_dictionary, tag_type: str, genotype: Genotype | None = None,
                  cell_dropout_x: float = 0.0, cell_dropout_h: float = 0.0, cell_init: str = "lstm", **kwargs):
         # Read by RNN() during SequenceTagger.__init__, so set first (plain attributes are allowed
         # before nn.Module.__init__). `cell_init` only draws the starting weights, so it is not saved.
-        self.genotype = validate(genotype, "model genotype") if genotype is not None else None
+        self.genotype = genotype
         self.cell_dropout_x, self.cell_dropout_h, self.cell_init = cell_dropout_x, cell_dropout_h, cell_init
         kwargs.setdefault("rnn_type", CELL_RNN_TYPE if genotype is not None else "LSTM")
         super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
@@ -121,8 +121,10 @@ class CellTagger(SequenceTagger):
 
     @classmethod
     def _init_model_with_state_dict(cls, state, **kwargs):
+        stored = state.get("genotype")  # a file's genotype is checked before a cell is built from it
+        genotype = validate(stored, "model genotype") if stored is not None else None
         return super()._init_model_with_state_dict(
-            state, genotype=state.get("genotype"), cell_dropout_x=state.get("cell_dropout_x", 0.0),
+            state, genotype=genotype, cell_dropout_x=state.get("cell_dropout_x", 0.0),
             cell_dropout_h=state.get("cell_dropout_h", 0.0), **kwargs)
 
     def save(self, model_file_path: str | os.PathLike, checkpoint: bool = False) -> None:

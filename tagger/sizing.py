@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from common.parameters import closest_size, count_on_meta
-from nas.genotype import validate
+from nas.genotype import Genotype
 
 from .model import recurrent_layer
 
@@ -25,14 +25,13 @@ class Match:
     reference: dict  # {"cell", "hidden_size", "rnn_parameters"} of the layer it is matched to
 
 
-def rnn_parameters(genotype: dict | None, input_size: int, hidden_size: int) -> int:
-    """Parameters of the tagger's recurrent layer (both directions) for a genotype dict, or flair's LSTM for None."""
-    cell = validate(genotype, "genotype") if genotype is not None else None
-    return count_on_meta(lambda: recurrent_layer(cell, input_size, hidden_size))
+def rnn_parameters(genotype: Genotype | None, input_size: int, hidden_size: int) -> int:
+    """Parameters of the tagger's recurrent layer (both directions) for a genotype, or flair's LSTM for None."""
+    return count_on_meta(lambda: recurrent_layer(genotype, input_size, hidden_size))
 
 
-def match_layer(genotype: dict | None, reference_cell: str, reference_genotype: dict | None, reference_hidden: int,
-                input_size: int) -> Match:
+def match_layer(genotype: Genotype | None, reference_cell: str, reference_genotype: Genotype | None,
+                reference_hidden: int, input_size: int) -> Match:
     """The hidden size of `genotype`'s layer that matches `reference_cell`'s layer at `reference_hidden`."""
     target = rnn_parameters(reference_genotype, input_size, reference_hidden)
     hidden = closest_size(lambda h: rnn_parameters(genotype, input_size, h), target)

@@ -16,7 +16,7 @@ import time
 import warnings
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from common.files import atomic_write_json, read_json
 from common.parameters import count_parameters
@@ -26,6 +26,9 @@ from . import evaluation, model_card
 from .config import TaggerConfig
 from .corpora import TaggingCorpus, to_sentences
 from .embeddings import keep_word_vectors
+
+if TYPE_CHECKING:
+    from nas.genotype import Genotype
 
 log = logging.getLogger("flair")
 # flair 0.15's trainer builds torch.cuda.amp.GradScaler (deprecated by torch) on every training, CPU too.
@@ -45,7 +48,7 @@ def tag_dictionary(corpus: TaggingCorpus):
     return dictionary
 
 
-def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, rnn=None):
+def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, rnn=None):
     """The tagger of `config`; `rnn`, a module behind flair's `nn.LSTM` interface, replaces the
     genotype's layer (the tagger search passes its search layer; such a model trains but does not reload)."""
     from .model import CellTagger
@@ -125,7 +128,7 @@ class _OwnTestScoring(logging.Filter):
         return True
 
 
-def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
               out: Path, resume: bool = False, on_epoch: Callable | None = None) -> dict:
     """Train one seed into `out` and return its metrics (also written to out/metrics.json).
 
@@ -148,7 +151,7 @@ def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype:
     return _train_run(config, corpus, embeddings, genotype, seed, out, False, resume, on_epoch)
 
 
-def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, seed: int,
+def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
                out: Path, multi_gpu: bool, resume: bool, on_epoch: Callable | None) -> dict:
     import flair
     from flair.data import Corpus
@@ -227,7 +230,8 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if scored_dev is not None:
         metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
     atomic_write_json(out / "metrics.json", metrics)
-    model_card.write(out / "README.md", {**asdict(config), "genotype": genotype}, metrics, metrics["model"])
+    model_card.write(out / "README.md", {**asdict(config), "genotype": genotype.to_dict() if genotype else None},
+                     metrics, metrics["model"])
     with open(out / "training.log", "a", encoding="utf-8") as handle:
         handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")
     # A finished run resumes to its metrics alone: its checkpoint goes, and the final model unless asked for.
@@ -241,7 +245,7 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path,
+def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
                resume: bool = False, on_epoch: Callable | None = None) -> dict:
     """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary.
 
@@ -249,7 +253,8 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     is removed. `resume` continues each seed where it stopped (`train_run`)."""
     run = RunDir(out)
     if not resume:
-        run.start({**asdict(config), "genotype": genotype, "corpus_notes": corpus.notes})
+        stored = genotype.to_dict() if genotype is not None else None
+        run.start({**asdict(config), "genotype": stored, "corpus_notes": corpus.notes})
     words = (word for split in (corpus.train, corpus.dev, corpus.test) if split is not None
              for sentence in split.tokens for word in sentence)
     embeddings = keep_word_vectors(embeddings, words, config.word_vocab)
@@ -261,7 +266,7 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         raise
 
 
-def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: dict | None, out: Path,
+def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
                  resume: bool, on_epoch: Callable | None) -> dict:
     if config.runs == 1:
         return train_run(config, corpus, embeddings, genotype, config.seed, out, resume, on_epoch)

@@ -46,9 +46,10 @@ def _mask(like: torch.Tensor, p: float, shape: tuple[int, ...]) -> torch.Tensor 
 class ReferenceSearchRNN(nn.Module):
     """The search cell per step, per node, per edge (one matmul each) and per op.
 
-    Takes SearchRNN's arguments, so bench/search_step.py can swap it in; it has no ESS gates or
-    attention. Its parameters have SearchRNN's names and shapes, and are drawn in the same order
-    (so a seeded bench starts both from the same weights; tests copy them by name).
+    Takes SearchRNN's arguments (the method's name in place of its mixing rule), so
+    bench/search_step.py can swap it in; it has no ESS gates or attention. Its parameters have
+    SearchRNN's names and shapes, and are drawn in the same order (so a seeded bench starts both
+    from the same weights; tests copy them by name).
     """
 
     def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts", dropout_x: float = 0.0,

@@ -152,5 +152,5 @@ def train_tiny_tagger(root: Path) -> tuple[Path, Path]:
     config = TaggerConfig(cell="darts_v2", corpus="conll03", data=str(data / "conll03"), embeddings=f"glove:{vectors}",
                           hidden_size=16, batch_size=8, max_epochs=3, lr=0.5, seed=1)
     train_runs(config, load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings),
-               load("darts_v2").to_dict(), root / "run")
+               load("darts_v2"), root / "run")
     return root / "run", data

@@ -5,7 +5,9 @@ import torch
 
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype
-from nas.ops import derive, edge_offsets, normalise
+from nas.methods.darts import Darts
+from nas.methods.idarts import IDarts
+from nas.ops import edge_offsets
 from nas.search_cell import SearchRNN
 
 
@@ -50,9 +52,9 @@ def test_input_dropout_mask_is_drawn_once_per_sequence():
 def test_normalisations_sum_to_one_over_the_right_sets():
     steps = 4
     alpha = torch.randn(steps * (steps + 1) // 2, 5)
-    per_edge = normalise(alpha, steps, "darts")
+    per_edge = Darts.rule.normalise(alpha, steps)
     assert torch.allclose(per_edge.sum(1), torch.ones(len(alpha)))
-    per_node = normalise(alpha, steps, "idarts")
+    per_node = IDarts.rule.normalise(alpha, steps)
     off = edge_offsets(steps)
     for i in range(steps):
         assert per_node[off[i]:off[i + 1]].sum().item() == pytest.approx(1.0, abs=1e-6)
@@ -68,15 +70,15 @@ def test_derivation_from_hand_set_weights():
     w[3, 1] = 0.20   # node 3: identity from 0 (second)
     w[5, 3] = 0.25   # relu from 2 (first)
     w[4, 0] = 0.99   # none from 1 is never kept
-    assert derive(w, 3, "darts") == [[("relu", 0)], [("sigmoid", 1)], [("relu", 2)]]
-    assert derive(w, 3, "idarts", top_n=2) == [
+    assert Darts.rule.derive(w, 3) == [[("relu", 0)], [("sigmoid", 1)], [("relu", 2)]]
+    assert IDarts.rule.derive(w, 3, top_n=2) == [
         [("relu", 0), ("tanh", 0)], [("sigmoid", 1), ("tanh", 0)], [("relu", 2), ("identity", 0)]]
 
 
 def test_search_cell_with_one_hot_weights_is_the_derived_frozen_cell():
     torch.manual_seed(1)
     steps, ninp, nhid = 3, 5, 4
-    search = SearchRNN(ninp, nhid, steps, "idarts").eval()
+    search = SearchRNN(ninp, nhid, steps, IDarts.rule).eval()
     picks = {0: (0, "tanh"), 1: (1, "relu"), 2: (0, "sigmoid")}  # node index -> (predecessor, op)
     with torch.no_grad():
         search.alpha.fill_(-50.0)

@@ -16,6 +16,7 @@ from nas.corpus import Corpus
 from common.errors import InputError
 from nas.genotype import Genotype, validate
 from nas.gates import FrozenGate, InterGates, SearchGate
+from nas.methods.darts import Darts
 from common.runs import RunDir
 from nas.config import SearchConfig
 from nas.search import Searcher
@@ -78,7 +79,7 @@ def test_gates_and_causal_attention_never_read_the_future(layer):
     if layer == "frozen":
         rnn = FrozenRNN(gated(INTER, "multihead"), ninp=4, nhid=4, attention_heads=2).eval()
     else:
-        rnn = SearchRNN(4, 4, steps=3, inter=InterGates.search(4, 4, history=2, nodes=3),
+        rnn = SearchRNN(4, 4, steps=3, rule=Darts.rule, inter=InterGates.search(4, 4, Darts.rule, history=2, nodes=3),
                         attention=SearchAttention(4, heads=2)).eval()
     x = torch.randn(6, 2, 4)
     out = rnn(x)[0]
@@ -122,7 +123,8 @@ def test_history_carried_across_batches_equals_one_long_sequence(layer):
     if layer == "frozen":
         rnn = FrozenRNN(gated(INTER), ninp=4, nhid=4).eval()
     else:
-        rnn = SearchRNN(4, 4, steps=2, inter=InterGates.search(4, 4, history=3, nodes=3)).eval()
+        rnn = SearchRNN(4, 4, steps=2, rule=Darts.rule,
+                        inter=InterGates.search(4, 4, Darts.rule, history=3, nodes=3)).eval()
     x = torch.randn(7, 2, 4)
     whole, _ = rnn(x)
     first, hidden = rnn(x[:3])
@@ -134,7 +136,7 @@ def test_history_carried_across_batches_equals_one_long_sequence(layer):
 
 def test_search_gate_with_one_hot_weights_is_the_derived_frozen_gate():
     torch.manual_seed(4)
-    search = SearchGate(history=2, nodes=3, d_src=5, d_gate=4, squash="2sigmoid")
+    search = SearchGate(history=2, nodes=3, d_src=5, d_gate=4, rule=Darts.rule, squash="2sigmoid")
     rows = {(1, 0): "tanh", (2, 1): "relu", (3, 2): "sigmoid"}  # (node, predecessor) -> op; layouts 1, 2, 2 rows
     with torch.no_grad():  # a softmax per edge: unused edges pick `none`
         search.alpha.fill_(-50.0)

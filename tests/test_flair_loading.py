@@ -40,7 +40,7 @@ def saved(setup, cell: str | None, name: str):
     """(path, sentences, entities with scores) of an untrained, seeded tagger saved to `name`."""
     root, corpus, embeddings = setup
     torch.manual_seed(0)
-    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load(cell).to_dict() if cell else None)
+    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load(cell) if cell else None)
     sentences = to_sentences(corpus.dev, "ner")
     found = predict_entities(model, sentences, 8)
     assert any(found)  # random weights still predict entities, so equal predictions mean something

@@ -1,4 +1,4 @@
-"""The fused frozen layer (nas/fused_cell.py) against the autograd path, the slow reference and
+"""The fused frozen layer (nas/fast/frozen_loop.py) against the autograd path, the slow reference and
 finite differences, for every shipped cell without inter-cell gates (those keep the autograd path).
 
 Each test runs with the C++ kernels (when `pip install -e .` built them) and with the PyTorch ops
@@ -12,9 +12,10 @@ import logging
 import pytest
 import torch
 
-import nas.fused_cell as fused_cell
-from nas.cell import FrozenRNN, plan_waves
-from nas.fused_cell import FusedFrozenCell, plan
+from nas.cell import FrozenRNN
+from nas.fast import kernels as fast_kernels
+from nas.fast.frozen_loop import FusedFrozenCell, plan
+from nas.waves import plan_waves
 from nas.genotype import Genotype, load, shipped_cells
 from reference import reference_frozen
 
@@ -32,11 +33,11 @@ def _genotype(name: str) -> Genotype:
 @pytest.fixture(params=["c++", "torch"])
 def kernels(request, monkeypatch):
     """Runs a test with the C++ elementwise kernels, then with the PyTorch ops."""
-    if request.param == "c++" and fused_cell._kernels is None:
+    if request.param == "c++" and fast_kernels._kernels is None:
         pytest.skip("C++ kernels not built")
     if request.param == "torch":
-        monkeypatch.setattr(fused_cell, "_kernels", None)
-        monkeypatch.setattr(fused_cell, "_warned", True)
+        monkeypatch.setattr(fast_kernels, "_kernels", None)
+        monkeypatch.setattr(fast_kernels, "_warned", True)
     return request.param
 
 
@@ -161,22 +162,22 @@ def test_under_autocast_the_layer_runs_the_autograd_path_in_bf16():
 
 
 def test_kernels_that_do_not_load_are_named_with_the_reason(monkeypatch, caplog):
-    monkeypatch.setattr(fused_cell, "_kernels", None)
-    monkeypatch.setattr(fused_cell, "_kernels_error", ImportError("undefined symbol: _ZN2at4_ops"))
-    monkeypatch.setattr(fused_cell, "_warned", False)
-    with caplog.at_level(logging.WARNING, logger="nas.fused_cell"):
-        fused_cell.warn_once_without_kernels()
+    monkeypatch.setattr(fast_kernels, "_kernels", None)
+    monkeypatch.setattr(fast_kernels, "_kernels_error", ImportError("undefined symbol: _ZN2at4_ops"))
+    monkeypatch.setattr(fast_kernels, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
+        fast_kernels.warn_once_without_kernels()
     (record,) = caplog.records
     assert "do not load (undefined symbol: _ZN2at4_ops; built against another torch?)" in record.getMessage()
     assert "were not built" not in record.getMessage()
 
 
 def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, caplog):
-    monkeypatch.setattr(fused_cell, "_kernels", None)
-    monkeypatch.setattr(fused_cell, "_warned", False)
+    monkeypatch.setattr(fast_kernels, "_kernels", None)
+    monkeypatch.setattr(fast_kernels, "_warned", False)
     rnn = _layer("darts_v2", 1).eval()
     x, hidden, lengths = _inputs(1)
-    with caplog.at_level(logging.WARNING, logger="nas.fused_cell"):
+    with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
         first = rnn(x, hidden, lengths)[0]
         rnn(x, hidden, lengths)
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
@@ -184,3 +185,16 @@ def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, capl
     assert "were not built" in message and "pip install --no-build-isolation SOURCE" in message and " -e " not in message
     rnn.fused = False
     torch.testing.assert_close(first, rnn(x, hidden, lengths)[0], **TOL32)
+
+
+def test_a_cell_with_an_op_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypatch):
+    import nas.cell
+    import nas.fast.frozen_loop as frozen_loop
+
+    monkeypatch.setattr(frozen_loop, "OP_CODES", {"identity": 0, "tanh": 1, "sigmoid": 3})  # no relu: darts_v2 has it
+    monkeypatch.setattr(nas.cell, "fused_frozen_cell", None)  # calling it would fail
+    rnn = _layer("darts_v2", 2)
+    x, hidden, lengths = _inputs(2)
+    got = rnn(x, hidden, lengths)[0]
+    rnn.fused = False
+    assert torch.equal(got, rnn(x, hidden, lengths)[0])

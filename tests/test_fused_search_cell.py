@@ -1,4 +1,4 @@
-"""The fused search cell (nas/fused_search_cell.py) against the autograd path, the slow reference
+"""The fused search cell (nas/fast/search_loop.py) against the autograd path, the slow reference
 (tests/reference.py) and finite differences; and when it applies.
 
 (tests/test_reference_cells.py runs the search cell on both paths against the reference in float64,
@@ -11,20 +11,22 @@ import logging
 import pytest
 import torch
 
-import nas.fused_cell as fused_cell
+from nas.fast import kernels
 from nas.distributed import SyncedBatchNorm
-from nas.fused_search_cell import FusedSearchCell
+from nas.fast.search_loop import FusedSearchCell
 from nas.gates import InterGates
+from nas.methods import method_class
+from nas.methods.darts import Darts
 from nas.search_cell import SearchRNN
 from reference import ReferenceSearchRNN
 
 REL32 = 1e-5  # float32: largest difference within 1e-5 of the tensor's largest entry
-pytestmark = pytest.mark.skipif(fused_cell._kernels is None, reason="C++ kernels not built")
+pytestmark = pytest.mark.skipif(kernels._kernels is None, reason="C++ kernels not built")
 
 
 def _pair(method: str, dropout: float, dtype=torch.float32, steps: int = 8):
     torch.manual_seed(0)
-    fast = SearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout)
+    fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout)
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
         for w in fast.ws:
@@ -117,19 +119,19 @@ def test_first_order_alpha_pass_forms_no_weight_gradient():
 
 def test_the_fused_path_applies_only_where_it_is_exact():
     x = torch.zeros(3, 4, 7)
-    cell = SearchRNN(7, 6, 2)
+    cell = SearchRNN(7, 6, 2, Darts.rule)
     assert cell.fusable(x)
     assert not cell.fusable(x[:, :1])  # BatchNorm of one row: the autograd path raises torch's error
     with torch.no_grad():
         assert not cell.fusable(x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not cell.fusable(x)
-    assert not SearchRNN(7, 6, 2, fused=False).fusable(x)
+    assert not SearchRNN(7, 6, 2, Darts.rule, fused=False).fusable(x)
     assert not cell.eval().fusable(x)
-    synced = SearchRNN(7, 6, 2)
+    synced = SearchRNN(7, 6, 2, Darts.rule)
     synced.bn.__class__ = SyncedBatchNorm  # what nas.distributed does under torchrun
     assert not synced.fusable(x)
-    gated = SearchRNN(7, 6, 2, inter=InterGates.search(7, 6, 2, 2))
+    gated = SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2))
     assert not gated.fusable(x)
 
 
@@ -137,12 +139,21 @@ def test_without_kernels_one_warning_line_then_the_autograd_path(monkeypatch, ca
     fast, ref = _pair("darts", 0.3)
     x, hidden = _inputs()
     expected = _run(ref, x, hidden)
-    monkeypatch.setattr(fused_cell, "_kernels", None)
-    monkeypatch.setattr(fused_cell, "_warned", False)
-    with caplog.at_level(logging.WARNING, logger="nas.fused_cell"):
+    monkeypatch.setattr(kernels, "_kernels", None)
+    monkeypatch.setattr(kernels, "_warned", False)
+    with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
         got = _run(fast, x, hidden)
         _run(fast, x, hidden)
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
     assert "search cell its autograd path" in caplog.records[0].getMessage()
     for k, (a, b) in enumerate(zip(got, expected)):
         _assert_close(a, b, str(k))
+
+
+def test_an_op_set_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypatch):
+    from nas.fast import search_loop
+
+    x = torch.zeros(3, 4, 7)
+    assert SearchRNN(7, 6, 2, Darts.rule).fusable(x)
+    monkeypatch.setattr(search_loop, "OPS_SUPPORTED", ("none", "identity", "tanh", "relu"))
+    assert not SearchRNN(7, 6, 2, Darts.rule).fusable(x)

@@ -139,3 +139,32 @@ def test_train_tagger_killed_between_a_loss_row_and_a_checkpoint(tmp_path, resto
         assert a["model_card"]["training_complete"] is True
     full, again = (json.loads((d / "metrics.json").read_text()) for d in (straight, cut))
     assert again["test"] == full["test"] and again["dev"] == full["dev"] and again["epochs"] == 4
+
+
+def test_search_tagger_killed_around_an_epoch_end_loses_no_epoch(tmp_path, restore_flair_logging):
+    """Killed after epoch 1's checkpoint (with the checkpoint written before the log line, as the
+    tagging search once did, epoch 1's record would be lost for good), then killed between epoch
+    2's log line and its checkpoint: each resume ends with the uninterrupted search's log and cell."""
+    import tagger_data as td
+
+    td.write_conll03(tmp_path / "data")
+    vectors = td.write_vectors(tmp_path / "vectors.txt")
+    args = ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings", f"glove:{vectors}",
+            "--hidden-size", "8", "--nodes", "3", "--batch-size", "8", "--epochs", "3", "--seed", "4",
+            "--threads", "1"]
+    module, straight, cut = "pipeline.search_tagger", tmp_path / "straight", tmp_path / "cut"
+    straight_run(module, [*args, "--run-dir", str(straight)])
+
+    run_killed(module, [*args, "--run-dir", str(cut)], at=2, when="after")  # right after epoch 1's checkpoint
+    assert epochs_logged(cut) == [1]
+    run_killed(module, ["--resume", str(cut)], at=1, when="before")  # epoch 2's log line written, not its checkpoint
+    assert epochs_logged(cut) == [1, 2] and torch.load(cut / "checkpoint.pt", weights_only=True)["epoch"] == 1
+
+    resumed = run(module, ["--resume", str(cut)])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    log = [json.loads(line) for line in (cut / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2, 3]
+    assert log == [json.loads(line) | {k: r[k] for k in ("tokens_per_s", "seconds")}
+                   for line, r in zip((straight / "log.jsonl").read_text().splitlines(), log)]
+    assert json.loads((cut / "genotype.json").read_text())["nodes"] == json.loads(
+        (straight / "genotype.json").read_text())["nodes"]

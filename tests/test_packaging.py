@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import tagger_data as td
-from nas import fused_cell
+from nas.fast import kernels
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("common", "nas", "pipeline", "tagger")
@@ -49,7 +49,7 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     installed = {p.relative_to(site) for p in site.rglob("*.py") if p.parts[len(site.parts)] in PACKAGES}
     assert installed == {p.relative_to(REPO) for name in PACKAGES for p in (REPO / name).rglob("*.py")}
     # built without isolation beside torch (the README's way), the wheel carries the C++ kernels
-    kernels_built_here = fused_cell._kernels is not None
+    kernels_built_here = kernels.compiled() is not None
     if kernels_built_here:
         assert len(list((site / "nas").glob("_fused_kernels*.so"))) == 1
 
@@ -69,7 +69,7 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     assert all(Path(p).is_relative_to(site) for p in paths.split()) and Path(paths.split()[2]).name == "nas_resources"
     assert cells.split() == sorted(p.stem for p in (REPO / "resources" / "cells").glob("*.json"))
     if kernels_built_here:
-        loads = run([sys.executable, "-c", "from nas import fused_cell; assert fused_cell._kernels, fused_cell._kernels_error"])
+        loads = run([sys.executable, "-c", "from nas.fast import kernels; assert kernels.compiled(), kernels._kernels_error"])
         assert loads.returncode == 0, loads.stderr
 
     # the installed console script, the default cell (darts_v2, shipped) and shipped character LMs

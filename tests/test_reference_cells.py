@@ -10,6 +10,7 @@ import torch
 from nas.architect import Architect
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype, load
+from nas.methods import method_class
 from nas.model import RNNModel
 from nas.search_cell import SearchRNN
 from reference import ReferenceArchitect, ReferenceSearchRNN, reference_frozen, reference_mixing_weights
@@ -23,7 +24,7 @@ def _grads(module: torch.nn.Module, loss: torch.Tensor, *extra: torch.Tensor) ->
 
 def _search_pair(method: str, steps: int, dropout: float, fused: bool = True):
     torch.manual_seed(0)
-    fast = SearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout, fused=fused).double()
+    fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout, fused=fused).double()
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
     ref = ReferenceSearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).double()
@@ -34,7 +35,7 @@ def _search_pair(method: str, steps: int, dropout: float, fused: bool = True):
 @pytest.mark.parametrize("method", ["darts", "idarts"])
 def test_mixing_weights_match_the_reference_softmax(method):
     alpha = torch.randn(36, 5, dtype=torch.float64)
-    fast = SearchRNN(4, 4, 8, method).double()
+    fast = SearchRNN(4, 4, 8, method_class(method).rule).double()
     with torch.no_grad():
         fast.alpha.copy_(alpha)
     torch.testing.assert_close(fast.mixing_weights(), reference_mixing_weights(alpha, 8, method), **TOL)
@@ -72,9 +73,10 @@ def test_search_cell_eval_mode_matches_reference_at_eight_nodes():
     torch.testing.assert_close(fast(x)[0], ref(x)[0], **TOL)
 
 
-def _search_model(cell_class, method: str, fused: bool = True) -> RNNModel:
+def _search_model(cell_class, mixing, fused: bool = True) -> RNNModel:
+    """`mixing`: the method's rule for SearchRNN, its name for the reference."""
     torch.manual_seed(0)
-    model = RNNModel(11, 6, cell_class(6, 6, 3, method, dropout_x=0.3, dropout_h=0.2), 0.3, 0.2, 0.1).double()
+    model = RNNModel(11, 6, cell_class(6, 6, 3, mixing, dropout_x=0.3, dropout_h=0.2), 0.3, 0.2, 0.1).double()
     model.rnn.fused = fused
     with torch.no_grad():
         model.rnn.alpha.normal_(0, 1)
@@ -87,7 +89,7 @@ def _search_model(cell_class, method: str, fused: bool = True) -> RNNModel:
 def test_alpha_step_matches_reference_architect(method, order, weight_clip, fused):
     """Same α update as the reference code's structure (full backward, copied model, in-place HVP),
     also when the weight gradient and v are clipped (0.01 is below both norms here)."""
-    fast, ref = _search_model(SearchRNN, method, fused), _search_model(ReferenceSearchRNN, method)
+    fast, ref = _search_model(SearchRNN, method_class(method).rule, fused), _search_model(ReferenceSearchRNN, method)
     ref.load_state_dict(fast.state_dict())  # the same weights, by name
     torch.manual_seed(2)
     words = torch.randint(11, (5, 3, 2))

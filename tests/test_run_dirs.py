@@ -175,7 +175,7 @@ def tagging(tmp_path_factory):
     vectors = td.label_vectors(data / "iob2" / "train.txt", root / "vectors.txt")
     config = TaggerConfig(data=str(data / "conll03"), embeddings=f"glove:{vectors}", **TAGGER)
     corpus, embeddings, genotype = load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings), \
-        load("darts_v2").to_dict()
+        load("darts_v2")
     train_runs(config, corpus, embeddings, genotype, root / "straight")
     return root, config, corpus, embeddings, genotype
 

@@ -33,7 +33,7 @@ def run_cli(args):
 
 def test_finite_difference_hvp_matches_autograd():
     torch.manual_seed(0)
-    rnn = SearchRNN(6, 6, steps=2, method="darts")
+    rnn = SearchRNN(6, 6, steps=2, rule=Darts.rule)
     model = RNNModel(20, 6, rnn, dropout=0.0, dropouti=0.0).double()
     words, targets = torch.randint(20, (5, 3)), torch.randint(20, (5, 3))
     architect = Architect(model)
@@ -227,7 +227,7 @@ class FrozenAlpha(Darts):
 
 
 def test_a_registered_method_runs_through_the_unchanged_loop(lm_corpus, tmp_path, monkeypatch):
-    monkeypatch.setitem(METHODS, "frozen", Entry("test_search:FrozenAlpha", "α fixed at its start"))
+    monkeypatch.setitem(METHODS, "frozen", Entry(lambda: FrozenAlpha, "α fixed at its start"))
     config, run, searcher = _searcher(lm_corpus, tmp_path / "run", epochs=1, method="frozen", order=1, seed=3)
     config.validate()
     run.start({})

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 import tagger_data as td
 from common.runs import Interrupted, RunDir
 from nas.genotype import load
+from nas.methods.darts import Darts
 from pipeline import tagging_search
 from pipeline.search_tagger import main
 from pipeline.tagging_search import BiSearchRNN, TaggingSearch
@@ -129,7 +130,7 @@ def test_second_order_steps_alpha_otherwise(setup, tmp_path):
 
 def test_bidirectional_layer_reads_each_sentence_alone():
     torch.manual_seed(0)
-    layer = BiSearchRNN(5, 6, nodes=3, method="darts").eval()
+    layer = BiSearchRNN(5, 6, nodes=3, rule=Darts.rule).eval()
     lengths = torch.tensor([4, 2, 3])
     x = torch.randn(3, 4, 5)
     packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)

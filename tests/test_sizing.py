@@ -34,12 +34,12 @@ def test_closest_size_finds_the_nearest_count_and_ties_go_to_the_smaller_size():
 def test_the_counts_are_the_built_layers_and_the_formulas(ninp, h):
     darts = load("darts_v2")
     assert rnn_parameters(None, ninp, h) == lstm_formula(ninp, h) == count_parameters(recurrent_layer(None, ninp, h))
-    assert rnn_parameters(darts.to_dict(), ninp, h) == darts_formula(ninp, h) == count_parameters(
+    assert rnn_parameters(darts, ninp, h) == darts_formula(ninp, h) == count_parameters(
         recurrent_layer(darts, ninp, h))
 
 
 def test_the_issues_example_an_lstm_and_darts_v2_matched_both_ways():
-    darts = load("darts_v2").to_dict()
+    darts = load("darts_v2")
     assert rnn_parameters(darts, 100, 256) / rnn_parameters(None, 100, 256) == pytest.approx(3.36, abs=0.01)
     # 4h² + 408h = 2,461,696 / 2  →  h ≈ 506.1; 18h² + 200h = 733,184 / 2  →  h ≈ 137.2
     lstm = match_layer(None, "darts_v2", darts, 256, 100)
@@ -53,7 +53,7 @@ def test_the_issues_example_an_lstm_and_darts_v2_matched_both_ways():
 
 
 def test_a_cell_with_gates_is_matched_by_its_own_count():
-    ess = load("ess_ptb").to_dict()  # inter-cell gates: more parameters than its plain cell
+    ess = load("ess_ptb")  # inter-cell gates: more parameters than its plain cell
     match = match_layer(ess, "lstm", None, 64, 16)
     assert match.rnn_parameters == count_parameters(recurrent_layer(load("ess_ptb"), 16, match.hidden_size))
     assert abs(match.rnn_parameters - lstm_formula(16, 64)) <= abs(
@@ -85,7 +85,7 @@ def test_an_lstm_matched_to_a_cell_prints_and_keeps_both_counts(data, restore_fl
     torch.set_num_threads(1)
     result = invoke(["--cell", "lstm", "--match-params", "darts_v2", "--hidden-size", "8", *common, "--run-dir", str(out)])
     assert result.exit_code == 0, result.stderr
-    hidden = match_layer(None, "darts_v2", load("darts_v2").to_dict(), 8, 16).hidden_size
+    hidden = match_layer(None, "darts_v2", load("darts_v2"), 8, 16).hidden_size
     assert hidden == 12  # 2·(4h·16 + 4h² + 8h) = 2,880 at 12 against the cell's 2·(2·8·24 + 16·64) = 2,816
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["hidden_size"] == hidden and metrics["rnn_parameters"] == lstm_formula(16, 12) == 2880

@@ -32,7 +32,7 @@ def setup(tmp_path_factory):
 def darts_run(setup):
     root, corpus, embeddings = setup
     config = TaggerConfig(cell="darts_v2", corpus="conll03", hidden_size=16, batch_size=4, max_epochs=6, seed=3)
-    metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "darts")
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2"), root / "darts")
     return root / "darts", metrics
 
 
@@ -86,7 +86,7 @@ def test_lstm_cell_is_flairs_bilstm_and_reloads(setup, tmp_path):
 
 def test_flair_trains_on_the_bioes_of_our_iob2(setup):
     _, corpus, embeddings = setup
-    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load("darts_v2").to_dict())
+    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load("darts_v2"))
     sentences = to_sentences(corpus.train, "ner")
     assert model._get_gold_labels(sentences) == [t for tags in corpus.train.tags for t in iob2_to_bioes(tags)]
 
@@ -167,7 +167,7 @@ def test_packed_cell_matches_each_sentence_run_alone():
 def test_a_seed_fixes_a_run(setup):
     root, corpus, embeddings = setup
     config = TaggerConfig(hidden_size=4, batch_size=8, max_epochs=1, seed=7)
-    runs = [train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / f"same-seed-{k}") for k in (1, 2)]
+    runs = [train_runs(config, corpus, embeddings, load("darts_v2"), root / f"same-seed-{k}") for k in (1, 2)]
     assert runs[0]["test"] == runs[1]["test"]
     assert (root / "same-seed-1" / "test.conll").read_text() == (root / "same-seed-2" / "test.conll").read_text()
 
@@ -189,7 +189,7 @@ def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
 def test_train_with_dev_tests_the_final_model(setup):
     root, corpus, embeddings = setup
     config = TaggerConfig(hidden_size=4, batch_size=8, max_epochs=1, train_with_dev=True)
-    metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), root / "with-dev")
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2"), root / "with-dev")
     assert metrics["model"] == "final-model.pt" and not (root / "with-dev" / "best-model.pt").exists()
     assert metrics["dev_f1_untrained"] is None and "dev" not in metrics
 
@@ -201,7 +201,7 @@ def test_cells_with_attention_or_inter_gates_tag_and_reload(setup, tmp_path, cel
     _, corpus, embeddings = setup
     genotype = load(cell if "/" not in cell else Path(__file__).resolve().parent.parent / cell)
     assert genotype.attention is not None or genotype.inter is not None
-    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, genotype.to_dict())
+    model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, genotype)
     assert (model.rnn.cell.attention is not None) == (genotype.attention is not None)
     assert (model.rnn.cell.inter is not None) == (genotype.inter is not None)
     sentences = to_sentences(corpus.dev, "ner")
@@ -222,7 +222,7 @@ def test_cell_init_draws_the_cells_weights_in_its_range(setup, cell_init, bound)
     """lstm: ±1/√hidden as flair's LSTM (0.158 at hidden 40); darts: the DARTS code's ±0.04."""
     _, corpus, embeddings = setup
     config = TaggerConfig(cell="darts_v2", corpus="conll03", hidden_size=40, cell_init=cell_init)
-    cell = build_model(config, corpus, embeddings, load("darts_v2").to_dict()).rnn.cell
+    cell = build_model(config, corpus, embeddings, load("darts_v2")).rnn.cell
     for weight in (cell.w0, cell.ws):
         assert weight.abs().max() <= bound and weight.abs().max() > 0.95 * bound
         assert weight.std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.05)  # uniform, not a narrower draw

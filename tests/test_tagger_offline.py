@@ -48,7 +48,7 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
     embeddings = build_embeddings(spec)
     assert embeddings.embedding_length == 16 + 2 * 16 + 2 * 32 + 384
     config = TaggerConfig(hidden_size=8, batch_size=8, max_epochs=1, embeddings=spec, save_final_model=True)
-    metrics = train_runs(config, corpus, embeddings, load("darts_v2").to_dict(), tmp_path / "run")
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2"), tmp_path / "run")
     assert metrics["epochs"] == 1
     model = load_tagger(tmp_path / "run" / "best-model.pt")
     trained = load_tagger(tmp_path / "run" / "final-model.pt")

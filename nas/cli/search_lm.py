@@ -15,9 +15,8 @@ from common.errors import InputError
 from common.presets import preset_values, presets_help
 from common.ranges import MINUTES
 
-from ..config import (ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig,
-                      check_method_flags)
-from ..methods import METHODS
+from ..config import ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
+from ..methods import METHODS, check_method_flags, entry, total_epochs
 from .lm_flags import weight_step_options
 
 if TYPE_CHECKING:
@@ -133,9 +132,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         return _search_seeds(config, run, seeds, workers, select_budget, select_args, out)
     searcher = Searcher.open(config, run, bool(resume))
     click.echo(f"run directory: {searcher.run_dir.path}", err=True)
-    unit = METHODS[config.method].unit
+    unit = entry(config.method).unit
     genotype = run_loop(searcher, Terminal(
-        lambda s: f"search {unit} {s.epoch + 1}/{config.total_epochs}",
+        lambda s: f"search {unit} {s.epoch + 1}/{total_epochs(config)}",
         lambda s, r: f"{unit} {r['epoch']}: train ppl {r['train_ppl']:.1f}  valid ppl {r['valid_ppl']:.1f}  "
                      f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
     if not searcher.ranks.main:

@@ -1,19 +1,24 @@
 """The search methods by name: a registry the commands read before any work starts (it imports no torch).
 
 A method is a class in a module of this package (`base.SearchMethod` says what it implements).
-Its entry here names that class, imported only when a search starts, and says what
-`bin/search-lm` must know while it parses flags: the method's part of the `--method` help, the
-settings only it reads, the flags it cannot take, and the setting that counts its epochs.
+Its entry here says where the class comes from (a function that imports it, called only when a
+search starts) and what `bin/search-lm` must know while it parses flags: the method's part of the
+`--method` help, the settings only it reads, the flags it cannot take, and the setting that
+counts its epochs.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from common.errors import InputError
+
+from ..config import SearchConfig, flag_name
 
 
 @dataclass(frozen=True)
 class Entry:
-    implementation: str  # "module:Class"
+    load: Callable[[], type]  # imports and returns the method's class
     summary: str  # its part of the --method help
     options: tuple[str, ...] = ()  # SearchConfig fields only this method reads
     refuses: dict[str, str] = field(default_factory=dict)  # SearchConfig field → why this method cannot take it
@@ -21,22 +26,47 @@ class Entry:
     unit: str = "epoch"  # what one of those epochs is called in the progress lines
 
 
+def _darts() -> type:
+    from .darts import Darts
+    return Darts
+
+
+def _idarts() -> type:
+    from .idarts import IDarts
+    return IDarts
+
+
+def _ess() -> type:
+    from .ess import Ess
+    return Ess
+
+
+def _random_search() -> type:
+    from .random_search import RandomSearch
+    return RandomSearch
+
+
+def _enas() -> type:
+    from .enas import Enas
+    return Enas
+
+
 NO_ALPHA_STEP = "this method has no α step to take in first or second order (it draws its architectures)"
 
 METHODS: dict[str, Entry] = {
-    "darts": Entry("nas.methods.darts:Darts", "softmax per edge"),
-    "idarts": Entry("nas.methods.idarts:IDarts", "one softmax over all edges into a node"),
-    "ess": Entry("nas.methods.ess:Ess", "joint intra- and inter-cell search in rounds (ESS)",
+    "darts": Entry(_darts, "softmax per edge"),
+    "idarts": Entry(_idarts, "one softmax over all edges into a node"),
+    "ess": Entry(_ess, "joint intra- and inter-cell search in rounds (ESS)",
                  options=("search_space", "cell", "rounds", "intra_steps", "inter_steps", "arch_lr_intra",
                           "arch_lr_inter", "history", "inter_nodes", "gate_squash", "gate_size_match"),
                  refuses={"max_batches_per_epoch": "with --method ess a round is --intra-steps + --inter-steps batches",
                           "epochs": "--method ess counts --rounds instead"},
                  epochs="rounds", unit="round"),
-    "random": Entry("nas.methods.random_search:RandomSearch",
+    "random": Entry(_random_search,
                     "random search with weight sharing: one uniformly drawn cell per batch, then the best of "
                     "--candidates draws on validation (Li & Talwalkar 2019)",
                     options=("candidates",), refuses={"order": NO_ALPHA_STEP}),
-    "enas": Entry("nas.methods.enas:Enas",
+    "enas": Entry(_enas,
                   "an LSTM controller samples the cell for each batch and learns by REINFORCE after each epoch; "
                   "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
                   options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
@@ -44,7 +74,30 @@ METHODS: dict[str, Entry] = {
 }
 
 
+def entry(name: str) -> Entry:
+    """The entry of method `name`; an unknown name (from a stored config.json) is an InputError."""
+    if name not in METHODS:
+        raise InputError(f"--method: unknown method {name!r} (one of {', '.join(METHODS)})")
+    return METHODS[name]
+
+
 def method_class(name: str) -> type:
     """The class of method `name` (a `nas.methods.base.SearchMethod`), imported now."""
-    module, cls = METHODS[name].implementation.split(":")
-    return getattr(importlib.import_module(module), cls)
+    return entry(name).load()
+
+
+def total_epochs(config: SearchConfig) -> int:
+    """Epochs of the search loop, counted by the method's own setting (ESS: rounds)."""
+    return getattr(config, entry(config.method).epochs)
+
+
+def check_method_flags(method: str, given: dict[str, Any]) -> None:
+    """Flags given (not None) that do not fit `method`: another method's settings, or ones it counts otherwise."""
+    own = entry(method).options
+    for name in (n for e in METHODS.values() for n in e.options):
+        if name not in own and given.get(name) is not None:
+            owners = " or ".join(m for m, e in METHODS.items() if name in e.options)
+            raise InputError(f"{flag_name(name)}: only with --method {owners}")
+    for name, why in METHODS[method].refuses.items():
+        if given.get(name) is not None:
+            raise InputError(f"{flag_name(name)}: {why}")

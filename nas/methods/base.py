@@ -22,7 +22,6 @@ from ..distributed import current
 from ..genotype import Genotype
 from ..lm_eval import evaluate, get_batch
 from ..model import RNNModel
-from ..ops import mean_abs_deviation
 from ..search_cell import SearchRNN
 
 
@@ -116,7 +115,7 @@ class SearchMethod:
         record = {}
         if isinstance(rnn, SearchRNN):
             record["alpha"] = rnn.alpha.detach().cpu().tolist()
-            record["mad"] = mean_abs_deviation(rnn.mixing_weights().detach(), rnn.steps, rnn.method)
+            record["mad"] = rnn.rule.mad(rnn.mixing_weights().detach(), rnn.steps)
         if rnn.inter is not None and rnn.inter.searchable:
             record["alpha_inter"] = {k: getattr(rnn.inter, k).alpha.detach().cpu().tolist() for k in ("f", "g")}
             record["mad_inter"] = rnn.inter.mad()

@@ -29,7 +29,8 @@ class Ess(Darts):
         c = config
         inter = None
         if c.search_space != "intra":
-            inter = InterGates.search(c.emsize, c.nhid, c.history, c.inter_nodes, c.gate_squash, c.gate_size_match)
+            inter = InterGates.search(c.emsize, c.nhid, cls.rule, c.history, c.inter_nodes, c.gate_squash,
+                                      c.gate_size_match)
         if c.search_space == "inter":
             cell = validate(c.cell, "--cell")
             return FrozenRNN(Genotype(cell.nodes, cell.concat), c.emsize, c.nhid, 1, c.dropoutx, c.dropouth,

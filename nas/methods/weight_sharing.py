@@ -25,6 +25,7 @@ from common.errors import InputError
 
 from ..architect import Architect, Batch
 from ..attention import SearchAttention
+from ..cell import first_node, highway
 from ..config import SearchConfig
 from ..genotype import Genotype
 from ..lm_eval import ppl
@@ -33,17 +34,19 @@ from ..ops import ACTIVATIONS, OPS, edge_offsets
 from ..sampling import Space
 from ..search_cell import SearchRNN
 from .base import Conclusion, SearchMethod, Validation
+from .darts import SoftmaxPerEdge
 
 
 class SampledRNN(SearchRNN):
     """The search cell running one architecture at a time (`use`): its mixing weights are that architecture's one-hot.
 
     It has no α and no BatchNorm; before the first `use` every weight is zero and the nodes are empty.
+    DARTS's rule derives the drawn cell back from the one-hot weights.
     """
 
     def __init__(self, ninp: int, nhid: int, steps: int, dropout_x: float = 0.0, dropout_h: float = 0.0,
                  attention: nn.Module | None = None, compile: bool = False):
-        super().__init__(ninp, nhid, steps, "darts", dropout_x, dropout_h, None, attention, compile)
+        super().__init__(ninp, nhid, steps, SoftmaxPerEdge(), dropout_x, dropout_h, None, attention, compile)
         choice = torch.zeros_like(self.alpha)
         del self.alpha
         self.bn = nn.Identity()
@@ -59,6 +62,10 @@ class SampledRNN(SearchRNN):
 
     def mixing_weights(self) -> torch.Tensor:
         return self.choice
+
+    def fusable(self, x: torch.Tensor) -> bool:
+        """Never: the fused search loop mixes every edge under BatchNorm; the drawn cell runs its own step."""
+        return False
 
     def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
         """The drawn cell's own step: per node one GEMM of its one predecessor and one op, not the
@@ -78,12 +85,11 @@ def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h
     """One time step of a cell with one (predecessor, op) per node on the shared weights: the
     frozen cell's equations (`nas.cell`), s_i = s_j + σ(c)(op(h) − s_j), [c | h] = (s_j⊙m_h)·W_i."""
     H = h.size(-1)
-    c0, h0 = (xp + (h if mh is None else h * mh) @ w0h).split(H, -1)
-    states = [h + torch.sigmoid(c0) * (torch.tanh(h0) - h)]
+    states = [first_node(xp, (h if mh is None else h * mh) @ w0h, h)]
     for w, (pred, op) in zip(ws, nodes):
         prev = states[pred]
         c, hh = ((prev if mh is None else prev * mh) @ w).split(H, -1)
-        states.append(prev + torch.sigmoid(c) * (ACTIVATIONS[op](hh) - prev))
+        states.append(highway(prev, c, ACTIVATIONS[op](hh)))
     return torch.stack(states[1:]).mean(0)
 
 

@@ -5,6 +5,7 @@ import json
 import sys
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,9 @@ from ..corpus_formats import FORMATS
 from ..embeddings import POOLINGS, build_embeddings
 from ..tag_schemes import SCHEMES
 from .runtime import flair_logs_to_stderr, offline, use_device
+
+if TYPE_CHECKING:
+    from nas.genotype import Genotype
 
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
@@ -136,7 +140,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
 
 
-def _size_layer(config: TaggerConfig, genotype: dict | None, reference: dict | None, input_size: int) -> str:
+def _size_layer(config: TaggerConfig, genotype: Genotype | None, reference: Genotype | None, input_size: int) -> str:
     """With --match-params (`reference`: the genotype of the layer matched, None for the LSTM), set
     config.hidden_size to the matching size and config.matched_to; a line that says the recurrent
     layer's size and parameter count (and the matched layer's)."""
@@ -161,7 +165,7 @@ def _require(*names: str) -> None:
             raise click.MissingParameter(ctx=ctx, param=param)
 
 
-def _resumed(run) -> tuple[TaggerConfig, dict | None]:
+def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
     """The settings and genotype of the interrupted run in `run`."""
     stored = run.config()
     if "embeddings" not in stored:
@@ -174,16 +178,20 @@ def _resumed(run) -> tuple[TaggerConfig, dict | None]:
     except TypeError as err:
         raise InputError(f"{run.path / 'config.json'}: {err}") from None
     check_ranges(config, TaggerConfig.RANGES, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
-    return config, stored.get("genotype")
+    if stored.get("genotype") is None:
+        return config, None
+    from nas.genotype import validate
+
+    return config, validate(stored["genotype"], f"{run.path / 'config.json'} genotype")
 
 
-def _genotype(cell: str) -> dict | None:
-    """The genotype dict of --cell (None for lstm: flair's BiLSTM)."""
+def _genotype(cell: str) -> Genotype | None:
+    """The genotype of --cell (None for lstm: flair's BiLSTM)."""
     if cell.lower() == "lstm":
         return None
     from nas.genotype import load
 
-    return load(cell).to_dict()
+    return load(cell)
 
 
 if __name__ == "__main__":

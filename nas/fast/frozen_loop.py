@@ -18,34 +18,21 @@ reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = X�
 ∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways). When no
 gradient is wanted (prediction) nothing is kept and X is not formed.
 
-The derivatives use the saved activations: σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0];
-for s = p + σ(c)(a − p): ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ', ∂a = ∂s·σ. Those two elementwise
-passes run in the C++ kernels of `nas/csrc/fused_kernels.cpp` when the install built them (one
-loop each), else as a few PyTorch ops. Every GEMM is `nas.gemm.product`: oneDNN's matmul in
-float32 on a CPU, about twice torch.mm's speed there (docs/speed.md), with the weights of the
-per-step GEMMs packed once per pass (`loop_weights`).
+The derivatives use the saved activations; the two elementwise passes of an edge are
+`nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
+`nas.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass (`loop_weights`).
 """
 from __future__ import annotations
 
-import importlib.util
-import logging
-from typing import NamedTuple, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
-from .gemm import pack, product
+from ..gemm import pack, product
+from ..waves import Wave
+from .kernels import OP_CODES, highway_backward, highway_forward, warn_once_without_kernels
 
-try:
-    from . import _fused_kernels as _kernels
-    _kernels_error: ImportError | None = None  # why a built module does not load (None: not built)
-except ImportError as error:  # not built when the package was installed, or built against another torch
-    _kernels = None
-    _kernels_error = error if importlib.util.find_spec(f"{__package__}._fused_kernels") else None
-
-# A wave of `nas.cell.plan_waves`: its edges' nodes and predecessors, and runs (op, first, end) of edges
-CellWave = tuple[Sequence[int], Sequence[int], Sequence[tuple[str, int, int]]]
 LoopWeights = list[list[Sequence[torch.Tensor]]]  # per wave, per group, per direction (`loop_weights`)
-OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/csrc/fused_kernels.cpp
 
 
 class Pick:
@@ -106,8 +93,8 @@ class Group(NamedTuple):
     weights: Pick | None  # the edges' matrices in ws (None: wave 0, W0h)
 
 
-class Wave(NamedTuple):
-    """Edges whose inputs are ready together, sorted by predecessor, then node."""
+class WaveSlots(NamedTuple):
+    """A wave's edges as the Function runs them, sorted by predecessor, then node."""
 
     edges: slice  # their slots in A and G
     nodes: Pick  # the states they write (S slots)
@@ -120,7 +107,7 @@ class Wave(NamedTuple):
 class Plan(NamedTuple):
     """A genotype's edges as the Function runs them. S slot 0 is h_{t-1}, slot 1 + k node k."""
 
-    waves: list[Wave]
+    waves: list[WaveSlots]
     concat: Pick  # the states averaged into h_t
     states: int
     edges: int
@@ -129,11 +116,17 @@ class Plan(NamedTuple):
 
 
 # Wave 0, s0 = h + σ(c0)(tanh(h0) − h) from h_{t-1} (W0h): the first node of every cell, the search cell's too
-FIRST_NODE = Wave(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [OP_CODES["tanh"]])
+FIRST_NODE = WaveSlots(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [OP_CODES["tanh"]])
 
 
-def plan(waves: Sequence[CellWave], concat: Sequence[int], steps: int) -> Plan:
-    """The Plan of a genotype's waves, as `nas.cell.plan_waves` groups its edges."""
+def supports(ops: Iterable[str]) -> bool:
+    """Whether this loop can run a cell whose edges apply `ops` (those the kernels, and their PyTorch
+    stand-ins, know)."""
+    return set(ops) <= set(OP_CODES)
+
+
+def plan(waves: Sequence[Wave], concat: Sequence[int], steps: int) -> Plan:
+    """The Plan of a genotype's waves, as `nas.waves.plan_waves` groups its edges."""
     out = [FIRST_NODE]
     start, inputs = 1, 1
     for nodes, preds, runs in waves:
@@ -146,62 +139,10 @@ def plan(waves: Sequence[CellWave], concat: Sequence[int], steps: int) -> Plan:
             groups.append(Group(slice(first, first + len(mine)), inputs, pred + 1, Pick([node - 1 for node in mine])))
             inputs += 1
         ops = [op for _, _, op in edges]
-        out.append(Wave(slice(start, start + len(edges)), Pick([node + 1 for _, node, _ in edges]),
+        out.append(WaveSlots(slice(start, start + len(edges)), Pick([node + 1 for _, node, _ in edges]),
                         Pick([pred + 1 for pred, _, _ in edges]), groups, ops, [OP_CODES[op] for op in ops]))
         start += len(edges)
     return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out))
-
-
-def _activate_(op: str, h: torch.Tensor) -> None:
-    if op == "tanh":
-        h.tanh_()
-    elif op == "relu":
-        h.relu_()
-    elif op == "sigmoid":
-        h.sigmoid_()
-
-
-def _activation_grad(op: str, a: torch.Tensor, grad: torch.Tensor, out: torch.Tensor) -> None:
-    """out = grad · f'(h), with f' written through the activation's output a = f(h)."""
-    if op == "tanh":
-        torch.mul(grad, 1 - a * a, out=out)
-    elif op == "relu":
-        torch.mul(grad, a > 0, out=out)
-    elif op == "sigmoid":
-        torch.mul(grad, a - a * a, out=out)
-    else:
-        out.copy_(grad)
-
-
-def _with_kernels(t: torch.Tensor) -> bool:
-    return _kernels is not None and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
-
-
-def _highway_forward(act: torch.Tensor, prev: torch.Tensor, wave: Wave, out: torch.Tensor) -> None:
-    """act = [c | h] → [σ(c) | f(h)] in place; out = prev + σ(c)(f(h) − prev). Edges at dim 1."""
-    if _with_kernels(act):
-        return _kernels.highway_forward(act, prev, wave.codes, out)
-    H = prev.size(-1)
-    sig, a = act[..., :H], act[..., H:]
-    sig.sigmoid_()
-    for e, op in enumerate(wave.ops):
-        _activate_(op, a[:, e])
-    torch.addcmul(prev, sig, a - prev, out=out)
-
-
-def _highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor, wave: Wave,
-                      g: torch.Tensor, direct: torch.Tensor) -> None:
-    """g = [∂c | ∂h] of out = prev + σ(c)(f(h) − prev) from act = [σ(c) | f(h)] and grad = ∂out;
-    direct = ∂prev through the highway alone, grad·(1 − σ(c))."""
-    if _with_kernels(act):
-        return _kernels.highway_backward(grad, prev, act, wave.codes, g, direct)
-    H = prev.size(-1)
-    sig, a = act[..., :H], act[..., H:]
-    torch.mul(grad * (a - prev), sig - sig * sig, out=g[..., :H])
-    grad_a = grad * sig
-    for e, op in enumerate(wave.ops):
-        _activation_grad(op, a[:, e], grad_a[:, e], g[:, e, ..., H:])
-    torch.sub(grad, grad_a, out=direct)
 
 
 def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, forward: bool = True) -> LoopWeights:
@@ -221,28 +162,9 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
         return w.transpose(1, 2).reshape(D, H, E * H2)
     out = w.new_empty(D, E * H2, H)
     for d in range(D):
-        for e in range(E):  # matrix by matrix: torch's blocked 2-D transpose, 3× a 4-D reshape's speed
+        for e in range(E):  # matrix by matrix: torch's blocked 2-D transpose beats a 4-D reshape
             out[d, e * H2:(e + 1) * H2].copy_(w[d, e].t())
     return out
-
-
-_warned = False
-
-
-def warn_once_without_kernels() -> None:
-    """One log line per process when the C++ kernels are missing (both fused cells call it)."""
-    global _warned
-    if _kernels is None and not _warned:
-        _warned = True
-        if _kernels_error is None:
-            why = ("were not built when nas-tagger was installed (torch could not be imported by the build, as in "
-                   "pip's default isolated build, or the compiler failed)")
-        else:
-            why = f"do not load ({_kernels_error}; built against another torch?)"
-        logging.getLogger(__name__).warning(
-            f"nas.fused_cell: the C++ kernels {why}; the frozen cell runs PyTorch ops, the search cell its autograd "
-            "path. To build them, reinstall from the source with torch already installed: "
-            "pip install --no-build-isolation SOURCE (README, Setup)")
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
@@ -267,10 +189,10 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
                     product(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
             act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
             if wave.nodes.is_view and wave.nodes.distinct:
-                _highway_forward(act, prev, wave, wave.nodes.take(states, 1))
+                highway_forward(act, prev, wave.ops, wave.codes, wave.nodes.take(states, 1))
             else:
                 new = torch.empty_like(prev)
-                _highway_forward(act, prev, wave, new)
+                highway_forward(act, prev, wave.ops, wave.codes, new)
                 wave.nodes.put(states, 1, new)
         h = out[:, rows]
         torch.mean(plan.concat.take(states, 1), 1, out=h)
@@ -299,9 +221,9 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
         states = S[:, :, rows]
         for wave, wave_weights in zip(reversed(plan.waves), reversed(weights)):
             grad_prev = grad_prevs[:, : len(wave.ops), :n]
-            _highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1),
-                              A[:, rows, wave.edges].transpose(1, 2), wave, G[:, rows, wave.edges].transpose(1, 2),
-                              grad_prev)
+            highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1),
+                             A[:, rows, wave.edges].transpose(1, 2), wave.ops, wave.codes,
+                             G[:, rows, wave.edges].transpose(1, 2), grad_prev)
             wave.preds.add(grad_s, 1, grad_prev)
             for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
                 for d in range(D):
@@ -314,7 +236,7 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
 
 def _directions(D: int, device: torch.device) -> list[slice]:
     """On a CPU one direction after the other, so that each one's weights stay in cache from step to
-    step (2-3% faster at hidden 512, bench/birnn.py); elsewhere both at once."""
+    step; elsewhere both at once."""
     return [slice(d, d + 1) for d in range(D)] if device.type == "cpu" else [slice(None)]
 
 

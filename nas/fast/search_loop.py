@@ -29,10 +29,12 @@ import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
-from . import fused_cell
-from .fused_cell import FIRST_NODE, _highway_backward, _highway_forward, warn_once_without_kernels
-from .gemm import pack, product
-from .ops import edge_offsets
+from ..gemm import pack, product
+from ..ops import edge_offsets
+from .kernels import OP_CODES, built, compiled, highway_backward, highway_forward
+
+OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels' mixed node knows
+FIRST_NODE = ("tanh",), [OP_CODES["tanh"]]  # s0's edge: its op and the kernels' code for it
 
 
 def _mean_var_update(running: torch.Tensor, batch: torch.Tensor, momentum: float) -> None:
@@ -53,7 +55,7 @@ class FusedSearchCell(torch.autograd.Function):
     @staticmethod
     def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
                 mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.BatchNorm1d) -> torch.Tensor:
-        kernels = fused_cell._kernels  # read here, so that tests can take them away
+        kernels = compiled()
         T, B, H2 = xproj.shape
         H, N = H2 // 2, ws.size(0)
         off = edge_offsets(N)
@@ -70,7 +72,7 @@ class FusedSearchCell(torch.autograd.Function):
         h = h0
         for t in range(T):
             torch.add(xproj[t], product(h if mh is None else h * mh, w0h_t), out=A0[t])
-            _highway_forward(A0[t].view(1, 1, B, H2), h.view(1, 1, B, H), FIRST_NODE, pre.view(1, 1, B, H))
+            highway_forward(A0[t].view(1, 1, B, H2), h.view(1, 1, B, H), *FIRST_NODE, pre.view(1, 1, B, H))
             kernels.batch_norm_forward(pre, bn.eps, S[t, 0], means[t, 0], variances[t, 0], rstd[t, 0])
             for i in range(N):
                 k = i + 1
@@ -93,7 +95,7 @@ class FusedSearchCell(torch.autograd.Function):
     @once_differentiable  # a second derivative (create_graph) needs the autograd path, `SearchRNN(fused=False)`
     def backward(ctx, grad_out: torch.Tensor):
         h0, w0h, ws, mix, mh, out, A0, A, S, rstd = ctx.saved_tensors
-        kernels = fused_cell._kernels
+        kernels = compiled()
         T, N1, B, H = S.shape
         N, off = N1 - 1, edge_offsets(N1 - 1)
         need_h0, need_w0h, need_ws, need_mix = ctx.needs_input_grad[1:5]
@@ -128,8 +130,8 @@ class FusedSearchCell(torch.autograd.Function):
                     product(x.view(k * B, H).t(), g.view(k * B, 2 * H).t(), grad_ws[i], accumulate=True)
             h = h0 if t == 0 else out[t - 1]
             kernels.batch_norm_backward(grad_states[0], S[t, 0], rstd[t, 0], grad_pre)
-            _highway_backward(grad_pre.view(1, 1, B, H), h.view(1, 1, B, H), A0[t].view(1, 1, B, 2 * H),
-                              FIRST_NODE, G0[t].view(1, 1, B, 2 * H), direct.view(1, 1, B, H))
+            highway_backward(grad_pre.view(1, 1, B, H), h.view(1, 1, B, H), A0[t].view(1, 1, B, 2 * H),
+                             *FIRST_NODE, G0[t].view(1, 1, B, 2 * H), direct.view(1, 1, B, H))
             carry = product(G0[t], w0h_p)
             if mh is not None:
                 carry.mul_(mh)
@@ -149,8 +151,8 @@ def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, 
     return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn)
 
 
-def kernels_built() -> bool:
-    """Whether the C++ kernels the fused search cell needs are built (else one warning line, once)."""
-    if fused_cell._kernels is None:
-        warn_once_without_kernels()
-    return fused_cell._kernels is not None
+def supports(ops: tuple[str, ...]) -> bool:
+    """Whether this loop can run a search cell over the op set `ops` (the kernels built, else one
+    warning line). Any mixing rule: the loop takes the mixing weights, and autograd carries their
+    gradient back through the rule's normalisation."""
+    return tuple(ops) == OPS_SUPPORTED and built()
