@@ -250,7 +250,7 @@ def test_word_vectors_are_cut_to_the_corpus_and_the_most_frequent_with_the_same_
     for vocab in (0, 2):
         config = TaggerConfig(cell="darts_v2", corpus="conll03", embeddings=f"glove:{tmp_path / 'big.txt'}",
                               hidden_size=16, batch_size=4, max_epochs=4, lr=0.5, seed=3, word_vocab=vocab)
-        metrics = train_runs(config, corpus, build_embeddings(config.embeddings), load("darts_v2").to_dict(),
+        metrics = train_runs(config, corpus, build_embeddings(config.embeddings), load("darts_v2"),
                              tmp_path / str(vocab))
         runs[vocab] = metrics, load_tagger(tmp_path / str(vocab)).embeddings.embeddings[0]
     (full, all_vectors), (cut, kept) = runs[0], runs[2]
