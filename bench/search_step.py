@@ -29,7 +29,7 @@ import torch  # noqa: E402  (after common, which sets sys.path)
 
 import nas.methods.base  # noqa: E402
 import nas.methods.darts  # noqa: E402
-from common.runs import RunDir  # noqa: E402
+from nas.common.runs import RunDir  # noqa: E402
 from nas.config import SearchConfig  # noqa: E402
 from nas.corpus import Corpus  # noqa: E402
 from nas.lm_eval import get_batch  # noqa: E402

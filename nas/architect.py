@@ -16,7 +16,7 @@ computed: the first-order step asks autograd for ∇α alone, so no weight gradi
 buffer, shifted in place between the two sides.
 
 The loss is the language model's by default; a caller on another task (the tagger search,
-`pipeline.tagging_search`) gives its own `loss_fn`, which runs the model on the parameters it is handed.
+`tagger.tagging_search`) gives its own `loss_fn`, which runs the model on the parameters it is handed.
 """
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from common.devices import device_problem
-from common.errors import InputError
-from common.ranges import (AT_LEAST_1, BATCH, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+from nas.common.devices import device_problem
+from nas.common.errors import InputError
+from nas.common.ranges import (AT_LEAST_1, BATCH, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            Range, check_ranges)
 
 
-PRECISIONS = ("fp32", "bf16")  # common.runs.autocast
+PRECISIONS = ("fp32", "bf16")  # nas.common.runs.autocast
 SEARCH_SPACES = ("intra", "inter", "joint")
 ATTENTION_CHOICES = ("search", "dot", "multihead", "none")  # a searched mix, nas.genotype.ATTENTION_TYPES, or none
 GATE_SQUASHES = ("sigmoid", "2sigmoid", "none")  # the keys of nas.gates.SQUASHES
@@ -70,7 +70,7 @@ class LMConfig:
     eval_batches: int | None = None
     device: str = "cpu"
     precision: str = "fp32"
-    preset: str | None = None  # common.presets: the flags it set are recorded with the others
+    preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 
     COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config

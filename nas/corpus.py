@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from common.errors import InputError
-from common.files import utf8_lines
+from nas.common.errors import InputError
+from nas.common.files import utf8_lines
 
 EOS, UNK = "<eos>", "<unk>"
 

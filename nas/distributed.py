@@ -40,8 +40,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from common.errors import InputError
-from common.runs import RunDir
+from nas.common.errors import InputError
+from nas.common.runs import RunDir
 
 
 class RanksDiverged(InputError):

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from common.errors import InputError
-from common.files import atomic_write_text, parse_json, read_json
-from common.presets import cell_recipe
-from common.ranges import NODES
-from common.resources import resources_dir
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_text, parse_json, read_json
+from nas.common.presets import cell_recipe
+from nas.common.ranges import NODES
+from nas.common.resources import resources_dir
 
 from .ops import OPS, SQUASHES
 

@@ -14,9 +14,9 @@ import torch
 import torch.nn as nn
 
 from .cell import FrozenRNN
-from common.errors import InputError
-from common.files import safe_torch_load
-from common.parameters import count_on_meta
+from nas.common.errors import InputError
+from nas.common.files import safe_torch_load
+from nas.common.parameters import count_on_meta
 from .genotype import Genotype, validate
 from .lstm import LSTMLayer
 from .model import RNNModel

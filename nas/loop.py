@@ -1,5 +1,5 @@
 """The one training loop every run is on: the LM search (`nas.search`), retraining (`nas.train`) and
-the search on a tagging task (`pipeline.tagging_search`).
+the search on a tagging task (`tagger.tagging_search`).
 
 `TrainingLoop` owns what every run shares: epochs of batches, the stop flag (Ctrl-C writes a
 checkpoint at the next batch boundary and raises `Interrupted`), the checkpoint, `--resume`, a
@@ -15,7 +15,7 @@ validation and epoch record, its state for the checkpoint, and what it returns a
 checkpoint holds the RNG states and the position in the epoch, so a resumed run ends exactly
 where an uninterrupted one would.
 
-Nothing half-written stays (`common.runs`): the run directory is made once the corpus is read and
+Nothing half-written stays (`nas.common.runs`): the run directory is made once the corpus is read and
 the model built; a run that fails before its first checkpoint past the start removes it; an
 epoch's log line is written before its checkpoint and a resume trims the log to the checkpoint;
 a resume of a run killed before it wrote any checkpoint starts it afresh from its config.json.
@@ -30,9 +30,9 @@ from typing import Any, Callable, TypeVar
 
 import torch
 
-from common.errors import InputError, WriteRefused
-from common.files import atomic_write_json
-from common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
+from nas.common.errors import InputError, WriteRefused
+from nas.common.files import atomic_write_json
+from nas.common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 
 from . import distributed
 from .config import LMConfig

@@ -17,7 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from common.parameters import closest_size, count_on_meta
+from nas.common.parameters import closest_size, count_on_meta
 
 from .model import locked_dropout
 

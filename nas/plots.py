@@ -4,7 +4,7 @@
 - alpha_intra / alpha_inter / attention: every op's mixing weight on every edge over training;
 - mad: mean absolute deviation of the intra- and inter-cell weights from uniform (ESS Fig. 6);
 - valid_ppl: validation and training perplexity over training;
-- curves: the training and validation curves of any run (search, train-lm, tagger; `common.curves`).
+- curves: the training and validation curves of any run (search, train-lm, tagger; `nas.common.curves`).
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ from matplotlib.patches import Circle, FancyArrowPatch  # noqa: E402
 from matplotlib.textpath import TextPath  # noqa: E402
 from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 
-from common.curves import Curves, Series, run_kind  # noqa: E402
-from common.errors import InputError  # noqa: E402
-from common.files import atomic_write_bytes  # noqa: E402
+from nas.common.curves import Curves, Series, run_kind  # noqa: E402
+from nas.common.errors import InputError  # noqa: E402
+from nas.common.files import atomic_write_bytes  # noqa: E402
 from .genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
 from .layout import INCH, LABEL_FONT, LABEL_PAD, RADIUS, Graph, Layout, layered_layout  # noqa: E402
-from common.runs import RunDir  # noqa: E402
+from nas.common.runs import RunDir  # noqa: E402
 from .methods import method_class  # noqa: E402
 from .mixing import MixingRule  # noqa: E402
 from .ops import OPS  # noqa: E402

@@ -16,8 +16,8 @@ from datetime import datetime, timezone
 
 import torch
 
-from common.errors import InputError
-from common.runs import RunDir, autocast
+from nas.common.errors import InputError
+from nas.common.runs import RunDir, autocast
 
 from . import __version__
 from .architect import Batch, split_parameters

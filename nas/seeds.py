@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import torch
 
-from common.errors import InputError
-from common.files import atomic_write_json, read_json
-from common.subprocesses import last_error, run_module
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_json, read_json
+from nas.common.subprocesses import last_error, run_module
 from .distributed import current
 from .genotype import load
 

@@ -27,9 +27,9 @@ from typing import Iterator
 
 import torch
 
-from common.errors import InputError
-from common.parameters import count_parameters
-from common.runs import RunDir
+from nas.common.errors import InputError
+from nas.common.parameters import count_parameters
+from nas.common.runs import RunDir
 
 from .config import RetrainConfig
 from .corpus import Corpus, batchify

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import torch
 
-from common.errors import InputError
-from common.files import safe_torch_load
-from common.runs import RunDir
+from nas.common.errors import InputError
+from nas.common.files import safe_torch_load
+from nas.common.runs import RunDir
 
 from .config import SearchConfig
 from .corpus import batchify, encode, read_tokens, vocabulary

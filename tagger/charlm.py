@@ -22,8 +22,8 @@ from flair.data import Dictionary
 from flair.models import LanguageModel
 from flair.trainers.language_model_trainer import LanguageModelTrainer, TextCorpus
 
-from common.errors import InputError
-from common.files import atomic_torch_save, atomic_write_text, utf8_lines
+from nas.common.errors import InputError
+from nas.common.files import atomic_torch_save, atomic_write_text, utf8_lines
 
 
 
@@ -32,7 +32,7 @@ def read_corpus(source: str | Path) -> dict[str, list[str]]:
     whose lines are split 90/5/5 in a seeded shuffle of paragraphs."""
     source = Path(source)
     if source.is_dir():
-        from common.splits import find_splits
+        from nas.common.splits import find_splits
 
         return {split: [line for _, line in utf8_lines(path)] for split, path in find_splits(source).items()}
     if not source.is_file():

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from common.devices import device_problem
-from common.errors import InputError
-from common.ranges import (AT_LEAST_1, BATCH, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+from nas.common.devices import device_problem
+from nas.common.errors import InputError
+from nas.common.ranges import (AT_LEAST_1, BATCH, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            THREADS, Range, check_ranges)
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
@@ -54,7 +54,7 @@ class TaggerConfig:
     runs: int = 1
     device: str = "cpu"
     threads: int | None = None
-    preset: str | None = None  # common.presets: the flags it set are recorded with the others
+    preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 
     # The allowed values of the numeric settings: check() tests them, bin/train-tagger's flag types come from them.

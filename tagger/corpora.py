@@ -19,8 +19,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.errors import InputError
-from common.files import require_file, utf8_lines
+from nas.common.errors import InputError
+from nas.common.files import require_file, utf8_lines
 
 from . import tag_schemes
 from .corpus_formats import FORMATS, SPLITS, Format

@@ -18,8 +18,8 @@ import re
 from pathlib import Path
 from typing import Iterable
 
-from common.errors import InputError
-from common.resources import resources_dir
+from nas.common.errors import InputError
+from nas.common.resources import resources_dir
 
 KINDS = ("glove", "flair", "pooled-flair", "transformer")
 POOLINGS = ("min", "max", "mean", "fade")
@@ -43,7 +43,7 @@ def parse_spec(spec: str) -> list[tuple[str, list[str]]]:
 
 def absolute_spec(spec: str) -> str:
     """`spec` with every file or folder it names from the root (a run's config.json must work from any folder)."""
-    from common.paths import absolute_if_exists
+    from nas.common.paths import absolute_if_exists
 
     return ",".join(f"{kind}:" + ":".join(absolute_if_exists(arg) for arg in args) for kind, args in parse_spec(spec))
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from collections import Counter
 
-from common.files import atomic_write_text
-from common.stats import mean_std
+from nas.common.files import atomic_write_text
+from nas.common.stats import mean_std
 
 from .prediction import predict_tags
 from .tag_schemes import spans

@@ -29,7 +29,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from flair.models import SequenceTagger
 
 import nas
-from common.errors import InputError
+from nas.common.errors import InputError
 from nas.cell import FrozenRNN
 from nas.genotype import Genotype, validate
 from nas.ops import INIT_RANGE

@@ -12,8 +12,8 @@ import json
 import platform
 from pathlib import Path
 
-from common.errors import InputError
-from common.files import atomic_write_text
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_text
 
 # Our corpus kinds as the Hugging Face Hub names the datasets (others have no Hub name).
 HUB_DATASETS = {"conll03": "conll2003", "wnut17": "wnut_17", "conll2000": "conll2000"}
@@ -89,7 +89,7 @@ def export_path(out: Path) -> Path:
 def write_for_export(model: Path, out: Path, card: Path) -> bool:
     """Write the card of the exported `out` from the run directory MODEL is or lies in; False when
     there is no run directory of one seed (config.json and metrics.json) to read it from."""
-    from common.files import read_json
+    from nas.common.files import read_json
 
     run = model if model.is_dir() else model.parent
     if not ((run / "config.json").is_file() and (run / "metrics.json").is_file()):

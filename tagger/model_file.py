@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from common.errors import InputError
-from common.files import atomic_torch_save, safe_torch_load
+from nas.common.errors import InputError
+from nas.common.files import atomic_torch_save, safe_torch_load
 
 MARKER, VERSION = "nas_tagger_format", 2
 _FORMAT_1 = "nas-tagger-model"  # format 1: {"format": _FORMAT_1, "version": 1, "state": re-encoded state}

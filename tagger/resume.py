@@ -7,7 +7,7 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
 - `checkpoint.pt` after every epoch: the model's weights, the optimiser (its annealed lr
   included), the scheduler, the best score, the epoch times and the random states (torch, Python,
   numpy; the next epoch's shuffle and dropout are drawn from them), as tensors and plain values
-  loaded with weights_only (`common.runs`);
+  loaded with weights_only (`nas.common.runs`);
 - `best-model.pt`, by flair's own rule (dev micro F1 strictly above the best so far, from 0; the
   train loss when there is no dev split): flair is told to keep none (`use_final_model_for_eval`),
   since after a resume it would compare against 0 again (its log line naming the model the
@@ -19,7 +19,7 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
 
 The epoch's row of flair's loss.tsv is written before its checkpoint, and a resume drops the rows
 of epochs after the checkpoint's (`trim_loss_table`), so a kill between the two loses neither.
-Ctrl-C stops at the end of the epoch, after its checkpoint (`common.runs.Interrupted`); a second
+Ctrl-C stops at the end of the epoch, after its checkpoint (`nas.common.runs.Interrupted`); a second
 Ctrl-C stops at once, keeping the last checkpoint.
 
 flair loads with this module; `tagger.train` imports it when a training starts.
@@ -38,9 +38,9 @@ from flair.distributed_utils import is_main_process
 from flair.trainers.plugins.base import TrainerPlugin
 from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
 
-from common.errors import InputError
-from common.files import atomic_write_text
-from common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_text
+from nas.common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
 
 log = logging.getLogger("flair")
 

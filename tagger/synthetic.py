@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.files import atomic_write_text
+from nas.common.files import atomic_write_text
 
 SYLLABLES = ["ka", "lo", "mi", "ren", "tor", "va", "sel", "dun", "bra", "ish", "mon", "el", "gar", "po", "zen",
              "ta", "ri", "wen", "hal", "cor", "fi", "nes", "ul", "ba", "dor", "ky", "sa", "lum", "ve", "os"]

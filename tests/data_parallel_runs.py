@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from nas import distributed  # noqa: E402
 from nas.cli.search_lm import main as search_lm  # noqa: E402
 from nas.cli.train_lm import main as train_lm  # noqa: E402
-from common.splits import find_splits
+from nas.common.splits import find_splits
 from nas.corpus import Corpus  # noqa: E402
-from common.runs import Interrupted, RunDir  # noqa: E402
+from nas.common.runs import Interrupted, RunDir  # noqa: E402
 from nas.config import SearchConfig  # noqa: E402
 from nas.search import Searcher  # noqa: E402
 

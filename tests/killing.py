@@ -2,7 +2,7 @@
 
 `run_killed(module, args, at=n, when="after")` runs `python -m`-style `module.main` with `args`, and
 the process kills itself (SIGKILL: no handler, no cleanup) right after, or right before, its n-th
-write of a run's checkpoint.pt (`common.runs.RunDir.save_checkpoint`, counted from 1). The
+write of a run's checkpoint.pt (`nas.common.runs.RunDir.save_checkpoint`, counted from 1). The
 process never gets to tidy up, as with `kill -9` or a lost machine.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 _DRIVER = """
 import os, signal, sys, importlib
-from common.runs import RunDir
+from nas.common.runs import RunDir
 at, when, module = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 real, calls = RunDir.save_checkpoint, [0]
 

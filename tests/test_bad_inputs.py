@@ -2,7 +2,7 @@
 or the file (and its line where there is one), no traceback, nothing on stdout, and nothing
 written, neither in the output location nor anywhere else.
 
-The matrix runs in process through click's test runner (through the same `common.cli.Command`
+The matrix runs in process through click's test runner (through the same `nas.common.cli.Command`
 that `bin/` and the console scripts run); a few cases run as real processes too.
 """
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from common.ranges import CORES
+from nas.common.ranges import CORES
 from conftest import write_lm_corpus
 from nas.cli import compare_words, eval_lm, plot_cell, plot_run, plot_search, sample_cells, search_lm, train_lm
-from pipeline import demo
+from tagger.cli import demo
 from tagger.cli import evaluate, export, tag, train_charlm, train_tagger, train_wordvec
 from tagger_data import write_conll03
 

@@ -5,7 +5,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from common.cli import OutputPath
+from nas.common.cli import OutputPath
 from test_bad_inputs import COMMANDS
 
 COMPUTING = {"search-lm", "train-lm", "eval-lm", "compare-words", "train-tagger", "tag", "evaluate", "train-charlm",

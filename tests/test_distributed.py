@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from data_parallel_runs import SEARCH, run_all, weight_sharing_runs
 from nas.cli.search_lm import main as search_lm
 from nas.distributed import Ranks
-from common.errors import InputError
+from nas.common.errors import InputError
 from nas.genotype import load
 from nas.seeds import leaderboard
 

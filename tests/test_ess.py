@@ -11,13 +11,13 @@ from nas import genotype
 from nas.attention import SearchAttention
 from nas.cell import FrozenRNN
 from nas.cli.search_lm import main as search_lm
-from common.splits import find_splits
+from nas.common.splits import find_splits
 from nas.corpus import Corpus
-from common.errors import InputError
+from nas.common.errors import InputError
 from nas.genotype import Genotype, validate
 from nas.gates import FrozenGate, InterGates, SearchGate
 from nas.methods.darts import Darts
-from common.runs import RunDir
+from nas.common.runs import RunDir
 from nas.config import SearchConfig
 from nas.search import Searcher
 from nas.search_cell import SearchRNN
@@ -266,7 +266,7 @@ def test_inconsistent_ess_flags_give_one_line_and_exit_2(lm_corpus, tmp_path, ar
 
 def test_interrupted_joint_search_resumes_to_the_same_alphas_across_a_data_wraparound(tmp_path):
     from conftest import write_lm_corpus
-    from common.runs import Interrupted
+    from nas.common.runs import Interrupted
 
     paths = find_splits(write_lm_corpus(tmp_path / "corpus", train_lines=30))  # ~10 batches: round 2 wraps around
 

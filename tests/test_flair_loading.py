@@ -12,7 +12,7 @@ import torch
 from click.testing import CliRunner
 
 import tagger_data as td
-from common.errors import InputError
+from nas.common.errors import InputError
 from nas.genotype import load
 from tagger.config import TaggerConfig
 from tagger.corpora import load_corpus, to_sentences
@@ -79,7 +79,7 @@ def test_export_writes_a_file_flair_alone_loads(setup, tmp_path):
               f"model = SequenceTagger.load({str(tmp_path / 'exported.pt')!r})\n"
               f"sentences = [Sentence(w) for w in {words!r}]\nmodel.predict(sentences, mini_batch_size=8)\n"
               "print(json.dumps([[[s[0].idx - 1, s[-1].idx, s.tag] for s in x.get_spans('ner')] for x in sentences]))\n"
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tagger', 'nas', 'common'))))\n")
+              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tagger', 'nas'))))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # flair alone, not the toolkit
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]

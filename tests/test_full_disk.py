@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from common.errors import InputError
-from common.files import atomic_write_bytes
-from common.runs import RunDir
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_bytes
+from nas.common.runs import RunDir
 from conftest import write_lm_corpus
 from test_bad_inputs import COMMANDS, _tree
 

@@ -152,7 +152,7 @@ def test_search_tagger_killed_around_an_epoch_end_loses_no_epoch(tmp_path, resto
     args = ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings", f"glove:{vectors}",
             "--hidden-size", "8", "--nodes", "3", "--batch-size", "8", "--epochs", "3", "--seed", "4",
             "--threads", "1"]
-    module, straight, cut = "pipeline.search_tagger", tmp_path / "straight", tmp_path / "cut"
+    module, straight, cut = "tagger.cli.search_tagger", tmp_path / "straight", tmp_path / "cut"
     straight_run(module, [*args, "--run-dir", str(straight)])
 
     run_killed(module, [*args, "--run-dir", str(cut)], at=2, when="after")  # right after epoch 1's checkpoint

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("nas", "tagger", "common")
+PACKAGES = ("nas", "tagger")
 
 
 def module_name(path: Path, root: Path) -> str:

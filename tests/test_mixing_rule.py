@@ -7,8 +7,8 @@ import json
 
 import torch
 
-from common.runs import RunDir
-from common.splits import find_splits
+from nas.common.runs import RunDir
+from nas.common.splits import find_splits
 from nas import genotype
 from nas.config import SearchConfig
 from nas.corpus import Corpus

@@ -13,7 +13,7 @@ import tagger_data as td
 from nas.fast import kernels
 
 REPO = Path(__file__).resolve().parent.parent
-PACKAGES = ("common", "nas", "pipeline", "tagger")
+PACKAGES = ("nas", "tagger")
 
 
 def console_scripts() -> dict[str, str]:
@@ -46,6 +46,8 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)], check=True,
                    capture_output=True)
+    top_level = {p.name for p in site.iterdir() if p.is_dir() and p.name != "bin" and not p.name.endswith(".dist-info")}
+    assert top_level == set(PACKAGES)  # two names in the user's environment, as the README says
     installed = {p.relative_to(site) for p in site.rglob("*.py") if p.parts[len(site.parts)] in PACKAGES}
     assert installed == {p.relative_to(REPO) for name in PACKAGES for p in (REPO / name).rglob("*.py")}
     # built without isolation beside torch (the README's way), the wheel carries the C++ kernels
@@ -61,12 +63,12 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     def run(argv):
         return subprocess.run(argv, capture_output=True, text=True, cwd=elsewhere, env=env, timeout=300)
 
-    where = run([sys.executable, "-c", "import nas, tagger; from common.resources import resources_dir; "
+    where = run([sys.executable, "-c", "import nas, tagger; from nas.common.resources import resources_dir; "
                  "from nas.genotype import shipped_cells; print(nas.__file__, tagger.__file__, resources_dir()); "
                  "print(*shipped_cells())"])
     assert where.returncode == 0, where.stderr
     paths, cells = where.stdout.splitlines()
-    assert all(Path(p).is_relative_to(site) for p in paths.split()) and Path(paths.split()[2]).name == "nas_resources"
+    assert all(Path(p).is_relative_to(site) for p in paths.split()) and Path(paths.split()[2]).parts[-2:] == ("nas", "resources")
     assert cells.split() == sorted(p.stem for p in (REPO / "resources" / "cells").glob("*.json"))
     if kernels_built_here:
         loads = run([sys.executable, "-c", "from nas.fast import kernels; assert kernels.compiled(), kernels._kernels_error"])
@@ -79,7 +81,7 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     assert json.loads(dry.stdout) == expected and "model: darts_v2 cell, hidden 8:" in dry.stderr
 
     # the demo's way of running a step works installed too, and shows the console script's name
-    step = run([sys.executable, "-c", "from pathlib import Path; from pipeline.demo import _run; "
+    step = run([sys.executable, "-c", "from pathlib import Path; from tagger.cli.demo import _run; "
                 "_run('train-tagger', ['--cell', 'enas', '--corpus', 'conll03', '--data', 'data', '--embeddings', "
                 "'glove:vectors.txt', '--hidden-size', '8', '--dry-run'], Path('step.log'))"])
     assert step.returncode == 0, step.stderr + (elsewhere / "step.log").read_text()

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 import tagger_data as td
-from common.presets import PRESETS, preset_values
+from nas.common.presets import PRESETS, preset_values
 from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm
 from nas.config import RetrainConfig, SearchConfig

@@ -8,7 +8,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from common.errors import InputError
+from nas.common.errors import InputError
 from tagger.charlm import load_charlm
 from tagger.cli.train_charlm import main as train_charlm
 from tagger.cli.train_wordvec import main as train_wordvec

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 import nas.loop
 import tagger_data as td
-from common.errors import InputError
-from common.runs import Interrupted, RunDir
+from nas.common.errors import InputError
+from nas.common.runs import Interrupted, RunDir
 from conftest import write_lm_corpus
 from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm

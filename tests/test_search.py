@@ -11,11 +11,11 @@ from click.testing import CliRunner
 from nas import genotype
 from nas.architect import Architect
 from nas.cli.search_lm import main as search_lm
-from common.splits import find_splits
+from nas.common.splits import find_splits
 from nas.corpus import Corpus
-from common.errors import InputError
+from nas.common.errors import InputError
 from nas.model import RNNModel, lm_loss
-from common.runs import Interrupted, RunDir
+from nas.common.runs import Interrupted, RunDir
 from nas.config import SearchConfig
 from nas.methods import METHODS, Entry
 from nas.methods.darts import Darts
@@ -209,7 +209,7 @@ def test_nas_commands_import_no_torch_before_their_work_starts():
 
 
 def test_the_light_flag_choices_match_what_the_library_accepts():
-    from common.runs import PRECISIONS
+    from nas.common.runs import PRECISIONS
     from nas import config
     from nas.attention import SEARCH_CHOICES
     from nas.genotype import SIZE_MATCHES

@@ -9,13 +9,13 @@ import torch
 from click.testing import CliRunner
 
 import tagger_data as td
-from common.runs import Interrupted, RunDir
+from nas.common.runs import Interrupted, RunDir
 from nas.genotype import load
 from nas.methods.darts import Darts
-from pipeline import tagging_search
-from pipeline.search_tagger import main
-from pipeline.tagging_search import BiSearchRNN, TaggingSearch
-from pipeline.tagging_search_config import TaggingSearchConfig
+from tagger import tagging_search
+from tagger.cli.search_tagger import main
+from tagger.tagging_search import BiSearchRNN, TaggingSearch
+from tagger.tagging_search_config import TaggingSearchConfig
 from tagger.corpora import load_corpus
 from tagger.embeddings import build_embeddings
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import tagger_data as td
-from common.parameters import closest_size, count_parameters
+from nas.common.parameters import closest_size, count_parameters
 from nas.genotype import load
 from tagger.model import recurrent_layer
 from tagger.sizing import match_layer, rnn_parameters

@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from common.stats import paired_t_test, regularized_incomplete_beta, t_two_sided_p
+from nas.common.stats import paired_t_test, regularized_incomplete_beta, t_two_sided_p
 
 
 @pytest.mark.parametrize("a, b, x", [(1, 1, 0.3), (2.5, 1, 0.7), (1, 3, 0.2), (0.5, 0.5, 0.25)])

@@ -1,5 +1,5 @@
 """The child-command runner that `--seeds` and the demo share: exit code, log, and the line that says why."""
-from common.subprocesses import last_error, run_module
+from nas.common.subprocesses import last_error, run_module
 
 
 def test_a_child_module_runs_with_its_output_in_the_log_and_its_error_line_found(tmp_path, monkeypatch):

@@ -4,7 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.errors import InputError
+from nas.common.errors import InputError
 from tagger.embeddings import build_embeddings, parse_spec
 from tagger.wordvec import packaged_vectors, read_vector_file
 

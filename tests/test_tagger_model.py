@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import tagger_data as td
-from common.errors import InputError
+from nas.common.errors import InputError
 from nas.genotype import load
 from tagger import evaluation, prediction
 from tagger.config import TaggerConfig

@@ -18,13 +18,13 @@ import nas.loop
 import nas.train
 from nas.cli.eval_lm import main as eval_lm
 from nas.cli.train_lm import main as train_lm
-from common.splits import find_splits
+from nas.common.splits import find_splits
 from nas.corpus import Corpus
 from nas.genotype import load
-from common.parameters import count_parameters
+from nas.common.parameters import count_parameters
 from nas.lm_file import LMSpec, build_lm, model_file, rnn_parameters
 from nas.lstm import lstm_parameters, matching_nhid
-from common.runs import Interrupted, RunDir
+from nas.common.runs import Interrupted, RunDir
 from nas.config import RetrainConfig
 from nas.lm_eval import evaluate
 from nas.train import Trainer, load_for_evaluation

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 import tagger_data as td
-from common.errors import InputError
-from common.stats import paired_t_test
+from nas.common.errors import InputError
+from nas.common.stats import paired_t_test
 from tagger import transfer
 from tagger.cli.transfer import main
 

@@ -2,8 +2,8 @@
 spelling of the path (a symbolic link, `..`), and no run directory goes inside a corpus folder:
 each is one `error:` line, exit 2, and every file of the user's byte for byte as it was.
 
-Most are refused while the command line is checked (`common.cli`); the plot-cell cases are
-refused by the write itself (`common.guard` through `common.files.atomic_open`).
+Most are refused while the command line is checked (`nas.common.cli`); the plot-cell cases are
+refused by the write itself (`nas.common.guard` through `nas.common.files.atomic_open`).
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from common import guard
-from common.errors import InputError
-from common.files import atomic_write_text, read_json
+from nas.common import guard
+from nas.common.errors import InputError
+from nas.common.files import atomic_write_text, read_json
 from conftest import write_lm_corpus
 from tagger_data import write_conll03
 from test_bad_inputs import COMMANDS, REPO, _args, _assert_refused, _tree

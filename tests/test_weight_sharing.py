@@ -10,8 +10,8 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from common.runs import Interrupted, RunDir
-from common.splits import find_splits
+from nas.common.runs import Interrupted, RunDir
+from nas.common.splits import find_splits
 from nas import genotype
 from nas.cell import FrozenRNN
 from nas.cli.search_lm import main as search_lm

@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, use_threads
-from common.splits import find_splits
+from nas.common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, use_threads
+from nas.common.splits import find_splits
 
 if TYPE_CHECKING:
     from ..wordloss import WordRow

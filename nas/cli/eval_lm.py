@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from common.cli import BATCH_SIZE, DEVICE, THREAD_COUNT, command, use_threads
-from common.errors import InputError
-from common.splits import SPLITS, find_splits
+from nas.common.cli import BATCH_SIZE, DEVICE, THREAD_COUNT, command, use_threads
+from nas.common.errors import InputError
+from nas.common.splits import SPLITS, find_splits
 
 
 @command()
@@ -28,7 +28,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     \b
         bin/eval-lm runs/dartsv2 --data data/ptb --split test
     """
-    from common.files import require_file
+    from nas.common.files import require_file
 
     from ..corpus import batchify, encode, read_tokens
     from ..lm_eval import evaluate, ppl

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import OUTPUT_FOLDER, command
+from nas.common.cli import OUTPUT_FOLDER, command
 
 
 @command()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import OUTPUT_FOLDER, command
+from nas.common.cli import OUTPUT_FOLDER, command
 
 
 @command()
@@ -22,7 +22,7 @@ def main(run_dir, out, tensorboard) -> None:
         bin/plot-run runs/dartsv2
         bin/plot-run runs/chunk-darts --out pictures/ --tensorboard
     """
-    from common.curves import read_curves, write_tensorboard
+    from nas.common.curves import read_curves, write_tensorboard
     from ..plots import plot_curves
 
     curves = read_curves(run_dir)

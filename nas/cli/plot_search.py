@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from common.cli import OUTPUT_FOLDER, command
+from nas.common.cli import OUTPUT_FOLDER, command
 
 
 @command()

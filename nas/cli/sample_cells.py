@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import MANY_COUNT, NODE_COUNT, OUTPUT_FOLDER, SEED_VALUE, command, command_line
+from nas.common.cli import MANY_COUNT, NODE_COUNT, OUTPUT_FOLDER, SEED_VALUE, command, command_line
 
 
 @command()
@@ -25,7 +25,7 @@ def main(count, seed, out, nodes, inter, attention) -> None:
     \b
         bin/sample-cells --n 5 --seed 1 --out cells/random
     """
-    from common.runs import RunDir
+    from nas.common.runs import RunDir
 
     from ..sampling import Space, random_cells  # torch: imported here so that --help answers at once
 

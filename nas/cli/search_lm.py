@@ -8,19 +8,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded,
+from nas.common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded,
                         check_resume_flags, command, command_line, config_option, defaults_option, flag_types, loaded_config, not_from_config,
                         use_threads)
-from common.errors import InputError
-from common.presets import preset_values, presets_help
-from common.ranges import MINUTES
+from nas.common.errors import InputError
+from nas.common.presets import preset_values, presets_help
+from nas.common.ranges import MINUTES
 
 from ..config import ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
 from ..methods import METHODS, check_method_flags, entry, total_epochs
 from .lm_flags import weight_step_options
 
 if TYPE_CHECKING:
-    from common.runs import RunDir
+    from nas.common.runs import RunDir
 
 D = SearchConfig()
 T = flag_types(SearchConfig.RANGES)
@@ -96,9 +96,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     \b
         bin/search-lm --data data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
-    from common.files import read_json
-    from common.runs import RunDir, default_run_dir
-    from common.splits import find_splits
+    from nas.common.files import read_json
+    from nas.common.runs import RunDir, default_run_dir
+    from nas.common.splits import find_splits
 
     from ..genotype import load, validate
     from ..search import Searcher
@@ -165,7 +165,7 @@ SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device
 def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float, select_args: str,
                   out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
-    from common.paths import absolute_if_exists
+    from nas.common.paths import absolute_if_exists
 
     from ..seeds import SeedRuns, parse_seeds, seed_search_args
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import click
 
-from common.runs import Interrupted
+from nas.common.runs import Interrupted
 
 from ..loop import Progress, TrainingLoop
 

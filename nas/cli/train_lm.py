@@ -6,9 +6,9 @@ from dataclasses import fields
 
 import click
 
-from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
+from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types, use_threads)
-from common.presets import preset_values, presets_help
+from nas.common.presets import preset_values, presets_help
 
 from ..config import PRECISIONS, RetrainConfig
 from .lm_flags import weight_step_options
@@ -61,9 +61,9 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     \b
         bin/train-lm --cell darts_v2 --data data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
     """
-    from common.paths import absolute_if_exists
-    from common.runs import RunDir, default_run_dir
-    from common.splits import find_splits
+    from nas.common.paths import absolute_if_exists
+    from nas.common.runs import RunDir, default_run_dir
+    from nas.common.splits import find_splits
 
     from ..train import Trainer, optimizer_kind, resolve_cell
     from .terminal import Terminal, run_loop

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from common.errors import InputError
+from nas.common.errors import InputError
 
 from ..config import SearchConfig, flag_name
 

@@ -21,7 +21,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
-from common.errors import InputError
+from nas.common.errors import InputError
 
 from ..architect import Architect, Batch
 from ..attention import SearchAttention

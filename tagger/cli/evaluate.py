@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, SEED_VALUE, THREAD_COUNT, command,
+from nas.common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, SEED_VALUE, THREAD_COUNT, command,
                         output_problem)
-from common.errors import InputError
+from nas.common.errors import InputError
 
 from ..corpus_formats import FORMATS, SPLITS
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
@@ -45,7 +45,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
         bin/evaluate --model runs/ner --format conlleval
         bin/evaluate --model runs/ner --corpus conll03 --data data/conll03 --split dev
     """
-    from common.files import atomic_write_json
+    from nas.common.files import atomic_write_json
 
     from ..corpora import load_corpus, parse_columns
 
@@ -99,7 +99,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
 def _run_config(model: Path, corpus: str | None) -> dict:
     """Corpus settings of the run that trained the model (config.json beside it, or one level up for
     --runs), when that run used this corpus format (or none is given)."""
-    from common.files import read_json
+    from nas.common.files import read_json
 
     folder = model if model.is_dir() else model.parent
     for candidate in (folder / "config.json", folder.parent / "config.json"):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from common.cli import OUTPUT_FILE, command
+from nas.common.cli import OUTPUT_FILE, command
 
 from .runtime import flair_logs_to_stderr, offline
 

@@ -32,7 +32,7 @@ def use_device(device: str, threads: int | None = None) -> None:
     import flair
     import torch
 
-    from common.cli import use_threads
+    from nas.common.cli import use_threads
 
     flair.device = torch.device(device)
     use_threads(threads)

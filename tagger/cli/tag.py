@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
-from common.cli import BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_OR_FOLDER, THREAD_COUNT, command
-from common.errors import InputError
+from nas.common.cli import BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_OR_FOLDER, THREAD_COUNT, command
+from nas.common.errors import InputError
 
 from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
@@ -128,7 +128,7 @@ def _not_an_input(destination: Path, inputs: list[str]) -> None:
 
 def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
            batch_size: int, errors: str) -> None:
-    from common.files import atomic_open
+    from nas.common.files import atomic_open
 
     try:
         with ExitStack() as stack:

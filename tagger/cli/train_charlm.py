@@ -6,10 +6,10 @@ from pathlib import Path
 
 import click
 
-from common.cli import (BATCH_SIZE, COUNT, DEVICE, LAYER_SIZE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
+from nas.common.cli import (BATCH_SIZE, COUNT, DEVICE, LAYER_SIZE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
                         command_line, config_option, use_threads)
-from common.errors import InputError
-from common.ranges import MINUTES, POSITIVE
+from nas.common.errors import InputError
+from nas.common.ranges import MINUTES, POSITIVE
 
 
 @command()
@@ -37,9 +37,9 @@ def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_l
     \b
         bin/train-charlm --data data/wikitext-2 --direction forward --run-dir charlm-fwd --time-budget 20
     """
-    from common.files import atomic_write_json
-    from common.paths import absolute
-    from common.runs import RunDir
+    from nas.common.files import atomic_write_json
+    from nas.common.paths import absolute
+    from nas.common.runs import RunDir
 
     from ..charlm import train_charlm
 

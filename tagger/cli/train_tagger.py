@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
+from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types)
-from common.errors import InputError
-from common.ranges import check_ranges
-from common.presets import preset_values, presets_help
+from nas.common.errors import InputError
+from nas.common.ranges import check_ranges
+from nas.common.presets import preset_values, presets_help
 
 from ..config import CELL_INITS, TaggerConfig
 from ..corpus_formats import FORMATS
@@ -75,9 +75,9 @@ def main(run_dir, dry_run, resume, **options) -> None:
     \b
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """
-    from common.files import atomic_write_json
-    from common.paths import absolute, absolute_if_exists
-    from common.runs import Interrupted, RunDir, default_run_dir
+    from nas.common.files import atomic_write_json
+    from nas.common.paths import absolute, absolute_if_exists
+    from nas.common.runs import Interrupted, RunDir, default_run_dir
 
     from ..corpora import load_corpus, parse_columns
     from ..embeddings import absolute_spec

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from common.cli import COUNT, LAYER_SIZE, OUTPUT_FILE, SEED_VALUE, THREAD_COUNT, command
+from nas.common.cli import COUNT, LAYER_SIZE, OUTPUT_FILE, SEED_VALUE, THREAD_COUNT, command
 
 
 @command()

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from common.cli import LAYER_SIZE, MANY_COUNT, RUN_FOLDER, THREAD_COUNT, bounded, command
-from common.ranges import MINUTES
+from nas.common.cli import LAYER_SIZE, MANY_COUNT, RUN_FOLDER, THREAD_COUNT, bounded, command
+from nas.common.ranges import MINUTES
 
 from ..config import TaggerConfig
 
@@ -33,7 +33,7 @@ def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, thread
     \b
         bin/transfer --cells darts_v2,lstm --corpora conll2000:data/conll2000 --seeds 2 --hidden-size 128 --run-dir runs/transfer -- --embeddings glove:glove-6b-50d --max-epochs 3
     """
-    from common.runs import default_run_dir
+    from nas.common.runs import default_run_dir
 
     from ..transfer import Benchmark, parse_cells, parse_corpora
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import click
 
-from common.cli import RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command
-from common.errors import InputError
-from common.subprocesses import IMPORT_ROOT, last_error, run_module
+from nas.common.cli import RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command
+from nas.common.errors import InputError
+from nas.common.subprocesses import IMPORT_ROOT, last_error, run_module
 
 FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
         "tagger_hidden": "64", "tagger_epochs": "4"}
@@ -94,7 +94,7 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
         bin/demo                # the embedded default data (generated from --seed)
         bin/demo --data data    # PTB and CoNLL-2000 at the same tiny sizes
     """
-    from common.runs import default_run_dir
+    from nas.common.runs import default_run_dir
 
     os.environ["OMP_NUM_THREADS"] = str(threads)
     root = Path(run_dir or default_run_dir("demo"))
@@ -174,7 +174,7 @@ def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: s
 
 def _raw_from_lm_test(lm_dir: Path) -> str:
     """A few sentences of the LM test split as raw text to tag (real data has no raw file of its own)."""
-    from common.splits import find_splits
+    from nas.common.splits import find_splits
 
     lines = find_splits(lm_dir)["test"].read_text(encoding="utf-8").splitlines()
     return "\n".join(line.strip() for line in lines[:20] if line.strip()) + "\n"

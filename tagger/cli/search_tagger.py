@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from common.cli import (COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded,
+from nas.common.cli import (COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded,
                         check_resume_flags, command, command_line)
-from common.errors import InputError
-from common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
+from nas.common.errors import InputError
+from nas.common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
 from nas.methods import METHODS
-from tagger.cli import train_tagger
+from . import train_tagger
 
-from .tagging_search_config import TaggingSearchConfig
+from ..tagging_search_config import TaggingSearchConfig
 
 D = TaggingSearchConfig()
 # bin/train-tagger's flags that the search takes with the same meaning (its defaults are D's)
@@ -65,11 +65,11 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
 
         bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data data/conll2000
     """
-    from common.runs import RunDir, default_run_dir
+    from nas.common.runs import RunDir, default_run_dir
     from nas.cli.terminal import Terminal, run_loop
     from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
 
-    from .tagging_search import TaggingSearch
+    from ..tagging_search import TaggingSearch
 
     offline()
     if resume:

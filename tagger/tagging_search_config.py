@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from common.errors import InputError
+from nas.common.errors import InputError
 from tagger.config import TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults

@@ -1,9 +1,9 @@
 """What a command may write over: never a file it reads, nor a file of a run directory it did not start.
 
-While a command runs (`common.cli.Command` opens `guarding()`), the readers of `common.files` note
+While a command runs (`nas.common.cli.Command` opens `guarding()`), the readers of `nas.common.files` note
 every file they read, the command line's input paths are noted before any work, and the run
 directories the command starts or resumes are noted as its own (`own`). Every write of
-`common.files` asks `write_problem` first, so whatever the name of a file (a symbolic or hard link,
+`nas.common.files` asks `write_problem` first, so whatever the name of a file (a symbolic or hard link,
 `..`), an output that would replace one of the user's files is refused, as one `error:` line.
 
 Outside a command (a library caller, a test) nothing is noted and nothing is refused.

@@ -1,6 +1,6 @@
 """Child commands of this toolkit run as separate processes, each with its output in a log file.
 
-Multi-seed search (`nas.seeds`) and the demo (`pipeline.demo`) both run whole commands
+Multi-seed search (`nas.seeds`) and the demo (`tagger.cli.demo`) both run whole commands
 (`python -m MODULE`, which works from a checkout and from an installed wheel alike) one after
 another, keep each one's stdout and stderr in a log, and report a failure by its exit code and the
 line of the log that says what went wrong.
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-IMPORT_ROOT = Path(__file__).resolve().parent.parent  # the folder this toolkit's packages are imported from
+IMPORT_ROOT = Path(__file__).resolve().parents[2]  # the folder this toolkit's packages are imported from
 
 
 def run_module(module: str, args: list[str], log: Path, on_line: Callable[[str], None] | None = None) -> int:

@@ -32,7 +32,7 @@ from .files import (DISK_REFUSED, atomic_torch_save, atomic_write_json, atomic_w
 
 
 PRECISIONS = ("fp32", "bf16")
-TEMP_FILES = ".*.tmp"  # what common.files.atomic_open leaves behind when killed mid-write
+TEMP_FILES = ".*.tmp"  # what nas.common.files.atomic_open leaves behind when killed mid-write
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """The allowed values of numeric settings, declared once: the configs check them in `validate()` for
-library callers, and the commands turn the same declarations into click types (`common.cli`), so a
+library callers, and the commands turn the same declarations into click types (`nas.common.cli`), so a
 flag out of range is refused while the command line is parsed.
 
 Light on purpose (no click, no torch)."""

@@ -2,7 +2,7 @@
 (`charlm/`) that `--cell NAME` and `--embeddings flair:NAME:NAME` resolve.
 
 They live in the repository's top-level `resources/` folder, which an installed wheel holds as the
-package `nas_resources` (setup.cfg maps one onto the other). Code run from a checkout reads the
+package `nas.resources` (setup.cfg maps one onto the other). Code run from a checkout reads the
 checkout's folder, so a change there is seen at once; `$NAS_RESOURCES` overrides both.
 """
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 
 from .errors import InputError
 
-PACKAGE = "nas_resources"
+PACKAGE = "nas.resources"
 
 
 def resources_dir() -> Path:
     """$NAS_RESOURCES, else `resources/` of the checkout this code runs from, else the installed package."""
     if os.environ.get("NAS_RESOURCES"):
         return Path(os.environ["NAS_RESOURCES"])
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # nas/common/ -> the checkout
     if (root / "setup.cfg").is_file() and (root / "resources" / "cells").is_dir():
         return root / "resources"
     from importlib.resources import files
@@ -28,4 +28,4 @@ def resources_dir() -> Path:
         return Path(str(files(PACKAGE)))
     except ModuleNotFoundError:
         raise InputError(f"the shipped resources are missing: no package {PACKAGE} is installed beside "
-                         f"{root / 'common'} (reinstall the toolkit, or set NAS_RESOURCES to a resources/ folder)") from None
+                         f"{root / 'nas'} (reinstall the toolkit, or set NAS_RESOURCES to a resources/ folder)") from None

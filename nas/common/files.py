@@ -24,7 +24,7 @@ DISK_REFUSED = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)  # a write
 def atomic_open(path: str | os.PathLike, binary: bool = False, size: int | None = None) -> Iterator[IO]:
     """A file to write as you go: a temp file beside `path`, renamed over it only if the block ends
     without an exception (otherwise removed, with the folders made for it), so readers never see
-    half a file. A path the command must not write over (`common.guard`) is refused first, and a
+    half a file. A path the command must not write over (`nas.common.guard`) is refused first, and a
     write the disk refuses (full, read-only) is an InputError naming the path (and, on a full disk,
     `size`, the bytes the file needs, where the caller knows them)."""
     path = Path(path)

@@ -2,7 +2,7 @@
 
 Plain data (no torch, no click). Each preset belongs to one command and sets that command's flags
 (keys: the command's option names as Python names); a flag given on the command line still wins
-(`common.flag_defaults`), and the run's config.json records the resolved values. Where a paper is
+(`nas.common.flag_defaults`), and the run's config.json records the resolved values. Where a paper is
 silent the preset leaves the flag alone, so the command's own default applies; the `source` line
 says where each value comes from (the papers are listed in docs/papers.md).
 """

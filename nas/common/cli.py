@@ -36,7 +36,7 @@ class Command(click.Command):
     own usage errors and refused flag values, an `InputError` from the library, and an `OSError` on a
     named file or a full disk. Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
 
-    While it runs, no write replaces a file it reads or a file of another run (`common.guard`):
+    While it runs, no write replaces a file it reads or a file of another run (`nas.common.guard`):
     the input paths of its command line are noted, and its output flags checked against them,
     before any work.
 
@@ -254,7 +254,7 @@ RESUMED = "resume"  # the parameter naming the run directory a command continues
 
 
 def _check_outputs(ctx: click.Context) -> None:
-    """Note the command line's input paths (and the run it resumes) with `common.guard`, then refuse
+    """Note the command line's input paths (and the run it resumes) with `nas.common.guard`, then refuse
     an output flag that would write over one of them, over a file of another run, or put a run
     inside a folder the command reads: now, before any work."""
     outputs = []

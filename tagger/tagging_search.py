@@ -28,8 +28,8 @@ from flair.training_utils import store_embeddings
 from torch.func import functional_call
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from common.errors import InputError
-from common.runs import RunDir
+from nas.common.errors import InputError
+from nas.common.runs import RunDir
 from nas import __version__
 from nas.architect import Architect, split_parameters
 from nas.genotype import Genotype
