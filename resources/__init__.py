@@ -1,1 +1,1 @@
-"""The shipped cells and character LMs, installed as the package `nas_resources` (see common.resources)."""
+"""The shipped cells and character LMs, installed as the data package `nas.resources` (see nas.common.resources)."""

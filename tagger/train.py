@@ -193,7 +193,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         log.info(resuming.resumed_line(start))
     # in this order: the epoch's row of loss.tsv is written before TrainingState's checkpoint
     plugins = [timer, annealing, LossFilePlugin(out, epoch=start), resuming.AppendingLog(out / "training.log", start),
-               keeper]
+               keeper, *_live_curves(out)]
     truthful = _OwnTestScoring(len(corpus.test.tokens))
     log.addFilter(truthful)
     try:
@@ -239,6 +239,18 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if metrics["model"] != "final-model.pt" and not config.save_final_model:
         (out / "final-model.pt").unlink(missing_ok=True)
     return metrics
+
+
+def _live_curves(out: Path) -> list:
+    """flair's TensorBoard plugin, writing out/tensorboard while training runs, when TensorBoard is
+    installed (`tensorboard --logdir runs/` then shows every run's curves live)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter  # noqa: F401 - needs the tensorboard package
+    except ImportError:
+        return []
+    from flair.trainers.plugins.loggers.tensorboard import TensorboardLogger
+
+    return [TensorboardLogger(log_dir=str(out / "tensorboard"))]
 
 
 def _mean(values: list[float]) -> float | None:

@@ -44,7 +44,7 @@ def test_darts_v2_learns_beyond_epoch_zero(darts_run):
 def test_run_directory_holds_every_output(darts_run, setup):
     out, metrics = darts_run
     # finished: the model tested, no checkpoint (nothing left to resume), no final model unless asked for
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "best-model.pt", "config.json", "dev.tsv", "loss.tsv",
+    assert sorted(p.name for p in out.iterdir() if p.name != "tensorboard") == ["README.md", "best-model.pt", "config.json", "dev.tsv", "loss.tsv",
                                                      "metrics.json", "test.conll", "training.log"]
     config = json.loads((out / "config.json").read_text())
     assert config["genotype"]["name"] == "DARTS_V2" and config["hidden_size"] == 16
@@ -263,3 +263,31 @@ def test_word_vectors_are_cut_to_the_corpus_and_the_most_frequent_with_the_same_
     assert set(kept.vocab) >= {line.split()[0] for line in lines[:2]}
     size = lambda run, metrics: (tmp_path / run / metrics["model"]).stat().st_size  # noqa: E731
     assert size("2", cut) < size("0", full) - 100_000
+
+
+def test_live_curves_go_to_tensorboard_when_it_is_installed(setup, tmp_path, monkeypatch):
+    """With TensorBoard installed, flair's TensorBoard plugin writes each epoch's loss and dev score
+    under RUN_DIR/tensorboard while training runs (a stand-in writer here records what it is given)."""
+    import sys
+    import types
+
+    written: list[tuple[str, str, int]] = []
+
+    class SummaryWriter:
+        def __init__(self, log_dir=None, comment=""):
+            self.log_dir = log_dir
+
+        def add_scalar(self, name, value, step, walltime=None):
+            written.append((self.log_dir, name, step))
+
+        def close(self):
+            pass
+
+    monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", types.SimpleNamespace(SummaryWriter=SummaryWriter))
+    root, corpus, embeddings = setup
+    config = TaggerConfig(cell="darts_v2", corpus="conll03", hidden_size=4, batch_size=8, max_epochs=2, seed=3)
+    train_runs(config, corpus, embeddings, load("darts_v2"), tmp_path / "run")
+    assert {log_dir for log_dir, _, _ in written} == {str(tmp_path / "run" / "tensorboard")}
+    names = {name for _, name, _ in written}
+    assert any("loss" in name for name in names) and any("score" in name for name in names), names
+    assert {step for _, name, step in written if "score" in name} == {1, 2}
