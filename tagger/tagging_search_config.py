@@ -7,6 +7,7 @@ its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
 from nas.common.errors import InputError
@@ -58,6 +59,22 @@ class TaggingSearchConfig:
         """A run directory's config.json, with the limits given on the command line (not None) in place."""
         config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
         return replace(config, **{k: v for k, v in limits.items() if v is not None})
+
+    @classmethod
+    def from_file(cls, path: Path, stored: dict, **limits: Any) -> "TaggingSearchConfig":
+        """`from_dict` of a config.json read from `path`, checked field by field: a key it does not know
+        (another command's config, or an edit) and a setting out of range name the file, not a flag."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(stored) - known)
+        if unknown:
+            raise InputError(f"{path}: {unknown[0]!r} is not a setting of bin/search-tagger (a config of another "
+                             "command, or edited?)")
+        config = cls.from_dict(stored, **limits)
+        try:
+            config.check()
+        except InputError as err:
+            raise InputError(f"{path}: a stored setting is out of range ({err})") from None
+        return config
 
     def tagger(self) -> TaggerConfig:
         """The tagger settings as `tagger.train.build_model` reads them."""

@@ -148,6 +148,7 @@ class Benchmark:
             log = run.path / "train-tagger.log"
             code = run_module("tagger.cli.train_tagger", self.tagger_argv(run), log)
             if code != 0 or not run.finished:
+                _keep_only(run.path, log)
                 raise InputError(f"{run.label()}: bin/train-tagger failed (exit {code}): {last_error(log)} "
                                  f"(log: {log}); run the same command again to go on from here")
             metrics = read_json(run.path / "metrics.json")
@@ -298,3 +299,10 @@ def plot_dev_f1(runs: list[dict], corpora: list[str], cells: list[str], path: Pa
     fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def _keep_only(folder: Path, log: Path) -> None:
+    """A failed run's folder keeps the log that says why, nothing half-written (a rerun starts it afresh)."""
+    for item in folder.iterdir():
+        if item != log:
+            shutil.rmtree(item) if item.is_dir() else item.unlink()

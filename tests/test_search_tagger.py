@@ -156,3 +156,22 @@ def test_bad_settings_are_one_line_errors(setup, tmp_path, flags, says, restore_
     result = CliRunner().invoke(main, [a for k, v in args.items() if v is not None for a in (k, v)])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("edit, says", [
+    ({"learning_rate": 0.1}, "'learning_rate' is not a setting of bin/search-tagger (a config of another command"),
+    ({"nodes": 0}, "a stored setting is out of range (--nodes: must be at least 1, got 0)"),
+])
+def test_an_edited_config_is_refused_naming_the_file(setup, tmp_path, edit, says, restore_flair_logging):
+    """On --resume the run's config.json is checked field by field, and its problems name the file."""
+    from dataclasses import asdict
+
+    _, config, _, _ = setup
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({**asdict(config), **edit}))
+    (run / "checkpoint.pt").write_bytes(b"")  # a run that started
+    before = (run / "config.json").read_bytes()
+    result = CliRunner().invoke(main, ["--resume", str(run)])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {run / 'config.json'}: {says}")
+    assert result.stderr.count("\n") == 1 and (run / "config.json").read_bytes() == before

@@ -88,6 +88,25 @@ def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench
     assert CliRunner().invoke(main, args).exit_code == 0
 
 
+def test_a_failed_run_leaves_only_its_log_and_the_error_names_it(bench, tmp_path, monkeypatch):
+    _, args, _ = bench
+    args = [*args]
+    args[args.index("--run-dir") + 1] = str(tmp_path / "failing")
+
+    def failing_run_module(name, argv, log):  # a train-tagger that wrote some files, then failed
+        run = log.parent
+        (run / "checkpoint.pt").write_bytes(b"half")
+        (run / "sub").mkdir()
+        log.write_text("epoch 1 ...\nerror: out of patience\n")
+        return 2
+
+    monkeypatch.setattr(transfer, "run_module", failing_run_module)
+    result = CliRunner().invoke(main, args)
+    failed = tmp_path / "failing" / "conll03" / "darts_v2" / "seed-1"
+    assert result.exit_code == 2 and "bin/train-tagger failed (exit 2): error: out of patience" in result.stderr
+    assert sorted(p.name for p in failed.iterdir()) == ["train-tagger.log"]
+
+
 def test_resuming_with_other_settings_is_refused(bench):
     run_dir, args, _ = bench
     at = args.index("--hidden-size") + 1

@@ -75,7 +75,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     if resume:
         run = RunDir(resume)
         stored = run.config()
-        config = TaggingSearchConfig.from_dict(stored, epochs=epochs, time_budget=time_budget)
+        config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
         check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("out",))
     else:
         for name in REQUIRED:
