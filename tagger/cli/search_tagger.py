@@ -84,7 +84,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         config = TaggingSearchConfig(order=int(order), epochs=epochs if epochs is not None else D.epochs,
                                      time_budget=time_budget, command=command_line("bin/search-tagger"), **options)
         run = RunDir(run_dir or default_run_dir("search-tagger"))
-    config.check()
+        config.check()  # a resumed config was checked by from_file, naming its file
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     search = TaggingSearch.open(config, run, bool(resume))
