@@ -17,6 +17,7 @@ from nas.common.ranges import (AT_LEAST_1, BATCH, MANY, MINUTES, NODES, NON_NEGA
 
 PRECISIONS = ("fp32", "bf16")  # nas.common.runs.autocast
 SEARCH_SPACES = ("intra", "inter", "joint")
+EARLY_STOPS = ("none", "hessian")  # nas.health.EarlyStop
 ATTENTION_CHOICES = ("search", "dot", "multihead", "none")  # a searched mix, nas.genotype.ATTENTION_TYPES, or none
 GATE_SQUASHES = ("sigmoid", "2sigmoid", "none")  # the keys of nas.gates.SQUASHES
 GATE_SIZE_MATCHES = ("project", "pad")  # nas.gates.SIZE_MATCHES
@@ -146,6 +147,13 @@ class SearchConfig(LMConfig):
     controller_lr: float = 3.5e-4  # ENAS: Adam learning rate of the controller (paper §3.1)
     entropy_weight: float = 1e-4  # ENAS: weight of the controller's sample entropy in the reward (paper §3.1)
     baseline_decay: float = 0.99  # ENAS: decay of the reward's moving-average baseline (the ENAS code's PTB setting)
+    track_candidates: int = 10  # random: fixed draws scored at each epoch end, whose best the convergence rule follows
+    # search health (nas.health): the Hessian eigenvalue each epoch, DARTS-ES, a time budget
+    hessian_iterations: int = 20  # power iterations for the dominant eigenvalue of ∇²α L_val (0: not computed)
+    early_stop: str = "none"  # "hessian": DARTS-ES (Zela et al. 2020)
+    early_stop_window: int = 5  # DARTS-ES: k, the epochs of each window
+    early_stop_ratio: float = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
+    time_budget: float | None = None  # minutes of training and validation, over resumes
 
     COMMAND: ClassVar[str] = "bin/search-lm"
     RANGES: ClassVar[dict[str, Range]] = {
@@ -155,6 +163,8 @@ class SearchConfig(LMConfig):
         **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE), "arch_wdecay": NON_NEGATIVE,
         "candidates": MANY, "controller_steps": AT_LEAST_1, "controller_lr": POSITIVE,
         "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
+        "track_candidates": MANY, "hessian_iterations": NON_NEGATIVE_INT, "early_stop_window": AT_LEAST_1,
+        "early_stop_ratio": Range(0, 1, low_open=True, high_open=True), "time_budget": MINUTES,
     }
 
     def validate(self) -> None:
@@ -165,6 +175,8 @@ class SearchConfig(LMConfig):
                              "gate node i reads history vector i")
         if (self.search_space == "inter") != (self.cell is not None):
             raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
+        if self.early_stop == "hessian" and self.hessian_iterations == 0:
+            raise InputError("--early-stop hessian: needs the eigenvalue, so --hessian-iterations at least 1")
         if self.emsize != self.nhid:
             raise InputError(f"--emsize {self.emsize} and --nhid {self.nhid} must be equal: "
                              "the decoder is tied to the embedding")

@@ -115,8 +115,11 @@ class _OneDNNLinear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         g = grad.reshape(-1, grad.size(-1))
         need_x, need_w, need_b = ctx.needs_input_grad
-        grad_x = product(g, weight.t()).view(x.shape) if need_x else None
-        grad_w = product(g.t(), x.reshape(-1, x.size(-1)).t()) if need_w else None
+        # Under create_graph (a Hessian-vector product, nas.health) autograd must record the backward's
+        # products, and it cannot record oneDNN's op: plain torch.mm then.
+        mm = (lambda a, b: a @ b.t()) if torch.is_grad_enabled() else product  # both: a·bᵀ
+        grad_x = mm(g, weight.t()).view(x.shape) if need_x else None
+        grad_w = mm(g.t(), x.reshape(-1, x.size(-1)).t()) if need_w else None
         grad_b = g.sum(0) if need_b and ctx.has_bias else None
         return grad_x, grad_w, grad_b
 

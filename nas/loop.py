@@ -137,6 +137,10 @@ class TrainingLoop:
         """Batches an epoch is shown as."""
         raise NotImplementedError
 
+    def stopped_early(self) -> bool:
+        """True once the run's own rule ends it before `epochs` (a search's DARTS-ES); checked at each epoch end."""
+        return False
+
     def epoch_limit(self) -> int | None:
         """The batch count that ends an epoch before the data does (None: only the data's end)."""
         return self.batches_per_epoch()
@@ -197,7 +201,7 @@ class TrainingLoop:
         self.progress = progress or Progress()
         try:
             with self.stop:
-                while self.epoch < self.epochs and not self.out_of_time():
+                while self.epoch < self.epochs and not self.out_of_time() and not self.stopped_early():
                     try:
                         self._train_epoch(on_batch)
                         self._end_epoch()

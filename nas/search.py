@@ -7,6 +7,13 @@ batch. At each epoch end the method may run a phase of its own (ENAS: the contro
 log records the perplexities, what the method records of its state (every α and their distance
 from uniform) and the genotype derived so far; at the end the method concludes (random search
 and ENAS score candidates) and the genotype and the search's metrics are written to the run directory.
+
+Each epoch's log line also carries the search's health (`nas.health`): for a method with α, the
+dominant eigenvalue of the Hessian of the validation loss in α (on one fixed validation batch,
+eval mode) and each op's share of α's mass; for every method, each op's share of the derived
+cell. With --early-stop hessian the DARTS-ES rule may end the search early, and the cell is then
+derived from α as it stood a window of epochs before. metrics.json records whether the search
+converged by the toolkit's rule (`nas.health.convergence`).
 """
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 
 import torch
+from torch.func import functional_call
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nas.common.errors import InputError
 from nas.common.runs import RunDir, autocast
@@ -26,11 +35,12 @@ from .config import SearchConfig
 from .corpus import Corpus, batchify
 from .distributed import sync_batch_norm
 from .genotype import Genotype
+from .health import EarlyStop, cell_shares, convergence, dominant_eigenvalue, op_shares
 from .lm_eval import get_batch, ppl
 from .loop import LMLoop
 from .methods import method_class, total_epochs
 from .methods.base import Validation
-from .model import detach_hidden
+from .model import detach_hidden, lm_loss
 from .search_cell import SearchRNN
 from .search_model import build_search_model
 
@@ -39,7 +49,7 @@ class Searcher(LMLoop):
     noun = "search"
 
     def __init__(self, config: SearchConfig, run_dir: RunDir, corpus: Corpus):
-        super().__init__(config, run_dir, corpus)
+        super().__init__(config, run_dir, corpus, config.time_budget)
         c, valid = config, corpus.paths["valid"]
         self.search_data = self.ranks.columns(batchify(corpus.valid, c.batch_size, c.bptt, valid)).to(self.device)
         self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, valid, "--eval-batch-size").to(self.device)
@@ -50,6 +60,8 @@ class Searcher(LMLoop):
         self.validation = Validation(self.model, self.search_data, self.valid_data, c.bptt, c.eval_batches)
         self.steps_done = 0
         self.hidden_valid = None
+        self.arch = {n: p for a in self.method.architects.values() for n, p in a.arch.items()}  # every α, by name
+        self.early_stop = EarlyStop(c.early_stop_window, c.early_stop_ratio) if c.early_stop == "hessian" else None
 
     @property
     def rnn(self) -> SearchRNN | FrozenRNN:
@@ -80,7 +92,8 @@ class Searcher(LMLoop):
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "architects": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
-                **self.position(), "hidden_valid": self.ranks.gather_columns(self.hidden_valid)}
+                **self.position(), "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
+                "early_stop": None if self.early_stop is None else self.early_stop.state()}
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -89,6 +102,8 @@ class Searcher(LMLoop):
         self.epoch, self.steps_done = state["epoch"], state["steps"]
         self.load_position(state)
         self.hidden_valid = self.ranks.columns(state["hidden_valid"])
+        if self.early_stop is not None:
+            self.early_stop.load_state(state["early_stop"])
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -126,24 +141,63 @@ class Searcher(LMLoop):
                   "valid_ppl": ppl(valid_nll), **self.method.record(rnn)}
         geno = self.method.derive(rnn).to_dict()
         record.update({k: geno[k] for k in ("inter", "attention") if geno[k] is not None})
-        record.update({"genotype": geno["nodes"], "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9),
-                       "seconds": t["seconds"]})
+        record.update({"genotype": geno["nodes"], "tokens": t["tokens"],
+                       "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "seconds": t["seconds"]})
+        record.update(self.health(geno["nodes"]))
+        if self.early_stop is not None and self.ranks.any(self.early_stop.update(record["eigenvalue"], self.arch)):
+            record["early_stop"] = {"stopped_at": self.epoch, "derive_epoch": self.early_stop.derive_epoch}
         return record
+
+    # -- health ------------------------------------------------------------------------------
+
+    def health(self, nodes: list) -> dict:
+        """Each op's share of the derived cell and of α's mass, and the dominant eigenvalue of ∇²α L_val."""
+        record = {"cell_share": cell_shares(nodes)}
+        if "rnn.alpha" in self.arch:  # the intra cell's α (not an ESS inter-only search's, nor a weight-sharing one's)
+            record["alpha_share"] = op_shares(self.rnn.mixing_weights())
+        if self.arch and self.config.hessian_iterations:
+            was_training = self.model.training
+            self.model.eval()  # no dropout, BatchNorm's running statistics: the same loss at every call
+            with sdpa_kernel(SDPBackend.MATH):  # attention's fused kernels are differentiable once only
+                eigenvalue, iterations = dominant_eigenvalue(self.health_loss, list(self.arch.values()),
+                                                             self.config.hessian_iterations, seed=self.config.seed)
+            self.model.train(was_training)
+            record.update({"eigenvalue": eigenvalue, "eigen_iterations": iterations})
+        return record
+
+    def health_loss(self) -> torch.Tensor:
+        """The validation NLL the Hessian is taken of: the first --bptt rows of the α step's validation
+        columns, from a fresh hidden state."""
+        words, targets = get_batch(self.search_data, 0, self.config.bptt)
+        detached = {n: w.detach() for n, w in split_parameters(self.model)[0].items()}  # α alone carries gradients
+        logits, _, _, _ = functional_call(self.model, {**detached, **self.arch},
+                                          (words, self.model.init_hidden(words.size(1))))
+        return lm_loss(logits, targets)
+
+    def stopped_early(self) -> bool:
+        return self.early_stop is not None and self.early_stop.stopped_at is not None
 
     def conclude(self) -> tuple[Genotype, dict]:
         """The method's final genotype, named by the method, with the provenance of this search; and the
         method's metrics of how it chose it."""
         log = self.run_dir.read_log()
         c = self.config
+        last = log[-1] if log else None
+        if self.stopped_early():  # DARTS-ES: the cell of α as it stood at the window's start
+            with torch.no_grad():
+                for name, alpha in self.early_stop.window_start_alpha().items():
+                    self.arch[name].copy_(alpha)
+            last = log[self.early_stop.derive_epoch - 1]
         conclusion = self.method.conclude(self.rnn, self.validation)
         geno = conclusion.genotype
-        valid_ppl = conclusion.valid_ppl if conclusion.valid_ppl is not None else log[-1]["valid_ppl"] if log else None
+        valid_ppl = conclusion.valid_ppl if conclusion.valid_ppl is not None else last["valid_ppl"] if last else None
         if valid_ppl is not None and not math.isfinite(valid_ppl):
             valid_ppl = None  # the model diverged on validation; null keeps genotype.json strict JSON
         provenance = {
             "method": c.method, "order": c.order, "data": {k: str(v) for k, v in self.corpus.paths.items()},
             "seed": c.seed, "epochs": total_epochs(c), "command": c.command,
-            "search_valid_ppl": valid_ppl,
+            "search_valid_ppl": valid_ppl, "epochs_run": self.epoch, "tokens": sum(r.get("tokens", 0) for r in log),
+            "health": self.health_summary(log),
             "settings": {k: v for k, v in asdict(c).items() if k not in ("command", "train", "valid", "test")},
             "toolkit_version": __version__, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "run_dir": str(self.run_dir.path),
@@ -151,11 +205,24 @@ class Searcher(LMLoop):
         named = Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, self.method.genotype_name(), provenance)
         return named, conclusion.metrics
 
+    def health_summary(self, log: list[dict]) -> dict:
+        """What provenance and metrics.json say of the search's health: the convergence verdict, the
+        eigenvalue at the first and last epoch, the found cell's op shares, DARTS-ES's stop."""
+        eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
+        summary = {"convergence": convergence(log), "eigenvalue_first": eigen[0] if eigen else None,
+                   "eigenvalue_last": eigen[-1] if eigen else None}
+        if self.stopped_early():
+            summary["early_stop"] = {"stopped_at": self.early_stop.stopped_at, "derive_epoch": self.early_stop.derive_epoch,
+                                     "window": self.early_stop.window, "ratio": self.early_stop.ratio}
+        return summary
+
     def finish(self) -> Genotype:
         """The final genotype; rank 0 writes it (genotype.json) and metrics.json to the run directory."""
         genotype, metrics = self.conclude()
         if self.ranks.main:
             genotype.save(self.run_dir.path / "genotype.json")
             self.run_dir.save_metrics({"search_valid_ppl": genotype.provenance["search_valid_ppl"],
-                                       "genotype": genotype.to_dict(), "epochs": total_epochs(self.config), **metrics})
+                                       "genotype": genotype.to_dict(), "epochs": total_epochs(self.config),
+                                       "epochs_run": self.epoch, "health": genotype.provenance["health"],
+                                       "cell_share": cell_shares(genotype.to_dict()["nodes"]), **metrics})
         return genotype

@@ -15,7 +15,7 @@ from nas.common.errors import InputError
 from nas.common.presets import preset_values, presets_help
 from nas.common.ranges import MINUTES
 
-from ..config import ATTENTION_CHOICES, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
+from ..config import ATTENTION_CHOICES, EARLY_STOPS, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
 from ..methods import METHODS, check_method_flags, entry, total_epochs
 from .lm_flags import weight_step_options
 
@@ -73,6 +73,12 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--controller-lr", type=T["controller_lr"], default=None, help=f"enas: Adam learning rate of the controller [default: {D.controller_lr}].")
 @click.option("--entropy-weight", type=T["entropy_weight"], default=None, help=f"enas: weight of the controller's sample entropy added to the reward 80/ppl [default: {D.entropy_weight}].")
 @click.option("--baseline-decay", type=T["baseline_decay"], default=None, help=f"enas: decay of the reward's moving-average baseline [default: {D.baseline_decay}].")
+@click.option("--track-candidates", type=T["track_candidates"], default=None, help=f"random: fixed draws scored like the candidates at each epoch end; the log follows their best, and so does the convergence rule [default: {D.track_candidates}].")
+@click.option("--hessian-iterations", type=T["hessian_iterations"], default=None, help=f"Power iterations for the dominant eigenvalue of the Hessian of the validation loss in α, logged each epoch (0: not computed) [default: {D.hessian_iterations}].")
+@click.option("--early-stop", type=click.Choice(EARLY_STOPS), default=None, help="hessian: DARTS-ES (Zela et al. 2020): stop when the eigenvalue's mean over the last --early-stop-window epochs exceeds that of the window before by more than 1/--early-stop-ratio, and derive the cell from α of the window's start [default: none].")
+@click.option("--early-stop-window", type=T["early_stop_window"], default=None, help=f"--early-stop hessian: epochs per window, k [default: {D.early_stop_window}].")
+@click.option("--early-stop-ratio", type=T["early_stop_ratio"], default=None, help=f"--early-stop hessian: stop when mean λ of the earlier window / mean λ of the last one falls below this [default: {D.early_stop_ratio}].")
+@click.option("--time-budget", type=T["time_budget"], default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short, validated, and the search concludes.")
 @click.option("--max-batches-per-epoch", type=T["max_batches_per_epoch"], default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
@@ -83,7 +89,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
-         workers, select_budget, select_args, threads, **options) -> None:
+         workers, select_budget, select_args, threads, time_budget, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
@@ -101,6 +107,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.common.splits import find_splits
 
     from ..genotype import load, validate
+    from ..health import identity_warning
     from ..search import Searcher
     from .terminal import Terminal, run_loop
 
@@ -109,8 +116,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     if resume:
         run = RunDir(resume)
         stored = run.config()
-        config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds)
-        check_resume_flags(run.path, stored, changeable=("epochs", "rounds"), runtime=("threads", "out"))
+        config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds,
+                                        time_budget=time_budget)
+        check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget"), runtime=("threads", "out"))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,
@@ -124,7 +132,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
                               order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                               rounds=rounds if rounds is not None else D.rounds,
                               cell=None if cell is None else cell.to_dict(), command=command_line("bin/search-lm"),
-                              **resolved)
+                              time_budget=time_budget, **resolved)
         run = RunDir(run_dir or default_run_dir("search"))
     config.validate()
     use_threads(threads)
@@ -136,7 +144,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     genotype = run_loop(searcher, Terminal(
         lambda s: f"search {unit} {s.epoch + 1}/{total_epochs(config)}",
         lambda s, r: f"{unit} {r['epoch']}: train ppl {r['train_ppl']:.1f}  valid ppl {r['valid_ppl']:.1f}  "
-                     f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
+                     + (f"λmax {r['eigenvalue']:.3g}  " if "eigenvalue" in r else "")
+                     + f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
     if not searcher.ranks.main:
         return
     target = Path(out) if out else searcher.run_dir.path / "genotype.json"
@@ -153,6 +162,18 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         click.echo(f"best of {len(metrics['candidates'])} candidates: valid ppl {ranks['best']:.1f} "
                    f"(median {ranks['median']:.1f}, worst {ranks['worst']:.1f}; all in metrics.json); "
                    f"on the validation split {valid_ppl if valid_ppl is None else round(valid_ppl, 1)}", err=True)
+    health = metrics["health"]
+    if "early_stop" in health:
+        stop = health["early_stop"]
+        click.echo(f"early stop (DARTS-ES): the Hessian eigenvalue grew past the rule at {unit} {stop['stopped_at']}; "
+                   f"the cell is α's of {unit} {stop['derive_epoch']}", err=True)
+    verdict = health["convergence"]
+    click.echo(f"converged by the rule: {'yes' if verdict['converged'] else 'no'} "
+               f"({', '.join(f'{k} {v:.3g}' if isinstance(v, float) else f'{k} {v}' for k, v in verdict.items() if k not in ('converged', 'rule'))})",
+               err=True)
+    warning = identity_warning(genotype.nodes)
+    if warning:
+        click.echo(warning, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 

@@ -52,6 +52,7 @@ def _enas() -> type:
 
 
 NO_ALPHA_STEP = "this method has no α step to take in first or second order (it draws its architectures)"
+NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rule follows its best candidate)"
 
 METHODS: dict[str, Entry] = {
     "darts": Entry(_darts, "softmax per edge"),
@@ -65,12 +66,12 @@ METHODS: dict[str, Entry] = {
     "random": Entry(_random_search,
                     "random search with weight sharing: one uniformly drawn cell per batch, then the best of "
                     "--candidates draws on validation (Li & Talwalkar 2019)",
-                    options=("candidates",), refuses={"order": NO_ALPHA_STEP}),
+                    options=("candidates", "track_candidates"), refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA}),
     "enas": Entry(_enas,
                   "an LSTM controller samples the cell for each batch and learns by REINFORCE after each epoch; "
                   "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
                   options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
-                  refuses={"order": NO_ALPHA_STEP}),
+                  refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA}),
 }
 
 

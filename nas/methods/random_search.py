@@ -9,12 +9,22 @@ columns, at most --eval-batches batches) with the shared weights, and the best i
 Talwalkar score 1000 draws per round on the full validation set; the default here is 100, a
 tenth of that, since each costs a pass over the validation split (minutes for all of them on a
 CPU at the PTB sizes) and the ranking among 100 already shows how the found cell compares with
-its peers. The epoch's log line shows the architecture of the epoch's last batch: there is no
-learned architecture to show.
+its peers. At each epoch end a fixed panel of --track-candidates draws (drawn once, from a
+generator of its own, so the batches' draws are those of a search without it) is scored the
+same way; the log line records the best of them and its perplexity, which the convergence rule
+follows, and the epoch's validation is that candidate's: there is no learned architecture to show.
 """
 from __future__ import annotations
 
+import statistics
+
+import torch
+import torch.nn as nn
+
+from ..config import SearchConfig
 from ..genotype import Genotype
+from ..lm_eval import ppl
+from ..model import RNNModel
 from ..sampling import sample
 from .base import Validation
 from .weight_sharing import WeightSharing
@@ -22,6 +32,27 @@ from .weight_sharing import WeightSharing
 
 class RandomSearch(WeightSharing):
     candidate_scoring = "validation split in --batch-size columns, fresh hidden state, at most --eval-batches batches"
+
+    def __init__(self, config: SearchConfig, model: RNNModel, full_epoch: int):
+        super().__init__(config, model, full_epoch)
+        panel_rng = torch.Generator().manual_seed(config.seed + 1)
+        self.panel = [sample(self.space, panel_rng) for _ in range(config.track_candidates)]
+        self.summary: dict = {}
+
+    def after_batches(self, validation: Validation) -> None:
+        """Score the panel; its best candidate is the one in use for the epoch's validation."""
+        scored = []
+        for genotype in self.panel:
+            self.rnn.use(genotype)
+            scored.append(ppl(self.score(validation)))
+        best = min(range(len(scored)), key=scored.__getitem__)
+        self.rnn.use(self.panel[best])
+        self.summary = {"best_candidate": self.panel[best].to_dict()["nodes"], "best_candidate_ppl": scored[best],
+                        "panel_median_ppl": statistics.median(scored)}
+
+    def record(self, rnn: nn.Module) -> dict:
+        """The panel's best candidate and its perplexity, and the panel's median."""
+        return dict(self.summary)
 
     def draw(self) -> Genotype:
         return sample(self.space, self.rng)

@@ -1,0 +1,167 @@
+"""Search health (nas.health): the Hessian eigenvalue, DARTS-ES, op shares and the convergence rule."""
+import json
+from unittest import mock
+
+import pytest
+import torch
+import torch.nn.functional as F
+from click.testing import CliRunner
+from torch.func import functional_call
+
+from nas import gemm, health
+from nas.cli.search_lm import main as search_lm
+from nas.methods.darts import Darts
+from nas.model import RNNModel, lm_loss
+from nas.search_cell import SearchRNN
+
+TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
+        "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]
+
+
+def _tiny_model() -> tuple[RNNModel, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    rnn = SearchRNN(5, 5, steps=2, rule=Darts.rule)
+    model = RNNModel(11, 5, rnn, dropout=0.0, dropouti=0.0).double().eval()
+    with torch.no_grad():  # larger than the DARTS initialisation, so that the Hessian is far from zero
+        for p in model.parameters():
+            p.normal_(0, 1)
+    words, targets = torch.randint(11, (6, 3)), torch.randint(11, (6, 3))
+    return model, words, targets
+
+
+def test_dominant_eigenvalue_matches_the_exact_hessian():
+    model, words, targets = _tiny_model()
+    alpha = model.rnn.alpha
+
+    def loss_of(a: torch.Tensor) -> torch.Tensor:
+        logits = functional_call(model, {"rnn.alpha": a}, (words, None))[0]
+        return lm_loss(logits, targets)
+
+    exact = torch.autograd.functional.hessian(loss_of, alpha.detach()).reshape(alpha.numel(), alpha.numel())
+    eigenvalues = torch.linalg.eigvalsh(exact)
+    expected = float(eigenvalues[eigenvalues.abs().argmax()])
+    found, iterations = health.dominant_eigenvalue(lambda: loss_of(alpha), [alpha], iterations=2000,
+                                                   tolerance=1e-13)
+    assert abs(expected) > 1e-3  # not vacuous
+    assert found == pytest.approx(expected, rel=1e-6)
+    assert iterations > 1
+
+
+def test_hessian_vector_product_through_onednn_linear_equals_plain_linear():
+    """The decoder's oneDNN linear records plain products under create_graph, so second derivatives stay exact."""
+    torch.manual_seed(1)
+    x = torch.randn(7, 6, requires_grad=True)
+    weight = torch.randn(9, 6)
+    v = [torch.randn(7, 6)]
+    ours = health.hessian_vector_product(gemm.linear(torch.tanh(x), weight).pow(2).sum(), [x], v)
+    plain = health.hessian_vector_product(F.linear(torch.tanh(x), weight).pow(2).sum(), [x], v)
+    torch.testing.assert_close(ours[0], plain[0], rtol=1e-4, atol=1e-4)
+
+
+def test_early_stop_rule_fires_when_the_window_mean_grows_by_a_third():
+    stop = health.EarlyStop(window=2, ratio=0.75)
+    alphas = [{"a": torch.full((1,), float(e))} for e in range(1, 7)]
+    fired = [stop.update(lam, a) for lam, a in zip([1.0, 1.1, 1.2, 1.3, 2.0, 3.0], alphas)]
+    # epoch 4: mean(1, 1.1) / mean(1.2, 1.3) = 0.84 ≥ 0.75; epoch 5: mean(1.1, 1.2) / mean(1.3, 2) = 0.70 < 0.75
+    assert fired == [False, False, False, False, True, True]
+    assert stop.stopped_at == 5 and stop.derive_epoch == 3
+    assert float(stop.window_start_alpha()["a"]) == 3.0  # α of epoch 3, kept although epoch 6 came after
+    again = health.EarlyStop(window=2, ratio=0.75)
+    again.load_state(stop.state())
+    assert again.stopped_at == 5 and float(again.window_start_alpha()["a"]) == 3.0
+
+
+def test_a_flat_eigenvalue_never_stops():
+    stop = health.EarlyStop(window=2, ratio=0.75)
+    assert not any(stop.update(1.0, {"a": torch.zeros(1)}) for _ in range(20))
+
+
+def _log(epochs, genotype=lambda e: [[["tanh", 0]]], mad=lambda e: 0.1, ppl=lambda e: 300.0):
+    return [{"epoch": e, "genotype": genotype(e), "mad": mad(e), "valid_ppl": ppl(e)} for e in range(1, epochs + 1)]
+
+
+def test_convergence_rule():
+    assert health.convergence(_log(8))["converged"]
+    assert not health.convergence(_log(5))["converged"]  # too short to judge
+    changed = health.convergence(_log(8, genotype=lambda e: [[["tanh" if e < 8 else "relu", 0]]]))
+    assert not changed["converged"] and not changed["genotype_unchanged"]
+    moving = health.convergence(_log(8, mad=lambda e: 0.1 * (1.02 ** e)))  # 1.02^5 − 1 = 10% over the window
+    assert not moving["converged"] and moving["mad_change"] == pytest.approx(1.02 ** 5 - 1)
+    improving = health.convergence(_log(8, ppl=lambda e: 300 * 0.98 ** e))  # 2% an epoch
+    assert not improving["converged"] and improving["largest_ppl_gain"] == pytest.approx(0.02)
+    assert health.convergence(_log(8, ppl=lambda e: 300 * 0.995 ** e))["converged"]  # 0.5% an epoch
+
+
+def test_convergence_of_a_search_without_alpha_follows_its_best_candidate():
+    log = [{"epoch": e, "genotype": [[["relu", e % 2]]], "valid_ppl": 900.0 - e,
+            "best_candidate": [[["tanh", 0]]], "best_candidate_ppl": 300.0} for e in range(1, 8)]
+    assert health.convergence(log)["converged"]  # the last batch's draw changes; the best candidate does not
+    log[-1]["best_candidate_ppl"] = 280.0
+    assert not health.convergence(log)["converged"]
+
+
+def test_op_shares_and_identity_warning():
+    weights = torch.tensor([[0.5, 0.5, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0, 0.0]])
+    assert health.op_shares(weights) == {"none": 0.25, "identity": 0.75, "tanh": 0.0, "relu": 0.0, "sigmoid": 0.0}
+    collapsed = [[("identity", 0)], [("identity", 1)], [("tanh", 0)]]
+    assert health.cell_shares(collapsed)["identity"] == pytest.approx(2 / 3)
+    assert "67% of the derived cell's edges are identity" in health.identity_warning(collapsed)
+    assert health.identity_warning([[("identity", 0)], [("tanh", 1)]]) is None
+
+
+def _search(args):
+    return CliRunner().invoke(search_lm, args, catch_exceptions=False)
+
+
+def test_search_logs_health_and_metrics(lm_corpus, tmp_path):
+    result = _search(["--data", str(lm_corpus), "--epochs", "2", "--run-dir", str(tmp_path / "run"), *TINY])
+    assert result.exit_code == 0, result.output
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    for record in log:
+        assert record["eigenvalue"] == record["eigenvalue"] and record["eigen_iterations"] >= 1  # finite, not NaN
+        assert sum(record["alpha_share"].values()) == pytest.approx(1.0)
+        assert sum(record["cell_share"].values()) == pytest.approx(1.0)
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["health"]["convergence"]["converged"] is False  # two epochs cannot show it
+    assert metrics["health"]["eigenvalue_last"] == log[-1]["eigenvalue"]
+    assert "converged by the rule: no" in result.output
+
+
+def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path):
+    growing = iter([(1.0, 3), (2.0, 3), (4.0, 3), (8.0, 3), (16.0, 3), (32.0, 3)])
+    with mock.patch("nas.search.dominant_eigenvalue", lambda *a, **k: next(growing)):
+        result = _search(["--data", str(lm_corpus), "--epochs", "6", "--early-stop", "hessian",
+                          "--early-stop-window", "2", "--run-dir", str(tmp_path / "run"),
+                          "--out", str(tmp_path / "cell.json"), *TINY])
+    assert result.exit_code == 0, result.output
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    # epoch 4: mean(1, 2) / mean(4, 8) = 0.25 < 0.75, so the search stops there and derives from epoch 2
+    assert len(log) == 4 and log[-1]["early_stop"] == {"stopped_at": 4, "derive_epoch": 2}
+    assert log[1]["genotype"] != log[3]["genotype"] or log[1]["alpha"] != log[3]["alpha"]
+    cell = json.loads((tmp_path / "cell.json").read_text())
+    assert cell["nodes"] == log[1]["genotype"]
+    assert cell["provenance"]["search_valid_ppl"] == pytest.approx(log[1]["valid_ppl"])
+    assert cell["provenance"]["health"]["early_stop"]["derive_epoch"] == 2
+    assert "early stop (DARTS-ES)" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--method", "random", "--early-stop", "hessian"], "--early-stop: this method has no α"),
+    (["--early-stop", "hessian", "--hessian-iterations", "0"], "--early-stop hessian: needs the eigenvalue"),
+    (["--early-stop-ratio", "1.5"], "--early-stop-ratio"),
+])
+def test_bad_health_flags_name_the_flag(lm_corpus, tmp_path, args, message):
+    result = _search(["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *TINY, *args])
+    assert result.exit_code == 2 and message in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_random_search_logs_its_panels_best(lm_corpus, tmp_path):
+    result = _search(["--data", str(lm_corpus), "--method", "random", "--epochs", "2", "--candidates", "3",
+                      "--track-candidates", "4", "--run-dir", str(tmp_path / "run"), *TINY])
+    assert result.exit_code == 0, result.output
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    for record in log:
+        assert record["best_candidate_ppl"] <= record["panel_median_ppl"]
+        assert record["genotype"] == record["best_candidate"]  # the epoch's validation runs the panel's best
+        assert "eigenvalue" not in record and "alpha_share" not in record
