@@ -3,6 +3,8 @@
 - cell: the derived cell as a graph with the op on each edge, and the ESS gates f′ and g′ below it;
 - alpha_intra / alpha_inter / attention: every op's mixing weight on every edge over training;
 - mad: mean absolute deviation of the intra- and inter-cell weights from uniform (ESS Fig. 6);
+- eigenvalue: the dominant eigenvalue of the Hessian of the validation loss in α (`nas.health`);
+- op_share: each op's share of α's mixing mass and of the derived cell over training;
 - valid_ppl: validation and training perplexity over training;
 - curves: the training and validation curves of any run (search, train-lm, tagger; `nas.common.curves`).
 """
@@ -273,6 +275,28 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
         ax.set(xlabel=xlabel, ylabel="MAD from uniform", title="edge weights vs uniform (ESS Fig. 6)")
         ax.legend(fontsize=8)
         written += save_figure(fig, out / "mad")
+    if any("eigenvalue" in r for _, _, rlog in named for r in rlog):
+        fig, ax = plt.subplots(figsize=(5, 3.2))
+        for name, r, rlog in named:
+            points = [(s, rec["eigenvalue"]) for s, rec in zip(_steps(rlog), rlog)
+                      if "eigenvalue" in rec and math.isfinite(rec["eigenvalue"])]
+            if points:
+                ax.plot(*zip(*points), marker="o", ms=3, label=name.rstrip(": ") or "λmax")
+        ax.set(xlabel=xlabel, ylabel="dominant eigenvalue", title="Hessian of the validation loss in α (Zela et al. 2020)")
+        ax.legend(fontsize=8)
+        written += save_figure(fig, out / "eigenvalue")
+    if all("cell_share" in r for r in log):
+        panels = [("alpha_share", "share of α's mixing mass"), ("cell_share", "share of the derived cell's edges")]
+        panels = [(key, title) for key, title in panels if all(key in r for r in log)]
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.2), squeeze=False)
+        for ax, (key, title) in zip(axes[0], panels):
+            for op in OPS:
+                if op in log[-1][key]:
+                    ax.plot(steps, [r[key][op] for r in log], marker="o", ms=3, color=OP_COLOURS[op], label=op)
+            ax.set(xlabel=xlabel, ylabel="share", title=title, ylim=(0, 1))
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        written += save_figure(fig, out / "op_share")
     fig, ax = plt.subplots(figsize=(5, 3.2))
     draw_curves(ax, [Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
                      for _, r, rlog in named for key, split in (("valid_ppl", "validation"),

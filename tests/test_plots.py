@@ -34,7 +34,7 @@ def test_plot_search_writes_every_picture_as_png_and_svg(runs, tmp_path):
     result = CliRunner().invoke(plot_search, [str(runs / "joint"), "--compare", str(runs / "intra"),
                                               "--out", str(tmp_path / "plots")])
     assert result.exit_code == 0, result.output
-    stems = ["cell", "alpha_intra", "alpha_inter", "attention", "mad", "valid_ppl"]
+    stems = ["cell", "alpha_intra", "alpha_inter", "attention", "mad", "eigenvalue", "op_share", "valid_ppl"]
     assert result.stdout.split() == [str(tmp_path / "plots" / f"{s}.{e}") for s in stems for e in ("png", "svg")]
     for stem in stems:
         assert (tmp_path / "plots" / f"{stem}.png").read_bytes()[:8] == PNG
@@ -43,6 +43,10 @@ def test_plot_search_writes_every_picture_as_png_and_svg(runs, tmp_path):
     mad = (tmp_path / "plots" / "mad.svg").read_text()
     assert "joint: intra-cell" in mad and "joint: inter-cell" in mad and "intra: intra-cell" in mad
     assert "intra: inter-cell" not in mad  # the intra-only run has no inter-cell weights
+    eigenvalue = (tmp_path / "plots" / "eigenvalue.svg").read_text()
+    assert ">joint<" in eigenvalue and ">intra<" in eigenvalue  # both runs' Hessian eigenvalue curves
+    shares = (tmp_path / "plots" / "op_share.svg").read_text()
+    assert "share of α's mixing mass" in shares and "share of the derived cell's edges" in shares
     cell = (tmp_path / "plots" / "cell.svg").read_text()
     assert "f′: gate on" in cell and "attention after the layer" in cell
 

@@ -1,0 +1,120 @@
+"""The search-health study's table and curves, from its run directories (docs/results.md, "Searches that converge").
+
+Reads each `bin/search-lm` run directory given (config.json, log.jsonl, metrics.json,
+genotype.json), copies those four files (never the checkpoint) to OUT/NAME/, and writes
+OUT/summary.json, the Markdown table on stdout, and the curves (validation perplexity, MAD and
+Hessian eigenvalue per method; ESS joint against intra-only, ESS Fig. 6) to FIGURES/. Minutes are
+wall-clock, from config.json's to metrics.json's modification time in the run directory. It also
+applies DARTS-ES (`nas.health.EarlyStop`, the paper's k = 5 and ratio 0.75) to each logged
+eigenvalue curve, to say where `--early-stop hessian` would have stopped.
+
+    python bench/search_study.py RUN_DIR... --out docs/experiments/search-health --figures docs/figures
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from nas.health import EarlyStop, identity_share  # noqa: E402
+
+FILES = ("config.json", "log.jsonl", "metrics.json", "genotype.json")
+
+
+def read_run(path: Path) -> dict:
+    config = json.loads((path / "config.json").read_text())
+    log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
+    metrics = json.loads((path / "metrics.json").read_text()) if (path / "metrics.json").is_file() else None
+    finished = (path / "metrics.json").stat().st_mtime if metrics else (path / "log.jsonl").stat().st_mtime
+    minutes = (finished - (path / "config.json").stat().st_mtime) / 60
+    return {"name": path.name, "config": config, "log": log, "metrics": metrics, "minutes": minutes}
+
+
+def would_stop(log: list[dict]) -> dict | None:
+    """Where DARTS-ES would have stopped this search, applied to its logged eigenvalues (None: never)."""
+    rule = EarlyStop()
+    for record in log:
+        if "eigenvalue" not in record:
+            return None
+        if rule.update(record["eigenvalue"], {}):
+            return {"stopped_at": rule.stopped_at, "derive_epoch": rule.derive_epoch}
+    return None
+
+
+def summarise(run: dict) -> dict:
+    c, log, metrics = run["config"], run["log"], run["metrics"] or {}
+    health = metrics.get("health", {})
+    nodes = metrics.get("genotype", {}).get("nodes") or log[-1]["genotype"]
+    eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
+    method = c["method"] + (f" ({c['search_space']})" if c["method"] == "ess" else "")
+    return {"name": run["name"], "method": method, "H": c["nhid"], "lr": c["lr"], "epochs": len(log),
+            "tokens": sum(r.get("tokens", 0) for r in log), "minutes": round(run["minutes"], 1),
+            "search_valid_ppl": metrics.get("search_valid_ppl"), "finished": bool(metrics),
+            "converged": health.get("convergence", {}).get("converged"), "convergence": health.get("convergence"),
+            "eigenvalue_first": eigen[0] if eigen else None, "eigenvalue_last": eigen[-1] if eigen else None,
+            "darts_es": would_stop(log) if eigen else None, "identity_share": identity_share(nodes),
+            "genotype": nodes}
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| method | H | epochs | tokens | minutes | search valid ppl | converged | λmax first → last "
+            "| identity share | genotype (op, predecessor per node) |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: | --- |")
+    lines = [head]
+    for r in rows:
+        ppl = "—" if r["search_valid_ppl"] is None else f"{r['search_valid_ppl']:.1f}"
+        eig = "—" if r["eigenvalue_first"] is None else f"{r['eigenvalue_first']:.3g} → {r['eigenvalue_last']:.3g}"
+        verdict = "unfinished" if not r["finished"] else "yes" if r["converged"] else "no"
+        cell = ", ".join(f"{op} {pred}" for node in r["genotype"] for op, pred in node)
+        lines.append(f"| {r['method']} | {r['H']} | {r['epochs']} | {r['tokens']:,} | {r['minutes']} | {ppl} | "
+                     f"{verdict} | {eig} | {r['identity_share']:.2f} | {cell} |")
+    return "\n".join(lines)
+
+
+def curves(runs: list[dict], key: str, ylabel: str, title: str, path: Path, log_scale: bool = False) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for run in runs:
+        points = [(r["epoch"], r[key]) for r in run["log"] if r.get(key) is not None and r[key] == r[key]]
+        if points:
+            ax.plot(*zip(*points), marker="o", ms=3, label=run["name"])
+    if log_scale:
+        ax.set_yscale("log")
+    ax.set(xlabel="epoch (ESS: round)", ylabel=ylabel, title=title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--out", type=Path, required=True, help="Where the runs' files and summary.json go.")
+    parser.add_argument("--figures", type=Path, required=True, help="Where the curves go (search-health-*.png).")
+    args = parser.parse_args()
+    runs = [read_run(path) for path in args.runs]
+    rows = [summarise(run) for run in runs]
+    for path in args.runs:
+        (args.out / path.name).mkdir(parents=True, exist_ok=True)
+        for name in FILES:
+            if (path / name).is_file():
+                shutil.copyfile(path / name, args.out / path.name / name)
+    (args.out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
+    args.figures.mkdir(parents=True, exist_ok=True)
+    stem = args.figures / "search-health"
+    curves(runs, "valid_ppl", "search validation perplexity", "search validation perplexity", Path(f"{stem}-valid-ppl.png"), True)
+    curves([r for r in runs if any("mad" in x for x in r["log"])], "mad", "MAD from uniform (intra)", "α moving away from uniform", Path(f"{stem}-mad.png"))
+    curves([r for r in runs if any("eigenvalue" in x for x in r["log"])], "eigenvalue", "λmax of ∇²α L_valid", "Hessian eigenvalue", Path(f"{stem}-eigenvalue.png"))
+    ess = [r for r in runs if r["config"]["method"] == "ess"]
+    if ess:
+        curves(ess, "mad", "MAD from uniform (intra)", "ESS joint against intra-only (ESS Fig. 6)", Path(f"{stem}-ess-mad.png"))
+    print(table(rows))
+
+
+if __name__ == "__main__":
+    main()
