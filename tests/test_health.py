@@ -14,8 +14,9 @@ from nas.methods.darts import Darts
 from nas.model import RNNModel, lm_loss
 from nas.search_cell import SearchRNN
 
-TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-        "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]
+SIZES = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
+         "--eval-batch-size", "2", "--lr", "2"]
+TINY = [*SIZES, "--max-batches-per-epoch", "6"]
 
 
 def _tiny_model() -> tuple[RNNModel, torch.Tensor, torch.Tensor]:
@@ -127,19 +128,25 @@ def test_search_logs_health_and_metrics(lm_corpus, tmp_path):
     assert "converged by the rule: no" in result.output
 
 
-def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path):
+EPOCHS = {"darts": ["--epochs", "6", *TINY], "idarts": ["--method", "idarts", "--epochs", "6", *TINY],
+          "ess": ["--method", "ess", "--rounds", "6", "--intra-steps", "2", "--inter-steps", "2", *SIZES]}
+
+
+@pytest.mark.parametrize("method", ["darts", "idarts", "ess"])
+def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path, method):
     growing = iter([(1.0, 3), (2.0, 3), (4.0, 3), (8.0, 3), (16.0, 3), (32.0, 3)])
     with mock.patch("nas.search.dominant_eigenvalue", lambda *a, **k: next(growing)):
-        result = _search(["--data", str(lm_corpus), "--epochs", "6", "--early-stop", "hessian",
-                          "--early-stop-window", "2", "--run-dir", str(tmp_path / "run"),
-                          "--out", str(tmp_path / "cell.json"), *TINY])
+        result = _search(["--data", str(lm_corpus), "--early-stop", "hessian", "--early-stop-window", "2",
+                          "--run-dir", str(tmp_path / "run"), "--out", str(tmp_path / "cell.json"), *EPOCHS[method]])
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     # epoch 4: mean(1, 2) / mean(4, 8) = 0.25 < 0.75, so the search stops there and derives from epoch 2
     assert len(log) == 4 and log[-1]["early_stop"] == {"stopped_at": 4, "derive_epoch": 2}
-    assert log[1]["genotype"] != log[3]["genotype"] or log[1]["alpha"] != log[3]["alpha"]
+    assert log[1]["alpha"] != log[3]["alpha"]  # α moved after the window's start
     cell = json.loads((tmp_path / "cell.json").read_text())
     assert cell["nodes"] == log[1]["genotype"]
+    if method == "ess":
+        assert cell["inter"]["f"] == log[1]["inter"]["f"] and cell["inter"]["g"] == log[1]["inter"]["g"]
     assert cell["provenance"]["search_valid_ppl"] == pytest.approx(log[1]["valid_ppl"])
     assert cell["provenance"]["health"]["early_stop"]["derive_epoch"] == 2
     assert "early stop (DARTS-ES)" in result.output
