@@ -93,7 +93,7 @@ class Searcher(LMLoop):
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "architects": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
                 **self.position(), "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
-                "early_stop": None if self.early_stop is None else self.early_stop.state()}
+                "early_stop": None if self.early_stop is None else self.early_stop.state(), "elapsed": self.elapsed}
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -104,6 +104,7 @@ class Searcher(LMLoop):
         self.hidden_valid = self.ranks.columns(state["hidden_valid"])
         if self.early_stop is not None:
             self.early_stop.load_state(state["early_stop"])
+        self.elapsed = state.get("elapsed", 0.0)  # --time-budget counts over resumes (checkpoints before it: from 0)
 
     # -- steps -------------------------------------------------------------------------------
 

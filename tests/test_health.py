@@ -172,3 +172,13 @@ def test_random_search_logs_its_panels_best(lm_corpus, tmp_path):
         assert record["best_candidate_ppl"] <= record["panel_median_ppl"]
         assert record["genotype"] == record["best_candidate"]  # the epoch's validation runs the panel's best
         assert "eigenvalue" not in record and "alpha_share" not in record
+
+
+def test_a_time_budget_ends_the_search_and_it_still_writes_its_genotype(lm_corpus, tmp_path):
+    result = _search(["--data", str(lm_corpus), "--epochs", "5", "--time-budget", "0.0001",
+                      "--run-dir", str(tmp_path / "run"), *TINY])
+    assert result.exit_code == 0, result.output
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert len(log) == 1 and log[0]["step"] == 1  # the budget ran out after the first batch
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["epochs_run"] == 1 and metrics["genotype"]["nodes"] == log[0]["genotype"]
