@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the slow references live in t
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula  # noqa: E402
 
-from nas.common.cli import keep_freed_memory  # noqa: E402
+from nas.common.memory import keep_freed_memory  # noqa: E402
 from nas.gemm import product  # noqa: E402
 
 keep_freed_memory()  # as every command does (nas.common.cli.use_threads), so that benchmarks time what they run

@@ -8,7 +8,6 @@ Light on purpose (click only): `--help` and a bad flag answer at once.
 """
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import shlex
@@ -23,6 +22,7 @@ from . import guard
 from .devices import DEVICES, device_problem
 from .errors import InputError
 from .files import read_json
+from .memory import keep_freed_memory
 from .ranges import AT_LEAST_1, BATCH, MANY, NODES, NON_NEGATIVE_INT, SEED, SIZE, THREADS, Range
 
 
@@ -166,31 +166,12 @@ DEVICE = Device()
 
 
 def use_threads(threads: int | None) -> None:
-    """torch's CPU threads for this process (None: torch's own choice), with `keep_freed_memory`."""
+    """torch's CPU threads for this process (None: torch's own choice), with `nas.common.memory.keep_freed_memory`."""
     keep_freed_memory()
     if threads:
         import torch
 
         torch.set_num_threads(threads)
-
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
-
-
-def keep_freed_memory(limit: int = 1 << 30) -> None:
-    """Have glibc's malloc reuse freed blocks of up to `limit` bytes instead of mapping fresh pages.
-
-    A training step allocates and frees blocks of 100 to 200 MB (the fused search cell's saved
-    activations, the 10k-word logits and their gradient). By default glibc maps each one anew and
-    returns it on free, and the page faults cost about a fifth of a search step on this project's
-    CPU (docs/speed.md). The price is that up to `limit` of freed memory stays with the process.
-    Without glibc nothing changes."""
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(M_MMAP_THRESHOLD, ctypes.c_int(limit))
-        libc.mallopt(M_TRIM_THRESHOLD, ctypes.c_int(limit))
-    except (OSError, AttributeError):
-        pass
 
 
 # -- output paths ----------------------------------------------------------------------------
