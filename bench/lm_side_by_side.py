@@ -8,7 +8,7 @@ The budget covers training and validation; the final test (batch 1) comes on top
 
     bench/lm_side_by_side.py --searched runs/search-x/genotype.json --budget 20
     bench/lm_side_by_side.py --searched cell.json --budget 1 -- --max-batches-per-epoch 50
-    bench/lm_side_by_side.py --searched resources/cells/ess_ptb.json --budget 20 --parallel
+    bench/lm_side_by_side.py --searched cell.json --budget 20 --parallel
 
 Default size for a CPU: emsize = nhid = 200 for the cells (the LSTM's nhid is matched to
 DARTS_V2's layer at that width: 442, projected to 200); every other setting is the DARTS PTB

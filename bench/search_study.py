@@ -8,13 +8,22 @@ wall-clock, from config.json's to metrics.json's modification time in the run di
 applies DARTS-ES (`nas.health.EarlyStop`, the paper's k = 5 and ratio 0.75) to each logged
 eigenvalue curve, to say where `--early-stop hessian` would have stopped.
 
-    python bench/search_study.py RUN_DIR... --out docs/experiments/search-health --figures docs/figures
+With --ship RUN_NAME:CELL_NAME, the run's genotype becomes resources/cells/CELL_NAME.json: its
+provenance names the corpus files by name, size and SHA-256 instead of this machine's paths, and
+a cell whose search validation perplexity is not below 400 is refused (the bar for a found-here
+cell to ship).
+
+    python bench/search_study.py RUN_DIR... --out docs/experiments/search-health --figures docs/figures \
+        [--ship darts:darts_ptb ...]
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -91,11 +100,37 @@ def curves(runs: list[dict], key: str, ylabel: str, title: str, path: Path, log_
     plt.close(fig)
 
 
+SHIP_BELOW = 400.0  # search validation perplexity a found-here cell must beat to ship
+CORPORA = {"ptb.train.txt": "Penn Treebank, Mikolov's preprocessed version (ptb/)",
+           "wiki.train.tokens": "WikiText-2, tokenized (wikitext-2/)"}
+
+
+def ship(run: Path, name: str, cells: Path) -> str:
+    """Write run's genotype as cells/NAME.json with portable provenance; returns what was done."""
+    cell = json.loads((run / "genotype.json").read_text())
+    prov = cell["provenance"]
+    if prov["search_valid_ppl"] is None or prov["search_valid_ppl"] >= SHIP_BELOW:
+        return f"{name}: not shipped, search validation perplexity {prov['search_valid_ppl']} is not below {SHIP_BELOW:g}"
+    files = {split: Path(path) for split, path in prov["data"].items()}
+    prov["data"] = {"corpus": CORPORA.get(files["train"].name, files["train"].parent.name),
+                    **{split: {"file": path.name, "bytes": path.stat().st_size,
+                               "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} for split, path in files.items()}}
+    command = prov["command"].replace(str(files["train"].parent), "data/" + files["train"].parent.name)
+    prov["command"] = re.sub(r"--run-dir \S+", f"--run-dir runs/{run.name}", command)
+    prov.pop("run_dir", None)
+    cell["name"] = name
+    (cells / f"{name}.json").write_text(json.dumps(cell, indent=2) + "\n")
+    return f"{name}: shipped from {run.name} (search validation perplexity {prov['search_valid_ppl']:.1f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, required=True, help="Where the runs' files and summary.json go.")
     parser.add_argument("--figures", type=Path, required=True, help="Where the curves go (search-health-*.png).")
+    parser.add_argument("--ship", action="append", default=[], metavar="RUN_NAME:CELL_NAME",
+                        help="Ship this run's genotype as resources/cells/CELL_NAME.json (repeatable).")
+    parser.add_argument("--cells", type=Path, default=Path("resources/cells"))
     args = parser.parse_args()
     runs = [read_run(path) for path in args.runs]
     rows = [summarise(run) for run in runs]
@@ -114,6 +149,10 @@ def main() -> None:
     if ess:
         curves(ess, "mad", "MAD from uniform (intra)", "ESS joint against intra-only (ESS Fig. 6)", Path(f"{stem}-ess-mad.png"))
     print(table(rows))
+    by_name = {path.name: path for path in args.runs}
+    for pair in args.ship:
+        run_name, cell_name = pair.split(":")
+        print(ship(by_name[run_name], cell_name, args.cells), file=sys.stderr)
 
 
 if __name__ == "__main__":

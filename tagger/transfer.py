@@ -55,7 +55,7 @@ class Corpus:
 
 
 def parse_cells(text: str) -> list[Cell]:
-    """`darts_v2,ess_ptb,FILE,lstm`: shipped names, genotype files (named by their stem) and lstm."""
+    """`darts_v2,enas,FILE,lstm`: shipped names, genotype files (named by their stem) and lstm."""
     specs = [part.strip() for part in text.split(",") if part.strip()]
     cells = [Cell(LSTM if s.lower() == LSTM else Path(s).stem if s.lower().endswith(".json") else s, s) for s in specs]
     if not cells:

@@ -1,5 +1,6 @@
 """Equal-parameter taggers: counts against the formulas, the closest size, and train-tagger --match-params."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,6 +10,8 @@ from nas.common.parameters import closest_size, count_parameters
 from nas.genotype import load
 from tagger.model import recurrent_layer
 from tagger.sizing import match_layer, rnn_parameters
+
+ESS_CELL = Path(__file__).resolve().parent.parent / "docs" / "experiments" / "ess_ptb_joint_seed3.json"  # a cell with gates
 
 
 def lstm_formula(ninp: int, h: int) -> int:
@@ -53,9 +56,9 @@ def test_the_issues_example_an_lstm_and_darts_v2_matched_both_ways():
 
 
 def test_a_cell_with_gates_is_matched_by_its_own_count():
-    ess = load("ess_ptb")  # inter-cell gates: more parameters than its plain cell
+    ess = load(ESS_CELL)  # inter-cell gates: more parameters than its plain cell
     match = match_layer(ess, "lstm", None, 64, 16)
-    assert match.rnn_parameters == count_parameters(recurrent_layer(load("ess_ptb"), 16, match.hidden_size))
+    assert match.rnn_parameters == count_parameters(recurrent_layer(load(ESS_CELL), 16, match.hidden_size))
     assert abs(match.rnn_parameters - lstm_formula(16, 64)) <= abs(
         rnn_parameters(ess, 16, match.hidden_size + 1) - lstm_formula(16, 64))
 
