@@ -4,7 +4,8 @@ Reads each `bin/search-lm` run directory given (config.json, log.jsonl, metrics.
 genotype.json), copies those four files (never the checkpoint) to OUT/NAME/, and writes
 OUT/summary.json, the Markdown table on stdout, and the curves (validation perplexity, MAD and
 Hessian eigenvalue per method; ESS joint against intra-only, ESS Fig. 6) to FIGURES/. Minutes are
-wall-clock, from config.json's to metrics.json's modification time in the run directory. It also
+wall-clock, from config.json's to metrics.json's modification time in the run directory (--minutes for a run
+resumed after a pause). It also
 applies DARTS-ES (`nas.health.EarlyStop`, the paper's k = 5 and ratio 0.75) to each logged
 eigenvalue curve, to say where `--early-stop hessian` would have stopped.
 
@@ -131,8 +132,13 @@ def main() -> None:
     parser.add_argument("--ship", action="append", default=[], metavar="RUN_NAME:CELL_NAME",
                         help="Ship this run's genotype as resources/cells/CELL_NAME.json (repeatable).")
     parser.add_argument("--cells", type=Path, default=Path("resources/cells"))
+    parser.add_argument("--minutes", action="append", default=[], metavar="RUN_NAME=MINUTES",
+                        help="A run's wall-clock minutes, for a run resumed after a pause (its files' times then mislead).")
     args = parser.parse_args()
     runs = [read_run(path) for path in args.runs]
+    for pair in args.minutes:
+        name, minutes = pair.split("=")
+        next(run for run in runs if run["name"] == name)["minutes"] = float(minutes)
     rows = [summarise(run) for run in runs]
     for path in args.runs:
         (args.out / path.name).mkdir(parents=True, exist_ok=True)

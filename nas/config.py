@@ -154,6 +154,7 @@ class SearchConfig(LMConfig):
     early_stop_window: int = 5  # DARTS-ES: k, the epochs of each window
     early_stop_ratio: float = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
     time_budget: float | None = None  # minutes of training and validation, over resumes
+    max_rollbacks: int = 0  # rollbacks to the last checkpoint after a non-finite loss before giving up
 
     COMMAND: ClassVar[str] = "bin/search-lm"
     RANGES: ClassVar[dict[str, Range]] = {
@@ -165,6 +166,7 @@ class SearchConfig(LMConfig):
         "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
         "track_candidates": MANY, "hessian_iterations": NON_NEGATIVE_INT, "early_stop_window": AT_LEAST_1,
         "early_stop_ratio": Range(0, 1, low_open=True, high_open=True), "time_budget": MINUTES,
+        "max_rollbacks": NON_NEGATIVE_INT,
     }
 
     def validate(self) -> None:

@@ -49,7 +49,7 @@ class Searcher(LMLoop):
     noun = "search"
 
     def __init__(self, config: SearchConfig, run_dir: RunDir, corpus: Corpus):
-        super().__init__(config, run_dir, corpus, config.time_budget)
+        super().__init__(config, run_dir, corpus, config.time_budget, config.max_rollbacks)
         c, valid = config, corpus.paths["valid"]
         self.search_data = self.ranks.columns(batchify(corpus.valid, c.batch_size, c.bptt, valid)).to(self.device)
         self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, valid, "--eval-batch-size").to(self.device)
@@ -93,7 +93,8 @@ class Searcher(LMLoop):
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "architects": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
                 **self.position(), "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
-                "early_stop": None if self.early_stop is None else self.early_stop.state(), "elapsed": self.elapsed}
+                "early_stop": None if self.early_stop is None else self.early_stop.state(), "elapsed": self.elapsed,
+                "rollbacks": self.rollbacks}
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -104,7 +105,8 @@ class Searcher(LMLoop):
         self.hidden_valid = self.ranks.columns(state["hidden_valid"])
         if self.early_stop is not None:
             self.early_stop.load_state(state["early_stop"])
-        self.elapsed = state.get("elapsed", 0.0)  # --time-budget counts over resumes (checkpoints before it: from 0)
+        # --time-budget and --max-rollbacks count over resumes (checkpoints written before they did: from 0)
+        self.elapsed, self.rollbacks = state.get("elapsed", 0.0), state.get("rollbacks", 0)
 
     # -- steps -------------------------------------------------------------------------------
 

@@ -182,3 +182,27 @@ def test_a_time_budget_ends_the_search_and_it_still_writes_its_genotype(lm_corpu
     assert len(log) == 1 and log[0]["step"] == 1  # the budget ran out after the first batch
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert metrics["epochs_run"] == 1 and metrics["genotype"]["nodes"] == log[0]["genotype"]
+
+
+def test_max_rollbacks_lets_a_search_go_on_after_a_non_finite_batch(lm_corpus, tmp_path):
+    from nas.loop import NonFinite
+    from nas.search import Searcher
+
+    step, failed = Searcher.weight_step, []
+
+    def fails_once_in_epoch_two(self, *args):
+        if self.epoch == 1 and not failed:
+            failed.append(self.batch)
+            raise NonFinite("gradient norm became inf in epoch 2, batch 1")
+        return step(self, *args)
+
+    with mock.patch.object(Searcher, "weight_step", fails_once_in_epoch_two):
+        refused = _search(["--data", str(lm_corpus), "--epochs", "2", "--run-dir", str(tmp_path / "none"), *TINY])
+        failed.clear()
+        result = _search(["--data", str(lm_corpus), "--epochs", "2", "--max-rollbacks", "1",
+                          "--run-dir", str(tmp_path / "run"), *TINY])
+    assert refused.exit_code == 2 and "gradient norm became inf" in refused.output  # the default: no rollback
+    assert result.exit_code == 0, result.output
+    assert "rollback 1 of at most 1" in result.output
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in log] == [1, 2]

@@ -79,6 +79,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--early-stop-window", type=T["early_stop_window"], default=None, help=f"--early-stop hessian: epochs per window, k [default: {D.early_stop_window}].")
 @click.option("--early-stop-ratio", type=T["early_stop_ratio"], default=None, help=f"--early-stop hessian: stop when mean λ of the earlier window / mean λ of the last one falls below this [default: {D.early_stop_ratio}].")
 @click.option("--time-budget", type=T["time_budget"], default=None, help="Minutes of training and validation, summed over resumes; the epoch running when it ends is cut short, validated, and the search concludes.")
+@click.option("--max-rollbacks", type=T["max_rollbacks"], default=None, help=f"Rollbacks to the last checkpoint after a non-finite loss or gradient (fresh dropout masks and sequence lengths; a weight-sharing search draws the same cells) before giving up [default: {D.max_rollbacks}].")
 @click.option("--max-batches-per-epoch", type=T["max_batches_per_epoch"], default=None, help="Cap the batches of an epoch (quick runs).")
 @click.option("--eval-batches", type=T["eval_batches"], default=None, help="Cap the validation batches at each epoch end.")
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
@@ -89,7 +90,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
-         workers, select_budget, select_args, threads, time_budget, **options) -> None:
+         workers, select_budget, select_args, threads, time_budget, max_rollbacks, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
@@ -117,8 +118,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         run = RunDir(resume)
         stored = run.config()
         config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds,
-                                        time_budget=time_budget)
-        check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget"), runtime=("threads", "out"))
+                                        time_budget=time_budget, max_rollbacks=max_rollbacks)
+        check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget", "max_rollbacks"),
+                           runtime=("threads", "out"))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,
@@ -132,7 +134,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
                               order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                               rounds=rounds if rounds is not None else D.rounds,
                               cell=None if cell is None else cell.to_dict(), command=command_line("bin/search-lm"),
-                              time_budget=time_budget, **resolved)
+                              time_budget=time_budget, max_rollbacks=max_rollbacks or 0, **resolved)
         run = RunDir(run_dir or default_run_dir("search"))
     config.validate()
     use_threads(threads)
