@@ -23,7 +23,6 @@ import argparse
 import hashlib
 import json
 import re
-import shutil
 import sys
 from pathlib import Path
 
@@ -62,7 +61,7 @@ def summarise(run: dict) -> dict:
     health = metrics.get("health", {})
     nodes = metrics.get("genotype", {}).get("nodes") or log[-1]["genotype"]
     eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
-    method = c["method"] + (f" ({c['search_space']})" if c["method"] == "ess" else "")
+    method = c["method"] + (f" ({c['search_space']})" if c["method"] == "ess" else "") + (f", lr {c['lr']:g}" if c["lr"] != 20 else "")
     return {"name": run["name"], "method": method, "H": c["nhid"], "lr": c["lr"], "epochs": len(log),
             "tokens": sum(r.get("tokens", 0) for r in log), "minutes": round(run["minutes"], 1),
             "search_valid_ppl": metrics.get("search_valid_ppl"), "finished": bool(metrics),
@@ -87,9 +86,12 @@ def table(rows: list[dict]) -> str:
 
 
 def curves(runs: list[dict], key: str, ylabel: str, title: str, path: Path, log_scale: bool = False) -> None:
+    """One curve per finished run; an epoch whose validation diverged (NaN, or an eigenvalue of a
+    diverged model) is left out, and the table's text says so."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for run in runs:
-        points = [(r["epoch"], r[key]) for r in run["log"] if r.get(key) is not None and r[key] == r[key]]
+    for run in (r for r in runs if r["metrics"]):
+        points = [(r["epoch"], r[key]) for r in run["log"] if r.get(key) is not None and r[key] == r[key]
+                  and r["valid_ppl"] == r["valid_ppl"] and (key != "eigenvalue" or abs(r[key]) < 1)]
         if points:
             ax.plot(*zip(*points), marker="o", ms=3, label=run["name"])
     if log_scale:
@@ -106,6 +108,13 @@ CORPORA = {"ptb.train.txt": "Penn Treebank, Mikolov's preprocessed version (ptb/
            "wiki.train.tokens": "WikiText-2, tokenized (wikitext-2/)"}
 
 
+def portable(text: str, run: Path) -> str:
+    """`text` with this machine's paths made generic: the corpus folder as data/NAME, the study's folder as runs."""
+    text = re.sub(r'[^\s"]*/(data/[^/\s"]+)/', r"\1/", text)  # ../shared/data/ptb/x, /abs/shared/data/ptb/x → data/ptb/x
+    text = re.sub(r'--data [^\s"]*/(data/[^/\s"]+)', r"--data \1", text)
+    return text.replace(str(run.resolve().parent), "runs").replace(str(run.parent), "runs")
+
+
 def ship(run: Path, name: str, cells: Path) -> str:
     """Write run's genotype as cells/NAME.json with portable provenance; returns what was done."""
     cell = json.loads((run / "genotype.json").read_text())
@@ -116,8 +125,7 @@ def ship(run: Path, name: str, cells: Path) -> str:
     prov["data"] = {"corpus": CORPORA.get(files["train"].name, files["train"].parent.name),
                     **{split: {"file": path.name, "bytes": path.stat().st_size,
                                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} for split, path in files.items()}}
-    command = prov["command"].replace(str(files["train"].parent), "data/" + files["train"].parent.name)
-    prov["command"] = re.sub(r"--run-dir \S+", f"--run-dir runs/{run.name}", command)
+    prov["command"] = portable(prov["command"], run)
     prov.pop("run_dir", None)
     cell["name"] = name
     (cells / f"{name}.json").write_text(json.dumps(cell, indent=2) + "\n")
@@ -144,7 +152,7 @@ def main() -> None:
         (args.out / path.name).mkdir(parents=True, exist_ok=True)
         for name in FILES:
             if (path / name).is_file():
-                shutil.copyfile(path / name, args.out / path.name / name)
+                (args.out / path.name / name).write_text(portable((path / name).read_text(), path))
     (args.out / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
     args.figures.mkdir(parents=True, exist_ok=True)
     stem = args.figures / "search-health"
