@@ -115,10 +115,16 @@ def portable(text: str, run: Path) -> str:
     return text.replace(str(run.resolve().parent), "runs").replace(str(run.parent), "runs")
 
 
-def ship(run: Path, name: str, cells: Path) -> str:
-    """Write run's genotype as cells/NAME.json with portable provenance; returns what was done."""
+def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
+    """Write run's genotype as cells/NAME.json with portable provenance and its budget in words; returns what was done."""
     cell = json.loads((run / "genotype.json").read_text())
     prov = cell["provenance"]
+    c = prov["settings"]
+    prov["budget"] = (f"{summary['method']} on PTB: {summary['epochs']} epochs ({summary['tokens']:,} training tokens), "
+                      f"emsize = nhid = {c['nhid']}, batch {c['batch_size']}, bptt {c['bptt']}, {c['nodes']} nodes, "
+                      f"seed {c['seed']}; {summary['minutes']} min with one thread on one of 2 CPU cores (a second "
+                      "search on the other); converged by the toolkit's rule: "
+                      f"{'yes' if summary['converged'] else 'no'}. A CPU-budget cell, not a paper-scale search.")
     if prov["search_valid_ppl"] is None or prov["search_valid_ppl"] >= SHIP_BELOW:
         return f"{name}: not shipped, search validation perplexity {prov['search_valid_ppl']} is not below {SHIP_BELOW:g}"
     files = {split: Path(path) for split, path in prov["data"].items()}
@@ -166,7 +172,8 @@ def main() -> None:
     by_name = {path.name: path for path in args.runs}
     for pair in args.ship:
         run_name, cell_name = pair.split(":")
-        print(ship(by_name[run_name], cell_name, args.cells), file=sys.stderr)
+        print(ship(by_name[run_name], cell_name, args.cells, next(r for r in rows if r["name"] == run_name)),
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

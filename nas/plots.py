@@ -285,9 +285,8 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
         ax.set(xlabel=xlabel, ylabel="dominant eigenvalue", title="Hessian of the validation loss in α (Zela et al. 2020)")
         ax.legend(fontsize=8)
         written += save_figure(fig, out / "eigenvalue")
-    if all("cell_share" in r for r in log):
+    if all("alpha_share" in r and "cell_share" in r for r in log):  # a search with α (random, enas: none)
         panels = [("alpha_share", "share of α's mixing mass"), ("cell_share", "share of the derived cell's edges")]
-        panels = [(key, title) for key, title in panels if all(key in r for r in log)]
         fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.2), squeeze=False)
         for ax, (key, title) in zip(axes[0], panels):
             for op in OPS:
