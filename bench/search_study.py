@@ -120,13 +120,13 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     cell = json.loads((run / "genotype.json").read_text())
     prov = cell["provenance"]
     c = prov["settings"]
+    if prov["search_valid_ppl"] is None or prov["search_valid_ppl"] >= SHIP_BELOW:
+        return f"{name}: not shipped, search validation perplexity {prov['search_valid_ppl']} is not below {SHIP_BELOW:g}"
     prov["budget"] = (f"{summary['method']} on PTB: {summary['epochs']} epochs ({summary['tokens']:,} training tokens), "
                       f"emsize = nhid = {c['nhid']}, batch {c['batch_size']}, bptt {c['bptt']}, {c['nodes']} nodes, "
                       f"seed {c['seed']}; {summary['minutes']} min with one thread on one of 2 CPU cores (a second "
                       "search on the other); converged by the toolkit's rule: "
                       f"{'yes' if summary['converged'] else 'no'}. A CPU-budget cell, not a paper-scale search.")
-    if prov["search_valid_ppl"] is None or prov["search_valid_ppl"] >= SHIP_BELOW:
-        return f"{name}: not shipped, search validation perplexity {prov['search_valid_ppl']} is not below {SHIP_BELOW:g}"
     files = {split: Path(path) for split, path in prov["data"].items()}
     prov["data"] = {"corpus": CORPORA.get(files["train"].name, files["train"].parent.name),
                     **{split: {"file": path.name, "bytes": path.stat().st_size,

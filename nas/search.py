@@ -161,19 +161,19 @@ class Searcher(LMLoop):
         if self.arch and self.config.hessian_iterations:
             was_training = self.model.training
             self.model.eval()  # no dropout, BatchNorm's running statistics: the same loss at every call
+            fixed = {n: w.detach() for n, w in split_parameters(self.model)[0].items()}  # α alone carries gradients
             with sdpa_kernel(SDPBackend.MATH):  # attention's fused kernels are differentiable once only
-                eigenvalue, iterations = dominant_eigenvalue(self.health_loss, list(self.arch.values()),
+                eigenvalue, iterations = dominant_eigenvalue(lambda: self.health_loss(fixed), list(self.arch.values()),
                                                              self.config.hessian_iterations, seed=self.config.seed)
             self.model.train(was_training)
             record.update({"eigenvalue": eigenvalue, "eigen_iterations": iterations})
         return record
 
-    def health_loss(self) -> torch.Tensor:
-        """The validation NLL the Hessian is taken of: the first --bptt rows of the α step's validation
-        columns, from a fresh hidden state."""
+    def health_loss(self, weights: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The validation NLL the Hessian is taken of, under `weights` (detached) and the model's α: the
+        first --bptt rows of the α step's validation columns, from a fresh hidden state."""
         words, targets = get_batch(self.search_data, 0, self.config.bptt)
-        detached = {n: w.detach() for n, w in split_parameters(self.model)[0].items()}  # α alone carries gradients
-        logits, _, _, _ = functional_call(self.model, {**detached, **self.arch},
+        logits, _, _, _ = functional_call(self.model, {**weights, **self.arch},
                                           (words, self.model.init_hidden(words.size(1))))
         return lm_loss(logits, targets)
 

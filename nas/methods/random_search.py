@@ -41,10 +41,7 @@ class RandomSearch(WeightSharing):
 
     def after_batches(self, validation: Validation) -> None:
         """Score the panel; its best candidate is the one in use for the epoch's validation."""
-        scored = []
-        for genotype in self.panel:
-            self.rnn.use(genotype)
-            scored.append(ppl(self.score(validation)))
+        scored = [ppl(nll) for nll in self.score_all(self.panel, validation)]
         best = min(range(len(scored)), key=scored.__getitem__)
         self.rnn.use(self.panel[best])
         self.summary = {"best_candidate": self.panel[best].to_dict()["nodes"], "best_candidate_ppl": scored[best],

@@ -141,12 +141,18 @@ class WeightSharing(SearchMethod):
     def load_state(self, state: dict) -> None:
         self.rng.set_state(state["rng"])
 
+    def score_all(self, genotypes: Sequence[Genotype], validation: Validation) -> list[float]:
+        """Each architecture's `score` (a validation NLL), run in turn on the shared weights."""
+        scores = []
+        for genotype in genotypes:
+            self.rnn.use(genotype)
+            scores.append(self.score(validation))
+        return scores
+
     def conclude(self, rnn: nn.Module, validation: Validation) -> Conclusion:
         """The candidate scoring best, with every candidate's score, and its perplexity on the epoch's validation."""
-        scored = []
-        for genotype in self.candidates():
-            rnn.use(genotype)
-            scored.append((self.score(validation), genotype))
+        candidates = self.candidates()
+        scored = list(zip(self.score_all(candidates, validation), candidates))
         best = min(range(len(scored)), key=lambda k: scored[k][0])
         rnn.use(scored[best][1])
         ppls = sorted(ppl(nll) for nll, _ in scored)
