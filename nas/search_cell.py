@@ -6,7 +6,8 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
 
     s_i = BN( Σ_j Σ_op w_{j,op} · [s_j + σ(c_j)⊙(op(h_j) − s_j)] )
 
-`none` contributes nothing but stays in the normalisation. With one-hot weights this is the
+`none` contributes nothing but stays in the normalisation. Each state has its own BatchNorm
+(`node_norms`; DARTS shares one, which breaks eval mode). With one-hot weights this is the
 frozen cell of the derived genotype (`nas.cell`, whose `first_node` and `highway` it uses). How α becomes the weights w and
 which cell they derive is the search method's mixing rule (`nas.mixing.MixingRule`: DARTS
 normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together), handed in.
@@ -50,7 +51,7 @@ class SearchRNN(nn.Module):
         self.ws = nn.ParameterList(
             nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE)) for _ in range(steps))
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
-        self.bn = nn.BatchNorm1d(nhid, affine=False)  # one BN for s0 and every node, as in DARTS
+        self.bn = node_norms(nhid, steps)
         self.inter, self.attention = inter, attention
 
     @property
@@ -82,12 +83,12 @@ class SearchRNN(nn.Module):
     def fusable(self, x: torch.Tensor) -> bool:
         """Whether this forward can run as the fused Function: a training forward with gradients,
         no ESS gates, no torch.compile, on a CPU in float32/64 outside autocast, with the cell's own
-        BatchNorm (not the data-parallel synced one), and the C++ kernels built (else one warning line)."""
-        bn = self.bn
+        BatchNorms (not the data-parallel synced ones), and the C++ kernels built (else one warning line)."""
+        plain_norms = all(type(bn) is nn.BatchNorm1d and isinstance(bn.momentum, float) for bn in self.bn)
         return (self.fused and self.training and torch.is_grad_enabled() and self.inter is None and not self.compile
                 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
-                and not torch.is_autocast_enabled(x.device.type) and type(bn) is nn.BatchNorm1d
-                and isinstance(bn.momentum, float) and search_loop.supports(OPS))  # the last: it warns
+                and not torch.is_autocast_enabled(x.device.type) and plain_norms
+                and search_loop.supports(OPS))  # the last: it warns
 
     def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
@@ -119,6 +120,22 @@ class SearchRNN(nn.Module):
         return out, (h.unsqueeze(0) if history is None else (h.unsqueeze(0), *history))
 
 
+def node_norms(nhid: int, steps: int) -> nn.ModuleList:
+    """The BatchNorm of s0 and of each node (affine off, as in DARTS): one module each, `[k]` for state k.
+
+    A deliberate deviation from DARTS, whose search cell calls one BatchNorm module for s0 and every
+    node. In training the two are the same: each call normalises with its own batch's statistics.
+    They differ in eval mode, which normalises with the running statistics: node i sums i
+    unit-variance states, so the states' variances before BatchNorm range over orders of magnitude
+    (about 0.2 for s0 and 100 for node 8 at nhid 64), and one shared running variance, dominated by
+    the last nodes, shrinks s0 and the early nodes towards zero. The search's validation loss was
+    then not the loss α descends (the α step runs in training mode), and read far worse than it
+    (docs/concepts/search-methods.md). One running statistic per state keeps eval mode faithful to
+    training.
+    """
+    return nn.ModuleList(nn.BatchNorm1d(nhid, affine=False) for _ in range(steps + 1))
+
+
 def node_mixes(weights: torch.Tensor, steps: int) -> list[torch.Tensor]:
     """Per node i, the (i, len(OPS), 1, 1) weights of [op(h) for op in OPS[1:]] and s in Σ_op w·op(h) − keep·s.
 
@@ -133,7 +150,7 @@ def node_mixes(weights: torch.Tensor, steps: int) -> list[torch.Tensor]:
 
 
 def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor,
-                ws: list[torch.Tensor], mixes: list[torch.Tensor], bn: nn.Module) -> torch.Tensor:
+                ws: list[torch.Tensor], mixes: list[torch.Tensor], bn: nn.ModuleList) -> torch.Tensor:
     """One time step of the search cell; returns h_t = mean of the nodes.
 
     Node i with predecessors j < i (stacked as S, shape (i, B, H)):
@@ -142,12 +159,12 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
         s_i = BN( Σ_j keep_j·S_j + σ(C_j) ⊙ U_j )
     which is Σ_j Σ_op w_j,op·highway(S_j, C_j, op(Hh_j)), the frozen cell's edge (`nas.cell`) under
     the mixing weights, with the sums over ops done once.
-    `bn` is the cell's one BatchNorm module (under torchrun, the synced one of nas.distributed).
+    `bn[k]` normalises state k (`node_norms`; under torchrun, the synced ones of nas.distributed).
     Written as plain broadcasts over the stacked edges so torch.compile fuses each node into a
     few loops; eager, it needs no stacked copy of the ops' outputs.
     """
     B, H = h.shape
-    states = bn(first_node(xp, (h if mh is None else h * mh) @ w0h, h)).unsqueeze(0)
+    states = bn[0](first_node(xp, (h if mh is None else h * mh) @ w0h, h)).unsqueeze(0)
     for w, mix in zip(ws, mixes):
         i = states.size(0)
         c, hh = ((states if mh is None else states * mh).view(i * B, H) @ w).view(i, B, 2 * H).split(H, -1)
@@ -156,7 +173,7 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
         for w_op, op in zip(m[1:-1], OPS[2:]):
             u = u + w_op * ACTIVATIONS[op](hh)
         u = u + m[-1] * states
-        s = bn((torch.sigmoid(c) * u - m[-1] * states).sum(0))
+        s = bn[i]((torch.sigmoid(c) * u - m[-1] * states).sum(0))
         states = torch.cat([states, s.unsqueeze(0)])
     return states[1:].mean(0)
 

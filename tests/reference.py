@@ -103,6 +103,14 @@ class ReferenceSearchRNN(nn.Module):
         return torch.stack(outputs), h.unsqueeze(0)
 
 
+def load_weights(reference: nn.Module, model: nn.Module) -> None:
+    """`model`'s parameters into a reference model, by name. BatchNorm statistics stay the
+    reference's own: ours are one module per state (`nas.search_cell.node_norms`), DARTS's one for all."""
+    state = {k: v for k, v in model.state_dict().items() if ".bn." not in f".{k}"}
+    result = reference.load_state_dict(state, strict=False)
+    assert not result.unexpected_keys and all(".bn." in f".{k}" for k in result.missing_keys), result
+
+
 def reference_frozen(rnn: nn.Module, x: torch.Tensor, hidden: torch.Tensor | None = None,
                      lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A FrozenRNN without dropout, one sentence, one direction, one step and one edge at a time.

@@ -17,8 +17,8 @@ from nas.fast.search_loop import FusedSearchCell
 from nas.gates import InterGates
 from nas.methods import method_class
 from nas.methods.darts import Darts
-from nas.search_cell import SearchRNN
-from reference import ReferenceSearchRNN
+from nas.search_cell import SearchRNN, node_norms
+from reference import ReferenceSearchRNN, load_weights
 
 REL32 = 1e-5  # float32: largest difference within 1e-5 of the tensor's largest entry
 pytestmark = pytest.mark.skipif(kernels._kernels is None, reason="C++ kernels not built")
@@ -33,19 +33,23 @@ def _pair(method: str, dropout: float, dtype=torch.float32, steps: int = 8):
             w.uniform_(-0.5, 0.5)  # larger than the init range, so every path matters
     fast.to(dtype)
     ref = ReferenceSearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).to(dtype)
-    ref.load_state_dict(fast.state_dict())
+    load_weights(ref, fast)
     return fast, ref
 
 
 def _run(cell, x, hidden):
-    """Outputs, last state, BatchNorm statistics and the gradients of a loss on both (inputs,
-    initial state, every weight and α)."""
+    """Outputs, last state and the gradients of a loss on both (inputs, initial state, every weight and α)."""
     torch.manual_seed(1)  # the same dropout masks on every path
     out, h = cell(x, hidden)
     target = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
     loss = (out * target).sum() + (h * h).sum()
     grads = torch.autograd.grad(loss, [x, hidden, *cell.parameters()])
-    return [out, h, cell.bn.running_mean.clone(), cell.bn.running_var.clone(), *grads]
+    return [out, h, *grads]
+
+
+def _statistics(cell) -> list[torch.Tensor]:
+    """The running mean and variance of s0 and each node."""
+    return [torch.stack([getattr(bn, name) for bn in cell.bn]) for name in ("running_mean", "running_var")]
 
 
 def _assert_close(a: torch.Tensor, b: torch.Tensor, name: str) -> None:
@@ -67,20 +71,22 @@ def test_fused_search_cell_equals_the_reference_in_float32(method, dropout):
     fast, ref = _pair(method, dropout)
     assert fast.fusable(torch.zeros(1, 4, 7))
     x, hidden = _inputs()
-    names = ["out", "h", "running_mean", "running_var", "x", "hidden"] + [n for n, _ in fast.named_parameters()]
+    names = ["out", "h", "x", "hidden"] + [n for n, _ in fast.named_parameters()]
     assert "alpha" in names and "ws.7" in names
     for name, a, b in zip(names, _run(fast, x, hidden), _run(ref, x, hidden)):
         _assert_close(a, b, name)
-    assert int(fast.bn.num_batches_tracked) == int(ref.bn.num_batches_tracked) == 5 * 9
+    assert [int(bn.num_batches_tracked) for bn in fast.bn] == [5] * 9  # each state's BatchNorm, once a step
+    assert int(ref.bn.num_batches_tracked) == 5 * 9  # DARTS's one BatchNorm, 9 times a step
 
 
 def test_fused_search_cell_equals_the_autograd_path():
     fast, _ = _pair("darts", 0.3, torch.float64)
     x, hidden = _inputs(torch.float64)
-    fused = _run(fast, x, hidden)
+    fused = _run(fast, x, hidden) + _statistics(fast)
     fast.fused = False
-    fast.bn.reset_running_stats()
-    for a, b in zip(fused, _run(fast, x, hidden)):
+    for bn in fast.bn:
+        bn.reset_running_stats()
+    for a, b in zip(fused, _run(fast, x, hidden) + _statistics(fast)):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
@@ -94,7 +100,7 @@ def test_fused_search_cell_passes_gradcheck(masked):
     ws = torch.empty(N, H, 2 * H, dtype=torch.float64).uniform_(-0.8, 0.8).requires_grad_()
     mix = torch.rand(N * (N + 1) // 2, 4, dtype=torch.float64, requires_grad=True)
     mh = torch.bernoulli(torch.full((B, H), 0.7, dtype=torch.float64)) / 0.7 if masked else None
-    bn = torch.nn.BatchNorm1d(H, affine=False).double()
+    bn = node_norms(H, N).double()
     assert torch.autograd.gradcheck(lambda *a: FusedSearchCell.apply(*a, mh, bn), (xproj, h0, w0h, ws, mix))
 
 
@@ -129,7 +135,7 @@ def test_the_fused_path_applies_only_where_it_is_exact():
     assert not SearchRNN(7, 6, 2, Darts.rule, fused=False).fusable(x)
     assert not cell.eval().fusable(x)
     synced = SearchRNN(7, 6, 2, Darts.rule)
-    synced.bn.__class__ = SyncedBatchNorm  # what nas.distributed does under torchrun
+    synced.bn[1].__class__ = SyncedBatchNorm  # what nas.distributed does under torchrun
     assert not synced.fusable(x)
     gated = SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2))
     assert not gated.fusable(x)

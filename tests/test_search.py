@@ -50,6 +50,27 @@ def test_finite_difference_hvp_matches_autograd():
     assert exact[0].abs().max() > 1e-3  # the check is not vacuous
 
 
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "autograd"])
+def test_eval_mode_normalises_each_state_as_training_did(fused):
+    """Once the running statistics have seen a batch, eval mode gives on it what training mode gave:
+    s0 and every node keep their own statistics, though their scales differ by orders of magnitude
+    (one BatchNorm shared by all, as in DARTS, shrinks s0 and the early nodes in eval mode)."""
+    torch.manual_seed(0)
+    cell = SearchRNN(7, 6, 8, Darts.rule, fused=fused)
+    with torch.no_grad():
+        for w in cell.ws:
+            w.uniform_(-0.5, 0.5)
+    for bn in cell.bn:
+        bn.momentum = 1.0  # the running statistics: the last batch's
+    x = torch.randn(1, 256, 7)
+    assert cell.fusable(x) == fused
+    trained, _ = cell(x)
+    cell.eval()
+    with torch.no_grad():
+        evaluated, _ = cell(x)
+    torch.testing.assert_close(evaluated, trained.detach(), rtol=0.01, atol=0.01)
+
+
 @pytest.mark.parametrize("method", ["darts", "idarts"])
 @pytest.mark.parametrize("order", ["1", "2"])
 def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, order):

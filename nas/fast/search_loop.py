@@ -17,9 +17,9 @@ weights' gradient is summed in the same pass: ∂w_j,op = Σ ∂s·σ(c_j)·f_op
 Weight gradients are formed only when the caller's weights require them (the first-order α step
 passes them detached): ∂W_i one GEMM per step, ∂W0h one GEMM over all steps.
 
-BatchNorm is the cell's single module (affine off, as in DARTS) in training mode: each of the
-9 calls per step normalises with its batch's statistics and moves the running statistics, in the
-same order as the autograd path. The elementwise passes are C++ kernels (`nas/csrc/`); without
+BatchNorm is one module per state (`nas.search_cell.node_norms`, affine off) in training mode:
+each of the 9 calls per step normalises with its batch's statistics and moves its state's running
+statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/csrc/`); without
 them, on another device, under autocast, with ESS gates or a synced BatchNorm the cell runs its
 autograd path instead (`SearchRNN.fusable`).
 """
@@ -49,12 +49,12 @@ class FusedSearchCell(torch.autograd.Function):
 
     Inputs: xproj (T, B, 2H) the input projection (x⊙m_x)·W0x, h0 (B, H), w0h (H, 2H),
     ws (N, H, 2H), mix (E, 4) the normalised weights of identity, tanh, relu, sigmoid per edge,
-    mh (B, H) or None, and the BatchNorm module whose running statistics the forward moves.
+    mh (B, H) or None, and the BatchNorm modules of s0 and each node, whose running statistics the forward moves.
     """
 
     @staticmethod
     def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
-                mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.BatchNorm1d) -> torch.Tensor:
+                mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList) -> torch.Tensor:
         kernels = compiled()
         T, B, H2 = xproj.shape
         H, N = H2 // 2, ws.size(0)
@@ -69,11 +69,12 @@ class FusedSearchCell(torch.autograd.Function):
         masked = None if mh is None else xproj.new_empty(N, B, H)  # this step's S_j⊙m_h, each made once
         mix = mix.contiguous()
         w0h_t, ws_t = pack(w0h.t()), [pack(w.t()) for w in ws]  # multiplied at every step
+        eps = bn[0].eps
         h = h0
         for t in range(T):
             torch.add(xproj[t], product(h if mh is None else h * mh, w0h_t), out=A0[t])
             highway_forward(A0[t].view(1, 1, B, H2), h.view(1, 1, B, H), *FIRST_NODE, pre.view(1, 1, B, H))
-            kernels.batch_norm_forward(pre, bn.eps, S[t, 0], means[t, 0], variances[t, 0], rstd[t, 0])
+            kernels.batch_norm_forward(pre, eps, S[t, 0], means[t, 0], variances[t, 0], rstd[t, 0])
             for i in range(N):
                 k = i + 1
                 states = S[t, :k]
@@ -82,12 +83,13 @@ class FusedSearchCell(torch.autograd.Function):
                 x = states if mh is None else masked[:k]
                 ch = product(x.view(k * B, H), ws_t[i]).view(k, B, H2)
                 kernels.mixed_node_forward(ch, states, mix[off[i]:off[k]], A[t, off[i]:off[k]], pre)
-                kernels.batch_norm_forward(pre, bn.eps, S[t, k], means[t, k], variances[t, k], rstd[t, k])
+                kernels.batch_norm_forward(pre, eps, S[t, k], means[t, k], variances[t, k], rstd[t, k])
             h = torch.mean(S[t, 1:], 0, out=out[t])
-        if bn.track_running_stats and bn.running_mean is not None:
-            _mean_var_update(bn.running_mean, means.view(-1, H), bn.momentum)
-            _mean_var_update(bn.running_var, variances.view(-1, H) * (B / (B - 1)), bn.momentum)
-            bn.num_batches_tracked.add_(T * (N + 1))
+        for k, norm in enumerate(bn):
+            if norm.track_running_stats and norm.running_mean is not None:
+                _mean_var_update(norm.running_mean, means[:, k], norm.momentum)
+                _mean_var_update(norm.running_var, variances[:, k] * (B / (B - 1)), norm.momentum)
+                norm.num_batches_tracked.add_(T)
         ctx.save_for_backward(h0, w0h, ws, mix, mh, out, A0, A, S, rstd)
         return out
 
@@ -146,7 +148,7 @@ class FusedSearchCell(torch.autograd.Function):
 
 
 def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
-                      mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.BatchNorm1d) -> torch.Tensor:
+                      mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList) -> torch.Tensor:
     """FusedSearchCell.apply: the outputs h_1..h_T (T, B, H)."""
     return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn)
 

@@ -49,7 +49,7 @@ class SampledRNN(SearchRNN):
         super().__init__(ninp, nhid, steps, SoftmaxPerEdge(), dropout_x, dropout_h, None, attention, compile)
         choice = torch.zeros_like(self.alpha)
         del self.alpha
-        self.bn = nn.Identity()
+        self.bn = nn.ModuleList(nn.Identity() for _ in self.bn)
         self.register_buffer("choice", choice)  # in the checkpoint: the architecture in use when it was written
 
     def use(self, genotype: Genotype) -> None:
