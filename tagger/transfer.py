@@ -14,8 +14,10 @@ rather than the LSTM chasing each cell. `hidden` runs them all at `hidden_size`.
 
 The report: per corpus and cell, the hidden size, the recurrent layer's parameters, epochs
 reached, seconds per training epoch, dev and test F1 (mean ± sample std over seeds), and each
-cell's paired t-test against the LSTM over the seeds both finished (`nas.common.stats`), as Markdown,
-JSON, and a plot of dev F1 by epoch (mean over seeds).
+cell's paired t-test against the LSTM over the seeds both finished (`nas.common.stats`); then the
+paired bootstrap over test sentences (`tagger.significance`, from each run's test.conll) of each
+cell against the LSTM and against the mean of the random cells (`random_cells`), pooled over the
+seeds both finished and per seed; as Markdown, JSON, and a plot of dev F1 by epoch (mean over seeds).
 """
 from __future__ import annotations
 
@@ -27,11 +29,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from nas.common.stats import mean_std, paired_t_test
 from nas.common.subprocesses import last_error, run_module
 
+from . import significance
 from .corpus_formats import FORMATS
 
 CORPUS_FORMATS = (*FORMATS, "column")
@@ -117,7 +122,8 @@ class Benchmark:
 
     def __init__(self, run_dir: Path, cells: list[Cell], corpora: list[Corpus], seeds: int, hidden_size: int,
                  sizes: str = "params", time_budget: float | None = None, tagger_args: tuple[str, ...] = (),
-                 threads: int | None = None, report: Callable[[str], None] = lambda line: None):
+                 threads: int | None = None, random_cells: tuple[str, ...] = (),
+                 report: Callable[[str], None] = lambda line: None):
         if seeds < 1:
             raise InputError(f"--seeds: must be at least 1, got {seeds}")
         if hidden_size < 1:
@@ -125,6 +131,10 @@ class Benchmark:
         if time_budget is not None and not time_budget > 0:
             raise InputError(f"--time-budget: must be a positive number of minutes, got {time_budget}")
         check_passed_args(list(tagger_args))
+        unknown = [name for name in random_cells if name not in {c.name for c in cells} or name == LSTM]
+        if unknown:
+            raise InputError(f"--random-cells {','.join(unknown)}: not among --cells (the LSTM cannot be one)")
+        self.random_cells = tuple(random_cells)
         self.run_dir, self.cells, self.corpora, self.seeds = Path(run_dir), cells, corpora, list(range(1, seeds + 1))
         self.hidden_size, self.sizes, self.time_budget, self.tagger_args = hidden_size, sizes, time_budget, tagger_args
         self.threads, self.report = threads, report  # threads: of each run; a resume may change them
@@ -199,14 +209,53 @@ class Benchmark:
         for corpus in self.corpora:
             mine = [r for r in runs if r["corpus"] == corpus.name]
             lstm = {r["seed"]: r["test_f1"] for r in mine if r["cell"] == LSTM}
+            counts = self._sentence_counts(corpus)
             for cell in self.cells:
                 seeds = [r for r in mine if r["cell"] == cell.name]
                 if seeds:
-                    rows.append(_row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None))
+                    row = _row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None)
+                    row["bootstrap"] = self._bootstrap(cell.name, counts)
+                    rows.append(row)
         settings = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
-                    "seeds": self.seeds, "tagger_args": list(self.tagger_args),
+                    "seeds": self.seeds, "tagger_args": list(self.tagger_args), "random_cells": list(self.random_cells),
                     "cells": [asdict(c) for c in self.cells], "corpora": [asdict(c) for c in self.corpora]}
         return {"settings": settings, "rows": rows, "runs": runs}
+
+    def _sentence_counts(self, corpus: Corpus) -> dict[tuple[str, int], np.ndarray]:
+        """(cell, seed) → span counts per test sentence, of every finished run of `corpus` that wrote test.conll."""
+        counts, gold_of = {}, None
+        for run in self.runs:
+            path = run.path / "test.conll"
+            if run.corpus != corpus or not run.finished or not path.is_file():
+                continue
+            _, gold, pred = significance.read_predictions(path)
+            if gold_of is None:
+                gold_of = (path, gold)
+            elif gold != gold_of[1]:
+                raise InputError(f"{path}: its gold tags differ from those of {gold_of[0]}; the runs of one "
+                                 "corpus must be scored on the same test sentences")
+            counts[(run.cell.name, run.seed)] = significance.sentence_counts(gold, pred)
+        return counts
+
+    def _bootstrap(self, cell: str, counts: dict[tuple[str, int], np.ndarray]) -> dict:
+        """The paired bootstrap of `cell` against the LSTM and against the random cells' mean, pooled over
+        the seeds all of them finished, and per seed."""
+        against = {"lstm": [LSTM] if cell != LSTM else [],
+                   "random": list(self.random_cells) if cell not in self.random_cells and cell != LSTM else []}
+        out = {}
+        for name, others in against.items():
+            seeds = [s for s in self.seeds if all((m, s) in counts for m in (cell, *others))]
+            if not others or not seeds:
+                out[name] = None
+                continue
+
+            def test(chosen: list[int]) -> dict:
+                stacked = {m: np.stack([counts[(m, s)] for s in chosen]) for m in (cell, *others)}
+                return asdict(significance.paired_bootstrap(stacked[cell], [stacked[m] for m in others]))
+
+            out[name] = {"against": others, "seeds": seeds, "pooled": test(seeds),
+                         "per_seed": {str(s): test([s]) for s in seeds}}
+        return out
 
     def write_report(self) -> tuple[dict, str]:
         """RUN_DIR/transfer.json, transfer.md and transfer.png; returns (results, the Markdown table)."""
@@ -267,7 +316,25 @@ def markdown(rows: list[dict], sizes: str, hidden_size: int, time_budget: float 
         p = "—" if vs is None else "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
         lines.append(f"| {r['corpus']} | {r['cell']} | {r['hidden_size']} | {r['rnn_parameters']:,} | {reached} | "
                      f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {delta} | {p} | {len(r['seeds'])} |")
-    return "\n".join(lines)
+    return "\n".join(lines + bootstrap_markdown(rows))
+
+
+def bootstrap_markdown(rows: list[dict]) -> list[str]:
+    """The paired bootstrap's lines (none when no run wrote its test predictions): one per cell and comparison."""
+    tests = [(r, name, b) for r in rows for name, b in (r.get("bootstrap") or {}).items() if b is not None]
+    if not tests:
+        return []
+    lines = ["", f"Paired bootstrap over test sentences ({significance.SAMPLES:,} resamples, the same for every "
+             "model; seeds pooled sentence by sentence): Δ test F1 of the cell minus the LSTM's, or minus the "
+             "mean of the random cells' (their names under \"against\"); the 95% interval; two-sided p. "
+             "Per-seed results are in transfer.json.", "",
+             "| corpus | cell | against | Δ test F1 | 95% interval | p | seeds |",
+             "| --- | --- | --- | ---: | :---: | ---: | ---: |"]
+    for r, _, b in tests:
+        d = b["pooled"]
+        lines.append(f"| {r['corpus']} | {r['cell']} | {', '.join(b['against'])} | {100 * d['difference']:+.2f} | "
+                     f"[{100 * d['low']:+.2f}, {100 * d['high']:+.2f}] | {d['p']:.3g} | {len(b['seeds'])} |")
+    return lines
 
 
 def plot_dev_f1(runs: list[dict], corpora: list[str], cells: list[str], path: Path) -> None:

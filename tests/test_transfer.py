@@ -2,13 +2,14 @@
 import json
 import shutil
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import tagger_data as td
 from nas.common.errors import InputError
 from nas.common.stats import paired_t_test
-from tagger import transfer
+from tagger import significance, transfer
 from tagger.cli.transfer import main
 
 
@@ -60,6 +61,40 @@ def test_the_table_and_json_hold_the_runs_figures_and_the_paired_test(bench):
     mean, std = 100 * rows["darts_v2"]["test_f1"]["mean"], 100 * rows["darts_v2"]["test_f1"]["std"]
     assert f"| 6 | 1,680 | 1 |" in line and f"{mean:.2f} ± {std:.2f}" in line and line.endswith("| 2 |")
     assert (run_dir / "transfer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_bootstrap_over_test_sentences_agrees_with_each_runs_f1(bench):
+    """Per seed, the bootstrap's observed difference is the two runs' test F1 difference (span counts
+    from test.conll give seqeval's F1); pooled, it is the F1 of counts summed over both seeds."""
+    run_dir, _, result = bench
+    rows = {r["cell"]: r for r in json.loads((run_dir / "transfer.json").read_text())["rows"]}
+    boot = rows["darts_v2"]["bootstrap"]
+    assert rows["lstm"]["bootstrap"] == {"lstm": None, "random": None} and boot["random"] is None
+    assert boot["lstm"]["against"] == ["lstm"] and boot["lstm"]["seeds"] == [1, 2]
+    for seed in (1, 2):
+        d = boot["lstm"]["per_seed"][str(seed)]
+        expected = metrics(run_dir, "darts_v2", seed)["test"]["f1"] - metrics(run_dir, "lstm", seed)["test"]["f1"]
+        assert d["difference"] == pytest.approx(expected, abs=1e-12) and 0 < d["p"] <= 1 and d["low"] <= d["high"]
+    pooled = boot["lstm"]["pooled"]
+    assert pooled["samples"] == 10_000 and pooled["low"] <= pooled["difference"] <= pooled["high"]
+    line = next(row for row in result.stdout.splitlines() if row.startswith("| conll03 | darts_v2 | lstm |"))
+    assert f"| {100 * pooled['difference']:+.2f} | [{100 * pooled['low']:+.2f}, {100 * pooled['high']:+.2f}] |" in line
+
+
+def test_each_cell_is_compared_with_the_random_cells_mean(tmp_path):
+    cells = transfer.parse_cells("found,rand_a,rand_b,lstm")
+    corpus = transfer.parse_corpora(f"conll03:{tmp_path}")
+    bench = transfer.Benchmark(tmp_path, cells, corpus, 2, 8, random_cells=("rand_a", "rand_b"))
+    rng = np.random.default_rng(0)
+    counts = {(c.name, s): np.column_stack([rng.integers(0, 2, 40), np.ones(40, int), np.ones(40, int)])
+              for c in cells for s in (1, 2)}
+    result = bench._bootstrap("found", counts)
+    assert result["random"]["against"] == ["rand_a", "rand_b"] and result["random"]["seeds"] == [1, 2]
+    f1 = {c.name: significance.f1(counts[(c.name, 1)].sum(0) + counts[(c.name, 2)].sum(0)) for c in cells}
+    assert result["random"]["pooled"]["difference"] == pytest.approx(f1["found"] - (f1["rand_a"] + f1["rand_b"]) / 2)
+    assert bench._bootstrap("rand_a", counts)["random"] is None  # a random cell is not compared with itself
+    with pytest.raises(InputError, match="^--random-cells nope: not among --cells"):
+        transfer.Benchmark(tmp_path, cells, corpus, 2, 8, random_cells=("nope",))
 
 
 def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch):

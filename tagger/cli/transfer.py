@@ -22,11 +22,14 @@ D = TaggerConfig()
 @click.option("--time-budget", type=bounded(MINUTES), help="Minutes per run (train-tagger --time-budget), added to either --sizes; epochs reached then differ.")
 @click.option("--run-dir", type=RUN_FOLDER, help="Where the runs go [default: runs/transfer-<time>]; an existing one is resumed (finished runs are skipped).")
 @click.option("--threads", type=THREAD_COUNT, help="CPU threads of each run (train-tagger --threads).")
+@click.option("--random-cells", default="", help="Comma-separated names among --cells that are random cells: every other cell is also compared with their mean F1 (paired bootstrap over test sentences).")
 @click.argument("tagger_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN_TAGGER_ARGS]")
-def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, tagger_args) -> None:
+def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, random_cells, tagger_args) -> None:
     """Train every cell on every corpus for several seeds as ordinary bin/train-tagger runs, then print
-    one table (dev and test F1 mean ± std, and a paired t-test of each cell against the LSTM), and write
-    it as RUN_DIR/transfer.md and transfer.json with a plot of dev F1 by epoch, transfer.png.
+    one table (dev and test F1 mean ± std, and a paired t-test over seeds of each cell against the
+    LSTM) and the paired bootstrap over test sentences (each cell against the LSTM and against the
+    --random-cells' mean: the difference, its 95% interval, p), and write them as RUN_DIR/transfer.md
+    and transfer.json with a plot of dev F1 by epoch, transfer.png.
 
     Arguments after -- go to every train-tagger run. A small example (2 cells, 1 corpus, 2 seeds):
 
@@ -39,6 +42,7 @@ def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, thread
 
     bench = Benchmark(Path(run_dir) if run_dir else default_run_dir("transfer"), parse_cells(cells),
                       parse_corpora(corpora), seeds, hidden_size, sizes, time_budget, tagger_args, threads,
+                      tuple(name.strip() for name in random_cells.split(",") if name.strip()),
                       report=lambda line: click.echo(line, err=True))
     bench.run()
     _, table = bench.write_report()
