@@ -1,31 +1,28 @@
 """Multi-seed search and selection, as DARTS and I-DARTS pick their cells (searches are seed-sensitive: docs/concepts/search-methods.md).
 
 `bin/search-lm --seeds 1,2,3,4 --workers K` runs one `bin/search-lm` process per seed, at most K at
-a time, each in RUN_DIR/seed-S/search. As soon as a seed's search ends, the same worker retrains
-its derived cell from scratch with `bin/train-lm` for `--select-budget` minutes (RUN_DIR/seed-S/
-retrain; train-lm's DARTS protocol, shrunk with `--select-args` where wanted). Each process's
-output goes to seed-S/search.log and seed-S/retrain.log. A seed whose search or retraining fails
-is recorded as failed with its exit code and last error line; the others go on.
+a time (on Ray when K > 1 or with --ray-address: `nas.common.grid`), each in RUN_DIR/seed-S/search.
+As soon as a seed's search ends, the same worker retrains its derived cell from scratch with
+`bin/train-lm` for `--select-budget` minutes (RUN_DIR/seed-S/retrain; train-lm's DARTS protocol,
+shrunk with `--select-args` where wanted). Each process's output goes to seed-S/search.log and
+seed-S/retrain.log. A seed whose search or retraining fails is recorded as failed with its exit
+code and last error line; the others go on.
 RUN_DIR/leaderboard.json ranks the seeds by retrained validation perplexity (the search's
 validation perplexity is recorded too, but says little: cells are judged after retraining), and
 the winner's genotype is written to RUN_DIR/genotype.json and `--out`.
 
-With `--device cuda` and several GPUs, worker slot k runs on cuda:(k mod GPUs).
+With `--device cuda` on Ray, each seed takes one GPU, which Ray hands it through CUDA_VISIBLE_DEVICES.
 """
 from __future__ import annotations
 
 import os
-import queue
-import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
 
-import torch
-
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_json, read_json
-from nas.common.subprocesses import last_error, run_module
+from nas.common.grid import Job, Outcome, Step, check_workers, run_jobs
+from nas.common.subprocesses import last_error
 from .distributed import current
 from .genotype import load
 
@@ -50,13 +47,6 @@ def seed_search_args(given: dict[str, Any]) -> list[str]:
     return args
 
 
-def slot_device(device: str, slot: int) -> str:
-    """Spread worker slots over the GPUs when the device is plain `cuda`."""
-    if device == "cuda" and torch.cuda.device_count() > 1:
-        return f"cuda:{slot % torch.cuda.device_count()}"
-    return device
-
-
 class SeedRuns:
     """One multi-seed search in `run_dir`; `search_args` are the bin/search-lm arguments every seed shares.
 
@@ -65,19 +55,17 @@ class SeedRuns:
 
     def __init__(self, run_dir: Path, seeds: list[int], workers: int, search_args: list[str], splits: dict[str, str],
                  device: str, select_budget: float, select_args: list[str], command: str,
-                 report: Callable[[str], None] = lambda line: None):
+                 report: Callable[[str], None] = lambda line: None, address: str | None = None):
         if current().parallel or int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise InputError("--seeds: run it without torchrun (each seed is its own process)")
-        if workers < 1:
-            raise InputError(f"--workers: must be at least 1, got {workers}")
+        check_workers(workers, address)
         if not select_budget > 0:
             raise InputError(f"--select-budget: must be a positive number of minutes, got {select_budget}")
-        self.run_dir, self.seeds, self.workers = Path(run_dir), seeds, workers
+        self.run_dir, self.seeds, self.workers, self.address = Path(run_dir), seeds, workers, address
         self.search_args, self.splits, self.device = search_args, splits, device
         self.select_budget, self.select_args, self.command = select_budget, select_args, command
         self.report = report
         self.entries: dict[int, dict] = {}
-        self.lock = threading.Lock()
 
     def run(self, out: Path | None) -> dict:
         """Run every seed, write leaderboard.json and the winner's genotype; returns the leaderboard."""
@@ -88,17 +76,19 @@ class SeedRuns:
                                    "device": self.device, "select_budget": self.select_budget,
                                    "select_args": self.select_args, "command": self.command})
         self.report(f"run directory: {self.run_dir} ({len(self.seeds)} seeds, {self.workers} at a time)")
-        slots: queue.Queue[int] = queue.Queue()
-        for k in range(self.workers):
-            slots.put(k)
-        pool = ThreadPoolExecutor(max_workers=self.workers)
-        try:
-            for job in as_completed([pool.submit(self._seed, seed, slots) for seed in self.seeds]):
-                job.result()
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-        pool.shutdown()
+        def starting(job: Job) -> None:
+            self.report(f"seed {job.key}: searching, then retraining its cell for {self.select_budget:g} min")
+
+        for outcome in run_jobs([self._job(seed) for seed in self.seeds], self.workers, self.address, starting):
+            entry = self._entry(outcome)
+            self.entries[entry["seed"]] = entry
+            self._write_leaderboard()
+            if entry["status"] == "ok":
+                self.report(f"seed {entry['seed']}: search valid ppl {entry['search_valid_ppl']:.1f}, retrained "
+                            f"valid ppl {entry['retrain_valid_ppl']:.2f}")
+            else:
+                self.report(f"seed {entry['seed']}: failed in {entry['failed_stage']} (exit {entry['exit_code']}): "
+                            f"{entry['error']}")
         board = self._write_leaderboard()
         if board["winner"] is None:
             raise InputError(f"every seed failed; see {self.run_dir / 'leaderboard.json'} and the seed-*/*.log files")
@@ -111,48 +101,39 @@ class SeedRuns:
             genotype.save(target)
         return board
 
-    def _seed(self, seed: int, slots: queue.Queue) -> None:
-        entry = {"seed": seed, "status": "failed", "search_valid_ppl": None, "retrain_valid_ppl": None,
-                 "genotype": None, "run_dir": str(self.run_dir / f"seed-{seed}")}
-        slot = slots.get()
-        try:
-            self._search_and_retrain(entry, slot_device(self.device, slot))
-        except (InputError, OSError, KeyError) as err:  # unreadable results fail this seed only
-            entry.update(status="failed", failed_stage="results", exit_code=None, error=str(err)[:500])
-        finally:
-            slots.put(slot)
-        with self.lock:
-            self.entries[seed] = entry
-            self._write_leaderboard()
-        if entry["status"] == "ok":
-            self.report(f"seed {seed}: search valid ppl {entry['search_valid_ppl']:.1f}, retrained valid ppl "
-                        f"{entry['retrain_valid_ppl']:.2f}")
-        else:
-            self.report(f"seed {seed}: failed in {entry['failed_stage']} (exit {entry['exit_code']}): {entry['error']}")
+    def _job(self, seed: int) -> Job:
+        """A seed's search, then the retraining of the cell it writes; on Ray with `cuda`, on one GPU of its own."""
+        home = self.run_dir / f"seed-{seed}"
+        search, retrain = home / "search", home / "retrain"
+        device = "cuda" if self.device.startswith("cuda") and (self.workers > 1 or self.address) else self.device
+        return Job(str(seed), [
+            Step("nas.cli.search_lm", [*self.search_args, "--seed", str(seed), "--device", device,
+                                       "--run-dir", str(search)], home / "search.log"),
+            Step("nas.cli.train_lm", [
+                "--cell", str(search / "genotype.json"), "--train", self.splits["train"], "--valid",
+                self.splits["valid"], "--test", self.splits["test"], "--device", device, "--time-budget",
+                str(self.select_budget), "--test-batch-size", "10", *self.select_args, "--run-dir", str(retrain)],
+                home / "retrain.log")], gpus=1.0 if device.startswith("cuda") else 0.0)
 
-    def _search_and_retrain(self, entry: dict, device: str) -> None:
-        """Fill `entry`: status ok with both perplexities, or the failed stage, its exit code and last error line."""
-        seed, home = entry["seed"], Path(entry["run_dir"])
-        home.mkdir(parents=True, exist_ok=True)
-        self.report(f"seed {seed}: searching on {device}")
-        search = home / "search"
-        code = run_module("nas.cli.search_lm", [*self.search_args, "--seed", str(seed), "--device", device,
-                                                "--run-dir", str(search)], home / "search.log")
-        if code != 0:
-            entry.update(failed_stage="search", exit_code=code, error=last_error(home / "search.log"))
-            return
-        metrics = read_json(search / "metrics.json")
-        entry.update(search_valid_ppl=metrics["search_valid_ppl"], genotype=metrics["genotype"])
-        self.report(f"seed {seed}: retraining its cell for {self.select_budget:g} min")
-        retrain = home / "retrain"
-        code = run_module("nas.cli.train_lm", [
-            "--cell", str(search / "genotype.json"), "--train", self.splits["train"], "--valid", self.splits["valid"],
-            "--test", self.splits["test"], "--device", device, "--time-budget", str(self.select_budget),
-            "--test-batch-size", "10", *self.select_args, "--run-dir", str(retrain)], home / "retrain.log")
-        if code != 0:
-            entry.update(failed_stage="retrain", exit_code=code, error=last_error(home / "retrain.log"))
-            return
-        entry.update(status="ok", retrain_valid_ppl=read_json(retrain / "metrics.json")["best_valid_ppl"])
+    def _entry(self, outcome: Outcome) -> dict:
+        """A finished seed: status ok with both perplexities, or the failed stage, its exit code and last error line."""
+        seed = int(outcome.key)
+        home = self.run_dir / f"seed-{seed}"
+        entry = {"seed": seed, "status": "failed", "search_valid_ppl": None, "retrain_valid_ppl": None,
+                 "genotype": None, "run_dir": str(home)}
+        try:
+            if outcome.failed_step == 0:
+                return {**entry, "failed_stage": "search", "exit_code": outcome.code,
+                        "error": last_error(home / "search.log")}
+            metrics = read_json(home / "search" / "metrics.json")
+            entry.update(search_valid_ppl=metrics["search_valid_ppl"], genotype=metrics["genotype"])
+            if outcome.failed_step == 1:
+                return {**entry, "failed_stage": "retrain", "exit_code": outcome.code,
+                        "error": last_error(home / "retrain.log")}
+            return {**entry, "status": "ok",
+                    "retrain_valid_ppl": read_json(home / "retrain" / "metrics.json")["best_valid_ppl"]}
+        except (InputError, OSError, KeyError) as err:  # unreadable results fail this seed only
+            return {**entry, "failed_stage": "results", "exit_code": None, "error": str(err)[:500]}
 
     def _write_leaderboard(self) -> dict:
         board = leaderboard(list(self.entries.values()), self.seeds, self.select_budget)

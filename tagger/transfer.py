@@ -34,7 +34,8 @@ import numpy as np
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from nas.common.stats import mean_std, paired_t_test
-from nas.common.subprocesses import last_error, run_module
+from nas.common.grid import Job, Step, check_workers, run_jobs
+from nas.common.subprocesses import last_error
 
 from . import significance
 from .corpus_formats import FORMATS
@@ -143,27 +144,46 @@ class Benchmark:
 
     # -- running ---------------------------------------------------------------------------------
 
-    def run(self) -> None:
-        """Train every unfinished run, one after another; a failed run stops the benchmark."""
+    def run(self, workers: int = 1, address: str | None = None) -> None:
+        """Train every unfinished run, up to `workers` at once (on Ray when more than one, or at `address`:
+        `nas.common.grid`), rewriting the report as each finishes. A failed run keeps only its log and
+        does not stop the others; at the end they are an InputError that names them."""
         self._check_plan()
+        check_workers(workers, address)
         todo = [r for r in self.runs if not r.finished]
+        at_once = f", {workers} at a time" if workers > 1 else ""
+        where = f" on the Ray cluster at {address}" if address else ""
         self.report(f"run directory: {self.run_dir}: {len(self.runs)} runs, {len(self.runs) - len(todo)} finished "
-                    f"before, {len(todo)} to train")
-        for k, run in enumerate(todo, 1):
+                    f"before, {len(todo)} to train{at_once}{where}")
+        for run in todo:
             if run.path.exists():  # started before and interrupted: train-tagger begins in an empty directory
                 shutil.rmtree(run.path)
-                self.report(f"[{k}/{len(todo)}] {run.label()}: unfinished before, starting it again")
+                self.report(f"{run.label()}: unfinished before, starting it again")
             run.path.mkdir(parents=True)
-            self.report(f"[{k}/{len(todo)}] {run.label()}: training")
+        runs = {str(run.path): run for run in todo}
+        gpus = 1.0 if _device(self.tagger_args).startswith("cuda") else 0.0
+        jobs = [Job(key, [Step("tagger.cli.train_tagger", self.tagger_argv(run), run.path / "train-tagger.log")], gpus)
+                for key, run in runs.items()]
+        failures = []
+        outcomes = run_jobs(jobs, workers, address, on_start=lambda job: self.report(f"{runs[job.key].label()}: training"))
+        for k, outcome in enumerate(outcomes, 1):
+            run = runs[outcome.key]
             log = run.path / "train-tagger.log"
-            code = run_module("tagger.cli.train_tagger", self.tagger_argv(run), log)
-            if code != 0 or not run.finished:
+            if outcome.code != 0 or not run.finished:
                 _keep_only(run.path, log)
-                raise InputError(f"{run.label()}: bin/train-tagger failed (exit {code}): {last_error(log)} "
-                                 f"(log: {log}); run the same command again to go on from here")
+                failures.append(f"{run.label()}: bin/train-tagger failed (exit {outcome.code}): {last_error(log)} "
+                                f"(log: {log})")
+                self.report(f"[{k}/{len(todo)}] {failures[-1]}")
+                continue
+            atomic_write_json(run.path / "worker.json", {"node": outcome.node, "host": outcome.host,
+                                                         "started": outcome.started, "ended": outcome.ended})
             metrics = read_json(run.path / "metrics.json")
             self.report(f"[{k}/{len(todo)}] {run.label()}: test F1 {100 * metrics['test']['f1']:.2f} after "
                         f"{metrics['epochs']} epochs")
+            self.write_report()
+        if failures:
+            raise InputError(f"{len(failures)} of {len(todo)} runs failed, the others finished; {failures[0]}; "
+                             "run the same command again to train the failed runs")
 
     def tagger_argv(self, run: Run) -> list[str]:
         """The train-tagger arguments of one run."""
@@ -204,7 +224,9 @@ class Benchmark:
     def results(self) -> dict:
         """Per corpus and cell, the summary row; and each finished run's figures."""
         runs = [{"cell": r.cell.name, "corpus": r.corpus.name, "seed": r.seed, "run_dir": str(r.path),
-                 **_run_figures(read_json(r.path / "metrics.json"))} for r in self.runs if r.finished]
+                 **_run_figures(read_json(r.path / "metrics.json")),
+                 "worker": read_json(r.path / "worker.json") if (r.path / "worker.json").is_file() else None}
+                for r in self.runs if r.finished]
         rows = []
         for corpus in self.corpora:
             mine = [r for r in runs if r["corpus"] == corpus.name]
@@ -366,6 +388,16 @@ def plot_dev_f1(runs: list[dict], corpora: list[str], cells: list[str], path: Pa
     fig.savefig(buffer, format="png", dpi=120)
     plt.close(fig)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def _device(args: tuple[str, ...]) -> str:
+    """The --device among train-tagger arguments ("cpu" when not given)."""
+    for k, arg in enumerate(args):
+        if arg == "--device" and k + 1 < len(args):
+            return args[k + 1]
+        if arg.startswith("--device="):
+            return arg.split("=", 1)[1]
+    return "cpu"
 
 
 def _keep_only(folder: Path, log: Path) -> None:

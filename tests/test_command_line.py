@@ -31,7 +31,8 @@ def test_a_flag_means_the_same_everywhere(name):
     if "--data" in options:
         assert isinstance(options["--data"].type, click.Path)
     assert not {"--dropouth", "--dropoutx", "--dropouti", "--dropoute"} & set(options)  # one spelling: --dropout-h
-    assert "--workers" not in options or name == "search-lm"  # there, processes at a time; threads are --threads
+    assert "--workers" not in options or name in ("search-lm", "transfer")  # there, runs at a time; threads are --threads
+    assert ("--ray-address" in options) == ("--workers" in options)
     assert ("--threads" in options) == (name in COMPUTING)
     assert ("--seed" in options) == (name in RANDOM)
     if "--seed" in options and name != "evaluate":  # evaluate takes the run's seed

@@ -1,12 +1,18 @@
 """bin/transfer: 2 cells × 1 corpus × 2 seeds of real train-tagger runs; the table, the JSON, the plot, resuming."""
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
 import tagger_data as td
+from nas.common import grid
 from nas.common.errors import InputError
 from nas.common.stats import paired_t_test
 from tagger import significance, transfer
@@ -110,7 +116,7 @@ def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench
         (unfinished / "metrics.json").write_bytes(kept)
         return 0
 
-    monkeypatch.setattr(transfer, "run_module", fake_run_module)
+    monkeypatch.setattr(grid, "run_module", fake_run_module)
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.stderr
     assert len(calls) == 1 and calls[0][0] == "tagger.cli.train_tagger" and calls[0][2] == []  # started in an empty directory
@@ -119,7 +125,7 @@ def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench
     assert argv[argv.index("--run-dir") + 1] == str(unfinished) and argv[argv.index("--hidden-size") + 1] == "8"
     assert "3 finished before, 1 to train" in result.stderr
 
-    monkeypatch.setattr(transfer, "run_module", lambda *a: pytest.fail("a finished run was trained again"))
+    monkeypatch.setattr(grid, "run_module", lambda *a: pytest.fail("a finished run was trained again"))
     assert CliRunner().invoke(main, args).exit_code == 0
 
 
@@ -135,7 +141,7 @@ def test_a_failed_run_leaves_only_its_log_and_the_error_names_it(bench, tmp_path
         log.write_text("epoch 1 ...\nerror: out of patience\n")
         return 2
 
-    monkeypatch.setattr(transfer, "run_module", failing_run_module)
+    monkeypatch.setattr(grid, "run_module", failing_run_module)
     result = CliRunner().invoke(main, args)
     failed = tmp_path / "failing" / "conll03" / "darts_v2" / "seed-1"
     assert result.exit_code == 2 and "bin/train-tagger failed (exit 2): error: out of patience" in result.stderr
@@ -174,3 +180,67 @@ def test_flags_the_benchmark_sets_itself_are_refused_after_the_dashes(tmp_path):
                                        "--hidden-size", "4"])
     assert result.exit_code == 2 and result.stderr.startswith("error: --hidden-size: bin/transfer sets it for each run")
     assert not (tmp_path / "b").exists()
+
+
+def _same_results(run_dir, other):
+    """The figures of two benchmarks, timings aside: each run's F1s, epochs and sizes, and the tests."""
+    def figures(path):
+        report = json.loads((path / "transfer.json").read_text())
+        runs = sorted((r["cell"], r["seed"], r["test_f1"], r["dev_f1"], r["epochs"], r["rnn_parameters"])
+                      for r in report["runs"])
+        rows = [(r["cell"], r["test_f1"], r["dev_f1"], r["vs_lstm"], r["bootstrap"]) for r in report["rows"]]
+        return runs, rows
+    assert figures(run_dir) == figures(other)
+
+
+def _intervals(path):
+    report = json.loads((path / "transfer.json").read_text())
+    return [r["worker"] for r in report["runs"]]
+
+
+def test_two_workers_on_a_local_ray_instance_overlap_and_give_the_sequential_table(bench, tmp_path):
+    pytest.importorskip("ray")
+    run_dir, args, _ = bench
+    args = [*args]
+    args[args.index("--run-dir") + 1] = str(tmp_path / "ray")
+    result = CliRunner().invoke(main, [*args[:args.index("--")], "--workers", "2", *args[args.index("--"):]])
+    assert result.exit_code == 0, result.stderr
+    assert "4 to train, 2 at a time" in result.stderr
+    _same_results(run_dir, tmp_path / "ray")
+    workers = _intervals(tmp_path / "ray")
+    assert len({w["node"] for w in workers}) == 1 and workers[0]["node"] != "local"
+    assert any(w["started"] < other["ended"] and other["started"] < w["ended"]
+               for w in workers for other in workers if w is not other), workers  # two ran at once
+
+
+def test_a_grid_sent_to_a_two_node_ray_cluster_runs_on_both_nodes(bench, tmp_path):
+    pytest.importorskip("ray")
+    ray = [str(Path(sys.executable).parent / "ray")]
+    port = 6390
+    temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit 107 characters
+    common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1"]
+    try:
+        env = {**os.environ, "RAY_worker_niceness": "0"}  # as the docs say to start a cluster
+        subprocess.run([*ray, "start", "--head", "--port", str(port), *common, "--include-dashboard=false",
+                        f"--temp-dir={temp}"], check=True, capture_output=True, env=env)
+        subprocess.run([*ray, "start", "--address", f"127.0.0.1:{port}", *common], check=True, capture_output=True,
+                       env=env)
+        run_dir, args, _ = bench
+        args = [*args]
+        args[args.index("--run-dir") + 1] = str(tmp_path / "cluster")
+        result = CliRunner().invoke(main, [*args[:args.index("--")], "--workers", "2", "--ray-address",
+                                           f"127.0.0.1:{port}", *args[args.index("--"):]])
+        assert result.exit_code == 0, result.stderr
+        assert f"on the Ray cluster at 127.0.0.1:{port}" in result.stderr
+        assert len({w["node"] for w in _intervals(tmp_path / "cluster")}) == 2  # both nodes took runs
+        _same_results(run_dir, tmp_path / "cluster")
+    finally:
+        subprocess.run([*ray, "stop", "--force"], capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_more_workers_without_ray_say_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as where it is not installed
+    with pytest.raises(InputError, match=r"^--workers 2: runs at once need Ray, which is not installed; pip install"):
+        grid.check_workers(2, None)
+    grid.check_workers(1, None)  # one at a time needs nothing

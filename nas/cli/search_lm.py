@@ -40,7 +40,8 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--epochs", type=T["epochs"], default=None, help=f"Search epochs [default: {D.epochs}].")
 @click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
 @click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
-@click.option("--workers", type=COUNT, default=1, help="--seeds: processes at a time (with --device cuda and several GPUs, worker k uses GPU k).")
+@click.option("--workers", type=COUNT, default=1, help="--seeds: seeds at a time, on a local Ray instance started for this command (more than 1 needs the ray extra; with --device cuda each seed gets a GPU of its own).")
+@click.option("--ray-address", help="--seeds: send the seeds to this existing Ray cluster (e.g. 10.0.0.1:6379, or auto); every node needs the same environment, data paths and --run-dir.")
 @click.option("--select-budget", type=bounded(MINUTES), default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
 @click.option("--select-args", default="", help="--seeds: extra bin/train-lm arguments for the retraining, e.g. \"--emsize 200 --batch-size 32\" [default: train-lm's DARTS protocol].")
 @click.option("--nodes", type=T["nodes"], default=D.nodes, help="Intermediate nodes of the cell.")
@@ -90,7 +91,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
-         workers, select_budget, select_args, threads, time_budget, max_rollbacks, **options) -> None:
+         workers, ray_address, select_budget, select_args, threads, time_budget, max_rollbacks, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
@@ -139,7 +140,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     config.validate()
     use_threads(threads)
     if seeds:
-        return _search_seeds(config, run, seeds, workers, select_budget, select_args, out)
+        return _search_seeds(config, run, seeds, workers, ray_address, select_budget, select_args, out)
     searcher = Searcher.open(config, run, bool(resume))
     click.echo(f"run directory: {searcher.run_dir.path}", err=True)
     unit = entry(config.method).unit
@@ -181,12 +182,12 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
 
 # Flags of the multi-seed run itself, not passed on to each seed's bin/search-lm.
-SEEDS_OWN = ("seeds", "workers", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume",
+SEEDS_OWN = ("seeds", "workers", "ray_address", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume",
              "data", "train_file", "valid_file", "test_file")  # the splits go on as absolute --train/--valid/--test
 
 
-def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, select_budget: float, select_args: str,
-                  out: str | None) -> None:
+def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, address: str | None,
+                  select_budget: float, select_args: str, out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
     from nas.common.paths import absolute_if_exists
 
@@ -203,7 +204,7 @@ def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, s
     given = {**{f"--{k}": v for k, v in splits.items()}, **given}
     board = SeedRuns(run.path, parse_seeds(seeds), workers, seed_search_args(given), splits, config.device,
                      select_budget, shlex.split(select_args), config.command,
-                     report=lambda line: click.echo(line, err=True)).run(Path(out) if out else None)
+                     report=lambda line: click.echo(line, err=True), address=address).run(Path(out) if out else None)
     click.echo(f"leaderboard: {run.path / 'leaderboard.json'}; winner seed {board['winner']}, genotype written to "
                f"{out or run.path / 'genotype.json'}", err=True)
     for entry in board["entries"]:

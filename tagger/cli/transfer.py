@@ -5,7 +5,7 @@ from pathlib import Path
 
 import click
 
-from nas.common.cli import LAYER_SIZE, MANY_COUNT, RUN_FOLDER, THREAD_COUNT, bounded, command
+from nas.common.cli import COUNT, LAYER_SIZE, MANY_COUNT, RUN_FOLDER, THREAD_COUNT, bounded, command
 from nas.common.ranges import MINUTES
 
 from ..config import TaggerConfig
@@ -22,9 +22,12 @@ D = TaggerConfig()
 @click.option("--time-budget", type=bounded(MINUTES), help="Minutes per run (train-tagger --time-budget), added to either --sizes; epochs reached then differ.")
 @click.option("--run-dir", type=RUN_FOLDER, help="Where the runs go [default: runs/transfer-<time>]; an existing one is resumed (finished runs are skipped).")
 @click.option("--threads", type=THREAD_COUNT, help="CPU threads of each run (train-tagger --threads).")
+@click.option("--workers", type=COUNT, default=1, help="Runs at once, on a local Ray instance started for this command (more than 1 needs the ray extra); each run keeps its own --threads.")
+@click.option("--ray-address", help="Send the runs to this existing Ray cluster (e.g. 10.0.0.1:6379, or auto); every node needs the same environment, data paths and --run-dir.")
 @click.option("--random-cells", default="", help="Comma-separated names among --cells that are random cells: every other cell is also compared with their mean F1 (paired bootstrap over test sentences).")
 @click.argument("tagger_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN_TAGGER_ARGS]")
-def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, random_cells, tagger_args) -> None:
+def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, workers, ray_address, random_cells,
+         tagger_args) -> None:
     """Train every cell on every corpus for several seeds as ordinary bin/train-tagger runs, then print
     one table (dev and test F1 mean ± std, and a paired t-test over seeds of each cell against the
     LSTM) and the paired bootstrap over test sentences (each cell against the LSTM and against the
@@ -44,7 +47,7 @@ def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, thread
                       parse_corpora(corpora), seeds, hidden_size, sizes, time_budget, tagger_args, threads,
                       tuple(name.strip() for name in random_cells.split(",") if name.strip()),
                       report=lambda line: click.echo(line, err=True))
-    bench.run()
+    bench.run(workers, ray_address)
     _, table = bench.write_report()
     click.echo(table)
     click.echo(f"written: {bench.run_dir / 'transfer.md'}, transfer.json, transfer.png", err=True)
