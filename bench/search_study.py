@@ -4,8 +4,9 @@ Reads each `bin/search-lm` run directory given (config.json, log.jsonl, metrics.
 genotype.json), copies those four files (never the checkpoint) to OUT/NAME/, and writes
 OUT/summary.json, the Markdown table on stdout, and the curves (validation perplexity, MAD and
 Hessian eigenvalue per method; ESS joint against intra-only, ESS Fig. 6) to FIGURES/. Minutes are
-wall-clock, from config.json's to metrics.json's modification time in the run directory (--minutes for a run
-resumed after a pause). It also
+metrics.json's (every epoch's training and validation over resumes, and the conclusion); for runs
+of a toolkit that did not write them, wall-clock from config.json's to metrics.json's modification
+time (--minutes for a run resumed after a pause). It also
 applies DARTS-ES (`nas.health.EarlyStop`, the paper's k = 5 and ratio 0.75) to each logged
 eigenvalue curve, to say where `--early-stop hessian` would have stopped.
 
@@ -41,7 +42,7 @@ def read_run(path: Path) -> dict:
     log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     metrics = json.loads((path / "metrics.json").read_text()) if (path / "metrics.json").is_file() else None
     finished = (path / "metrics.json").stat().st_mtime if metrics else (path / "log.jsonl").stat().st_mtime
-    minutes = (finished - (path / "config.json").stat().st_mtime) / 60
+    minutes = (metrics or {}).get("minutes", (finished - (path / "config.json").stat().st_mtime) / 60)
     return {"name": path.name, "config": config, "log": log, "metrics": metrics, "minutes": minutes}
 
 

@@ -18,6 +18,7 @@ converged by the toolkit's rule (`nas.health.convergence`).
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict
 from datetime import datetime, timezone
 
@@ -221,11 +222,14 @@ class Searcher(LMLoop):
 
     def finish(self) -> Genotype:
         """The final genotype; rank 0 writes it (genotype.json) and metrics.json to the run directory."""
+        started = time.perf_counter()
         genotype, metrics = self.conclude()
+        minutes = (self.elapsed + time.perf_counter() - started) / 60  # every epoch, over resumes, and the conclusion
         if self.ranks.main:
             genotype.save(self.run_dir.path / "genotype.json")
             self.run_dir.save_metrics({"search_valid_ppl": genotype.provenance["search_valid_ppl"],
                                        "genotype": genotype.to_dict(), "epochs": total_epochs(self.config),
                                        "epochs_run": self.epoch, "health": genotype.provenance["health"],
-                                       "cell_share": cell_shares(genotype.to_dict()["nodes"]), **metrics})
+                                       "cell_share": cell_shares(genotype.to_dict()["nodes"]), "minutes": minutes,
+                                       **metrics})
         return genotype

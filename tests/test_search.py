@@ -88,6 +88,8 @@ def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, o
     assert [r["epoch"] for r in log] == [1, 2]
     assert {"train_ppl", "valid_ppl", "alpha", "mad", "genotype", "tokens_per_s"} <= set(log[0])
     assert json.loads((tmp_path / "run" / "config.json").read_text())["order"] == int(order)
+    minutes = json.loads((tmp_path / "run" / "metrics.json").read_text())["minutes"]
+    assert sum(r["seconds"] for r in log) / 60 < minutes < 1  # training, and validation and the rest besides
 
 
 def _searcher(lm_corpus, run_dir, epochs=2, **settings):
