@@ -32,7 +32,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nas.health import EarlyStop, identity_share  # noqa: E402
+from nas.health import EarlyStop, convergence, identity_share  # noqa: E402
 
 FILES = ("config.json", "log.jsonl", "metrics.json", "genotype.json")
 
@@ -59,14 +59,14 @@ def would_stop(log: list[dict]) -> dict | None:
 
 def summarise(run: dict) -> dict:
     c, log, metrics = run["config"], run["log"], run["metrics"] or {}
-    health = metrics.get("health", {})
+    verdict = convergence(log)  # the rule as it stands, also for runs that ended under an older toolkit
     nodes = metrics.get("genotype", {}).get("nodes") or log[-1]["genotype"]
     eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
     method = c["method"] + (f" ({c['search_space']})" if c["method"] == "ess" else "") + (f", lr {c['lr']:g}" if c["lr"] != 20 else "")
     return {"name": run["name"], "method": method, "H": c["nhid"], "lr": c["lr"], "epochs": len(log),
             "tokens": sum(r.get("tokens", 0) for r in log), "minutes": round(run["minutes"], 1),
             "search_valid_ppl": metrics.get("search_valid_ppl"), "finished": bool(metrics),
-            "converged": health.get("convergence", {}).get("converged"), "convergence": health.get("convergence"),
+            "converged": verdict["converged"], "convergence": verdict,
             "eigenvalue_first": eigen[0] if eigen else None, "eigenvalue_last": eigen[-1] if eigen else None,
             "darts_es": would_stop(log) if eigen else None, "identity_share": identity_share(nodes),
             "genotype": nodes}
@@ -123,6 +123,7 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     c = prov["settings"]
     if prov["search_valid_ppl"] is None or prov["search_valid_ppl"] >= SHIP_BELOW:
         return f"{name}: not shipped, search validation perplexity {prov['search_valid_ppl']} is not below {SHIP_BELOW:g}"
+    prov["health"]["convergence"] = summary["convergence"]
     prov["budget"] = (f"{summary['method']} on PTB: {summary['epochs']} epochs ({summary['tokens']:,} training tokens), "
                       f"emsize = nhid = {c['nhid']}, batch {c['batch_size']}, bptt {c['bptt']}, {c['nodes']} nodes, "
                       f"seed {c['seed']}; {summary['minutes']} min with one thread on one of 2 CPU cores (a second "

@@ -103,17 +103,18 @@ def test_each_cell_is_compared_with_the_random_cells_mean(tmp_path):
         transfer.Benchmark(tmp_path, cells, corpus, 2, 8, random_cells=("nope",))
 
 
-def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch):
+def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch, tmp_path):
     run_dir, args, _ = bench
     unfinished = run_dir / "conll03" / "lstm" / "seed-2"
-    kept = (unfinished / "metrics.json").read_bytes()
+    # what train-tagger wrote, put back by the fake run below (worker.json is the benchmark's own)
+    kept = shutil.copytree(unfinished, tmp_path / "kept", ignore=shutil.ignore_patterns("worker.json"))
     (unfinished / "metrics.json").unlink()  # as if interrupted before its end
     (unfinished / "stale.txt").write_text("left by the interrupted run")
     calls = []
 
     def fake_run_module(name, argv, log):  # stands in for the one train-tagger run still to do
         calls.append((name, argv, sorted(p.name for p in unfinished.iterdir())))
-        (unfinished / "metrics.json").write_bytes(kept)
+        shutil.copytree(kept, unfinished, dirs_exist_ok=True)
         return 0
 
     monkeypatch.setattr(grid, "run_module", fake_run_module)
