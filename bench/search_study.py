@@ -124,7 +124,8 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     if prov["search_valid_ppl"] is None or prov["search_valid_ppl"] >= SHIP_BELOW:
         return f"{name}: not shipped, search validation perplexity {prov['search_valid_ppl']} is not below {SHIP_BELOW:g}"
     prov["health"]["convergence"] = summary["convergence"]
-    prov["budget"] = (f"{summary['method']} on PTB: {summary['epochs']} epochs ({summary['tokens']:,} training tokens), "
+    unit = "rounds" if c["method"] == "ess" else "epochs"
+    prov["budget"] = (f"{summary['method']} on PTB: {summary['epochs']} {unit} ({summary['tokens']:,} training tokens), "
                       f"emsize = nhid = {c['nhid']}, batch {c['batch_size']}, bptt {c['bptt']}, {c['nodes']} nodes, "
                       f"seed {c['seed']}; {summary['minutes']} min with one thread on one of 2 CPU cores (a second "
                       "search on the other); converged by the toolkit's rule: "
