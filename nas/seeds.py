@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_json, read_json
-from nas.common.grid import Job, Outcome, Step, check_workers, run_jobs
+from nas.common.grid import Job, Outcome, Step, check_workers, on_ray, run_jobs
 from nas.common.subprocesses import last_error
 from .distributed import current
 from .genotype import load
@@ -105,7 +105,7 @@ class SeedRuns:
         """A seed's search, then the retraining of the cell it writes; on Ray with `cuda`, on one GPU of its own."""
         home = self.run_dir / f"seed-{seed}"
         search, retrain = home / "search", home / "retrain"
-        device = "cuda" if self.device.startswith("cuda") and (self.workers > 1 or self.address) else self.device
+        device = "cuda" if self.device.startswith("cuda") and on_ray(self.workers, self.address) else self.device
         return Job(str(seed), [
             Step("nas.cli.search_lm", [*self.search_args, "--seed", str(seed), "--device", device,
                                        "--run-dir", str(search)], home / "search.log"),

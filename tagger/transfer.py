@@ -141,6 +141,10 @@ class Benchmark:
         self.threads, self.report = threads, report  # threads: of each run; a resume may change them
         self.runs = [Run(cell, corpus, seed, self.run_dir / corpus.name / cell.name / f"seed-{seed}")
                      for corpus in corpora for cell in cells for seed in self.seeds]
+        # a finished run's test predictions and a bootstrap of finished runs never change: the report,
+        # rewritten as each run finishes, reads and resamples each once
+        self._predictions: dict[Path, tuple[list, np.ndarray]] = {}
+        self._tests: dict[tuple, dict] = {}
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -236,7 +240,7 @@ class Benchmark:
                 seeds = [r for r in mine if r["cell"] == cell.name]
                 if seeds:
                     row = _row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None)
-                    row["bootstrap"] = self._bootstrap(cell.name, counts)
+                    row["bootstrap"] = self._bootstrap(corpus.name, cell.name, counts)
                     rows.append(row)
         settings = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
                     "seeds": self.seeds, "tagger_args": list(self.tagger_args), "random_cells": list(self.random_cells),
@@ -250,16 +254,19 @@ class Benchmark:
             path = run.path / "test.conll"
             if run.corpus != corpus or not run.finished or not path.is_file():
                 continue
-            _, gold, pred = significance.read_predictions(path)
+            if path not in self._predictions:
+                _, gold, pred = significance.read_predictions(path)
+                self._predictions[path] = gold, significance.sentence_counts(gold, pred)
+            gold, counted = self._predictions[path]
             if gold_of is None:
                 gold_of = (path, gold)
             elif gold != gold_of[1]:
                 raise InputError(f"{path}: its gold tags differ from those of {gold_of[0]}; the runs of one "
                                  "corpus must be scored on the same test sentences")
-            counts[(run.cell.name, run.seed)] = significance.sentence_counts(gold, pred)
+            counts[(run.cell.name, run.seed)] = counted
         return counts
 
-    def _bootstrap(self, cell: str, counts: dict[tuple[str, int], np.ndarray]) -> dict:
+    def _bootstrap(self, corpus: str, cell: str, counts: dict[tuple[str, int], np.ndarray]) -> dict:
         """The paired bootstrap of `cell` against the LSTM and against the random cells' mean, pooled over
         the seeds all of them finished, and per seed."""
         against = {"lstm": [LSTM] if cell != LSTM else [],
@@ -272,8 +279,12 @@ class Benchmark:
                 continue
 
             def test(chosen: list[int]) -> dict:
-                stacked = {m: np.stack([counts[(m, s)] for s in chosen]) for m in (cell, *others)}
-                return asdict(significance.paired_bootstrap(stacked[cell], [stacked[m] for m in others]))
+                key = (corpus, cell, tuple(others), tuple(chosen))
+                if key not in self._tests:
+                    stacked = {m: np.stack([counts[(m, s)] for s in chosen]) for m in (cell, *others)}
+                    result = significance.paired_bootstrap(stacked[cell], [stacked[m] for m in others])
+                    self._tests[key] = asdict(result)
+                return self._tests[key]
 
             out[name] = {"against": others, "seeds": seeds, "pooled": test(seeds),
                          "per_seed": {str(s): test([s]) for s in seeds}}

@@ -94,11 +94,11 @@ def test_each_cell_is_compared_with_the_random_cells_mean(tmp_path):
     rng = np.random.default_rng(0)
     counts = {(c.name, s): np.column_stack([rng.integers(0, 2, 40), np.ones(40, int), np.ones(40, int)])
               for c in cells for s in (1, 2)}
-    result = bench._bootstrap("found", counts)
+    result = bench._bootstrap("conll03", "found", counts)
     assert result["random"]["against"] == ["rand_a", "rand_b"] and result["random"]["seeds"] == [1, 2]
     f1 = {c.name: significance.f1(counts[(c.name, 1)].sum(0) + counts[(c.name, 2)].sum(0)) for c in cells}
     assert result["random"]["pooled"]["difference"] == pytest.approx(f1["found"] - (f1["rand_a"] + f1["rand_b"]) / 2)
-    assert bench._bootstrap("rand_a", counts)["random"] is None  # a random cell is not compared with itself
+    assert bench._bootstrap("conll03", "rand_a", counts)["random"] is None  # a random cell is not compared with itself
     with pytest.raises(InputError, match="^--random-cells nope: not among --cells"):
         transfer.Benchmark(tmp_path, cells, corpus, 2, 8, random_cells=("nope",))
 

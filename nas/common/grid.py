@@ -73,11 +73,16 @@ def _node_id() -> str:
     return "local"
 
 
+def on_ray(workers: int, address: str | None) -> bool:
+    """Whether jobs run as Ray tasks (more than one at a time, or on a cluster) rather than here."""
+    return workers > 1 or bool(address)
+
+
 def check_workers(workers: int, address: str | None) -> None:
     """Refuse, in one line, what cannot run: fewer than one worker, or Ray wanted and not installed."""
     if workers < 1:
         raise InputError(f"--workers: must be at least 1, got {workers}")
-    if workers > 1 or address:
+    if on_ray(workers, address):
         try:
             import ray  # noqa: F401
         except ImportError:
@@ -90,7 +95,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, address: str | None = None,
     """Each job's outcome as it finishes: here, one after another (workers 1, no address), or on Ray.
     `on_start` is called as each job is started (on Ray: handed to the cluster)."""
     check_workers(workers, address)
-    if workers == 1 and not address:
+    if not on_ray(workers, address):
         for job in jobs:
             on_start(job)
             yield run_steps(job)
@@ -102,14 +107,13 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, address: str | None = None,
         _ray_init(workers, address)
     try:
         task = ray.remote(run_steps)
-        waiting, running = list(jobs), {}
+        waiting, running = list(jobs), []
         while waiting or running:
             while waiting and len(running) < workers:
                 job = waiting.pop(0)
                 on_start(job)
-                running[task.options(num_cpus=1, num_gpus=job.gpus).remote(job)] = job
-            done, _ = ray.wait(list(running), num_returns=1)
-            running.pop(done[0])
+                running.append(task.options(num_cpus=1, num_gpus=job.gpus).remote(job))
+            done, running = ray.wait(running, num_returns=1)
             yield ray.get(done[0])
     finally:
         if started_here:
