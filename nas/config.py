@@ -172,9 +172,7 @@ class SearchConfig(LMConfig):
     def validate(self) -> None:
         """The first inconsistent setting, as an InputError naming its flag."""
         self._check_values()
-        if self.history > self.inter_nodes:
-            raise InputError(f"--history {self.history}: needs at least as many --inter-nodes (got {self.inter_nodes}); "
-                             "gate node i reads history vector i")
+        check_gate_history(self.history, self.inter_nodes)
         if (self.search_space == "inter") != (self.cell is not None):
             raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
         if self.early_stop == "hessian" and self.hessian_iterations == 0:
@@ -182,6 +180,13 @@ class SearchConfig(LMConfig):
         if self.emsize != self.nhid:
             raise InputError(f"--emsize {self.emsize} and --nhid {self.nhid} must be equal: "
                              "the decoder is tied to the embedding")
+
+
+def check_gate_history(history: int, inter_nodes: int) -> None:
+    """ESS's gate node i reads history vector i, so a gate DAG needs at least --history nodes."""
+    if history > inter_nodes:
+        raise InputError(f"--history {history}: needs at least as many --inter-nodes (got {inter_nodes}); "
+                         "gate node i reads history vector i")
 
 
 def _command_of(stored: Any) -> str | None:

@@ -1,12 +1,18 @@
 """Search a recurrent cell on the tagging task itself, as I-DARTS searched its NER cell (Jiang et al. 2019 §3.1).
 
 The search model is `bin/train-tagger`'s BiRNN-CRF (the same embeddings, reprojection, dropouts
-and CRF) with the DARTS search cell as its recurrent layer (`BiSearchRNN`). The loop is DARTS's
-bilevel one (docs/concepts/search-methods.md): at each batch α takes one Adam step (`nas.architect.Architect`, first or
-second order) on a batch of the training sentences held apart for it (`--arch-split`), then the
-weights take one SGD step on a batch of the other training sentences, as flair's trainer takes
-it (the CRF loss summed over the batch, the gradient norm clipped). The dev split is only scored
-(F1 at each epoch end); the test split is never used.
+and CRF) with the search method's layer (`nas.methods`: the DARTS search cell, ESS's cell with its
+inter-cell gates, or the weight-sharing cell of random search and ENAS) run in both directions as
+its recurrent layer (`BiSearchRNN`). The loop is the bilevel one of `bin/search-lm`
+(docs/concepts/search-methods.md), with the training sentences held apart for α (`--arch-split`)
+as its validation split: at each batch the method's α group takes one Adam step
+(`nas.architect.Architect`, first or second order) on a batch of the held-apart sentences (random
+search and ENAS draw the batch's cell instead), then the weights take one SGD step on a batch of
+the other training sentences, as flair's trainer takes it (the CRF loss summed over the batch, the
+gradient norm clipped). At each epoch end the method's own phase runs on the held-apart sentences
+(ENAS trains its controller, random search scores its panel), and at the end random search and
+ENAS score their candidates there, by the CRF loss per token. The dev split is only scored (F1 at
+each epoch end, and of the chosen cell); the test split is never used.
 
 The search runs on the training loop of the LM search and retraining (`nas.loop.TrainingLoop`):
 the run directory is laid out as `bin/search-lm` lays it out (config.json, log.jsonl with one
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from datetime import datetime, timezone
+from typing import Iterator
 
 import torch
 import torch.nn as nn
@@ -31,13 +38,12 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
 from nas import __version__
-from nas.architect import Architect, split_parameters
+from nas.architect import is_arch, split_parameters
+from nas.config import SearchConfig
 from nas.genotype import Genotype
-from nas.methods import method_class
-from nas.mixing import MixingRule
 from nas.loop import NonFinite, TrainingLoop
+from nas.methods import method_class
 from nas.recurrence import reverse_padded
-from nas.search_cell import SearchRNN
 from tagger.corpora import Split, TaggingCorpus, load_corpus, parse_columns, to_sentences
 from tagger.embeddings import build_embeddings
 from tagger.evaluation import evaluate
@@ -47,29 +53,36 @@ from .tagging_search_config import TaggingSearchConfig
 
 
 class BiSearchRNN(nn.Module):
-    """The search cell as a bidirectional layer behind flair's `nn.LSTM` interface (as `tagger.model.PackedCellRNN`).
+    """A search layer in both directions behind flair's `nn.LSTM` interface (as `tagger.model.PackedCellRNN`).
 
-    One `SearchRNN` per direction, with weights of its own and one shared α, so the search derives
-    one cell for both directions, as `FrozenRNN` then runs it. The backward direction reads each
-    sentence reversed within its length. Both run over the padded batch, so in training the
-    search cell's BatchNorm statistics also see the padding steps of the shorter sentences
-    (packing the batch would leave BatchNorm a single row at the longest sentence's last steps).
+    One layer per direction, with weights of its own and every α shared (the backward layer's α
+    are the forward layer's parameters), so the search derives one cell (and ESS one set of gates)
+    for both directions, as `FrozenRNN` then runs it. The backward direction reads each sentence
+    reversed within its length. Both run over the padded batch, so in training the search cell's
+    BatchNorm statistics also see the padding steps of the shorter sentences (packing the batch
+    would leave BatchNorm a single row at the longest sentence's last steps).
     """
 
     num_layers = 1
     bidirectional = True
 
-    def __init__(self, input_size: int, hidden_size: int, nodes: int, rule: MixingRule, dropout_x: float = 0.0,
-                 dropout_h: float = 0.0):
+    def __init__(self, forward: nn.Module, backward: nn.Module):
         super().__init__()
-        self.hidden_size = hidden_size
-        forward, backward = (SearchRNN(input_size, hidden_size, nodes, rule, dropout_x, dropout_h) for _ in range(2))
-        backward.alpha = forward.alpha  # one parameter: named once, stepped once
+        self.hidden_size = forward.nhid
+        for name, _ in list(backward.named_parameters()):
+            if is_arch(name):  # one parameter: named once, stepped once
+                owner, _, leaf = name.rpartition(".")
+                setattr(backward.get_submodule(owner), leaf, forward.get_parameter(name))
         self.directions = nn.ModuleList([forward, backward])
 
+    @classmethod
+    def of(cls, method: type, config: SearchConfig) -> "BiSearchRNN":
+        """The layer search method `method` builds from `config` (emsize: the input size), once per direction."""
+        return cls(method.layer(config, None), method.layer(config, None))
+
     @property
-    def cell(self) -> SearchRNN:
-        """The forward direction's cell, which holds α and derives the genotype."""
+    def cell(self) -> nn.Module:
+        """The forward direction's layer, which holds α and derives the genotype."""
         return self.directions[0]
 
     def forward(self, packed: PackedSequence) -> tuple[PackedSequence, None]:
@@ -101,6 +114,38 @@ def split_for_alpha(train: Split, fraction: float, seed: int) -> tuple[Split, Sp
     return weights, alpha
 
 
+class HeldApart:
+    """The held-apart training sentences as the search's validation split (`nas.methods.base.Scoring`):
+    the mean CRF loss per token of the model as it stands, in eval mode, without gradients."""
+
+    def __init__(self, model: nn.Module, sentences: list, batch_size: int):
+        self.model = model
+        self.batches = [[sentences[i] for i in batch] for batch in batches(list(range(len(sentences))), batch_size)]
+
+    def full(self) -> float:
+        return self.nll(None)
+
+    def nll(self, batches: int | None) -> float:
+        return self._loss(self.batches[:batches])
+
+    def stream(self) -> Iterator[float]:
+        while True:
+            for batch in self.batches:
+                yield self._loss([batch])
+
+    def _loss(self, batches: list[list]) -> float:
+        was_training = self.model.training
+        self.model.eval()
+        total, tokens = 0.0, 0
+        with torch.no_grad():
+            for batch in batches:
+                loss, count = self.model.forward_loss(batch)
+                total, tokens = total + float(loss), tokens + count
+                store_embeddings(batch, "cpu")
+        self.model.train(was_training)
+        return total / max(tokens, 1)
+
+
 def batches(order: list[int], size: int) -> list[list[int]]:
     """`order` cut into batches of `size`; a last batch of one sentence joins the one before
     (the search cell's BatchNorm needs two rows in training)."""
@@ -123,14 +168,16 @@ class TaggingSearch(TrainingLoop):
         self.train_sentences = to_sentences(weight_split, corpus.tag_type)
         self.alpha_sentences = to_sentences(alpha_split, corpus.tag_type)
         self.dev_sentences = to_sentences(corpus.dev, corpus.tag_type)
-        self.layer = BiSearchRNN(embeddings.embedding_length, c.hidden_size, c.nodes, method_class(c.method).rule,
-                                 c.dropout_x, c.dropout_h)
+        method, settings = method_class(c.method), c.search_config(embeddings.embedding_length)
+        self.layer = BiSearchRNN.of(method, settings)
         self.model = build_model(c.tagger(), corpus, embeddings, None, rnn=self.layer)
         self.model.embeddings.requires_grad_(False)  # features, as in train-tagger: neither weights nor α
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr)
-        self.architect = Architect(self.model, c.arch_lr, c.arch_wdecay, c.order, weight_wd=0.0, weight_clip=c.clip,
-                                   loss_fn=tagging_loss)
+        one_pass = len(batches(list(range(len(self.train_sentences))), c.batch_size))
+        self.method = method(settings, self.model, min(one_pass, c.max_batches_per_epoch or one_pass),
+                             loss_fn=tagging_loss)
+        self.validation = HeldApart(self.model, self.alpha_sentences, c.batch_size)
         self.steps = 0
         self.order: list[int] = []
         self.alpha_order: list[int] = []
@@ -154,13 +201,13 @@ class TaggingSearch(TrainingLoop):
 
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "architect": self.architect.optimizer.state_dict(), "epoch": self.epoch, "steps": self.steps,
+                "method": self.method.state(), "epoch": self.epoch, "steps": self.steps,
                 "order": self.order, "alpha_order": self.alpha_order, **self.position()}
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.architect.optimizer.load_state_dict(state["architect"])
+        self.method.load_state(state["method"] if "method" in state else {"all": state["architect"]})  # older: DARTS's one group
         self.epoch, self.steps = state["epoch"], state["steps"]
         self.order, self.alpha_order = state["order"], state["alpha_order"]
         self.load_position(state)
@@ -180,13 +227,15 @@ class TaggingSearch(TrainingLoop):
         self.alpha_batches = batches(self.alpha_order, c.batch_size)
 
     def batches_per_epoch(self) -> int:
-        return len(self.train_batches)
+        """A pass over the weights' sentences (an ESS round: its intra and inter steps)."""
+        return self.method.batches_per_epoch(len(self.train_batches))
 
     def train_batch(self) -> int:
-        """α's step on a batch of the held-apart sentences, then the weights' step on a batch of the others."""
-        train = [self.train_sentences[i] for i in self.train_batches[self.batch]]
+        """α's step (or the method's draw) on a batch of the held-apart sentences, then the weights' step
+        on a batch of the others; an ESS round longer than a pass starts the pass again."""
+        train = [self.train_sentences[i] for i in self.train_batches[self.batch % len(self.train_batches)]]
         alpha = [self.alpha_sentences[i] for i in self.alpha_batches[self.batch % len(self.alpha_batches)]]
-        self.architect.step(train, None, alpha, None, self.config.lr)
+        self.method.step_alpha(self.batch, train, None, alpha, None, self.config.lr)
         self._weight_step(train)
         store_embeddings(train + alpha, "cpu")  # as flair's trainer: static embeddings kept, dynamic ones dropped
         self.steps += 1
@@ -214,24 +263,32 @@ class TaggingSearch(TrainingLoop):
     # -- epochs ------------------------------------------------------------------------------
 
     def validate(self) -> float:
-        """The dev F1 of the search model."""
+        """The method's own end-of-epoch phase (ENAS trains its controller here), then the dev F1."""
+        self.method.after_batches(self.validation)
+        return self.dev_f1()
+
+    def dev_f1(self) -> float:
+        """The dev F1 of the search model as it stands."""
         return evaluate(self.model, self.dev_sentences, self.corpus.dev.tags, self.config.eval_batch_size)[0]["f1"]
 
     def epoch_record(self, valid: float, seconds: float) -> dict:
-        cell, t = self.layer.cell, self.totals
+        """One log line: loss, dev F1, what the method records of its state (α, ...) and the genotype so far."""
+        t = self.totals
+        genotype = self.method.derive(self.layer.cell).to_dict()
         return {"epoch": self.epoch, "step": self.steps, "train_loss": t["loss"] / max(t["loss_tokens"], 1),
-                "dev_f1": valid, "alpha": cell.alpha.detach().cpu().tolist(),
-                "mad": cell.rule.mad(cell.mixing_weights().detach(), cell.steps),
-                "genotype": cell.genotype(self.config.top_n).to_dict()["nodes"],
+                "dev_f1": valid, **self.method.record(self.layer.cell),
+                **{k: genotype[k] for k in ("inter",) if genotype[k] is not None}, "genotype": genotype["nodes"],
                 "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "seconds": seconds}
 
     # -- the result --------------------------------------------------------------------------
 
     def finish(self) -> Genotype:
-        """The derived genotype with the provenance of this search; writes genotype.json and metrics.json."""
+        """The method's genotype with the provenance of this search; writes genotype.json and metrics.json.
+        Random search and ENAS choose their cell among candidates here, so its dev F1 is scored anew."""
         c, log = self.config, self.run_dir.read_log()
-        cell = self.layer.cell.genotype(c.top_n)
-        dev_f1 = log[-1]["dev_f1"] if log else None
+        conclusion = self.method.conclude(self.layer.cell, self.validation)
+        cell = conclusion.genotype
+        dev_f1 = self.dev_f1() if conclusion.valid_ppl is not None else log[-1]["dev_f1"] if log else None
         provenance = {
             "task": "tagging", "method": c.method, "order": c.order, "corpus": c.corpus,
             "data": {name: str(split.path) for name, split in (("train", self.corpus.train), ("dev", self.corpus.dev))},
@@ -240,9 +297,15 @@ class TaggingSearch(TrainingLoop):
             "toolkit_version": __version__, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "run_dir": str(self.run_dir.path),
         }
-        genotype = Genotype(cell.nodes, cell.concat, name=f"{c.method}_tagger_search_seed{c.seed}",
-                            provenance=provenance)
+        name = self.method.genotype_name().replace("_search_seed", "_tagger_search_seed")
+        genotype = Genotype(cell.nodes, cell.concat, cell.inter, cell.attention, name, provenance)
         genotype.save(self.run_dir.path / "genotype.json")
-        self.run_dir.save_metrics({"search_dev_f1": dev_f1, "genotype": genotype.to_dict(), "epochs": c.epochs})
+        metrics = conclusion.metrics
+        if "candidate_scoring" in metrics:
+            metrics = {**metrics, "candidate_scoring": f"{metrics['candidate_scoring']}; on the tagging task the "
+                       "validation split is the held-apart training sentences (--arch-split) in --batch-size batches, "
+                       "and valid_ppl is the exponentiated CRF loss per token"}
+        self.run_dir.save_metrics({"search_dev_f1": dev_f1, "genotype": genotype.to_dict(), "epochs": c.epochs,
+                                   **metrics})
         return genotype
 

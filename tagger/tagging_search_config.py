@@ -2,7 +2,9 @@
 
 Light on purpose (no torch, no flair), so `--help` and a bad flag answer at once. The tagger's
 settings keep `bin/train-tagger`'s names and defaults, except the hidden size: I-DARTS searched
-its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (Liu et al. 2019).
+its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (Liu et al. 2019);
+the methods' own settings (ESS, random search, ENAS) keep `bin/search-lm`'s names and defaults,
+and `search_config` hands them to the method as the `SearchConfig` it reads.
 """
 from __future__ import annotations
 
@@ -11,9 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from nas.common.errors import InputError
+from nas.common.ranges import check_ranges
+from nas.config import SearchConfig, check_gate_history, flag_name
 from tagger.config import TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
+S = SearchConfig  # search-lm's defaults of the methods' own settings
+# The methods' own settings the tagging search takes (every one but ESS's --cell and --rounds: the
+# tagging search has no inter-only search space, and counts ESS rounds as --epochs).
+METHOD_SETTINGS = ("search_space", "intra_steps", "inter_steps", "arch_lr_intra", "arch_lr_inter", "history",
+                   "inter_nodes", "gate_squash", "gate_size_match", "candidates", "track_candidates",
+                   "controller_steps", "controller_lr", "entropy_weight", "baseline_decay")
 
 
 @dataclass
@@ -50,6 +60,22 @@ class TaggingSearchConfig:
     time_budget: float | None = None  # minutes of training and validation, over resumes
     max_rollbacks: int = 0  # rollbacks to the last checkpoint after a non-finite loss before giving up
     seed: int = 1
+    # the methods' own (METHOD_SETTINGS)
+    search_space: str = S.search_space
+    intra_steps: int | None = S.intra_steps
+    inter_steps: int | None = S.inter_steps
+    arch_lr_intra: float = S.arch_lr_intra
+    arch_lr_inter: float = S.arch_lr_inter
+    history: int = S.history
+    inter_nodes: int = S.inter_nodes
+    gate_squash: str = S.gate_squash
+    gate_size_match: str = S.gate_size_match
+    candidates: int = S.candidates
+    track_candidates: int = S.track_candidates
+    controller_steps: int = S.controller_steps
+    controller_lr: float = S.controller_lr
+    entropy_weight: float = S.entropy_weight
+    baseline_decay: float = S.baseline_decay
     device: str = T.device
     threads: int | None = None
     command: str = ""
@@ -80,6 +106,17 @@ class TaggingSearchConfig:
         """The tagger settings as `tagger.train.build_model` reads them."""
         return TaggerConfig(**{f.name: getattr(self, f.name) for f in fields(TaggerConfig) if hasattr(self, f.name)})
 
+    def search_config(self, input_size: int) -> SearchConfig:
+        """The settings the search method reads, as `bin/search-lm` would hold them for a layer of
+        `input_size` inputs and --hidden-size units: the weights step as flair's trainer does (no weight
+        decay), candidates score on all the held-apart sentences, no attention."""
+        return SearchConfig(emsize=input_size, nhid=self.hidden_size, dropoutx=self.dropout_x, dropouth=self.dropout_h,
+                            lr=self.lr, wdecay=0.0, clip=self.clip, batch_size=self.batch_size, seed=self.seed,
+                            method=self.method, order=self.order,
+                            nodes=self.nodes, arch_lr=self.arch_lr, arch_wdecay=self.arch_wdecay, top_n=self.top_n,
+                            eval_batches=None, device=self.device,
+                            **{name: getattr(self, name) for name in METHOD_SETTINGS})
+
     def check(self) -> None:
         """The first setting out of range, as an InputError naming its flag."""
         self.tagger().check()
@@ -94,5 +131,11 @@ class TaggingSearchConfig:
             raise InputError(f"--time-budget: must be positive, got {self.time_budget}")
         if self.max_rollbacks < 0:
             raise InputError(f"--max-rollbacks: must be at least 0, got {self.max_rollbacks}")
+        check_ranges(self, {name: SearchConfig.RANGES[name] for name in METHOD_SETTINGS if name in SearchConfig.RANGES},
+                     flag_name)
+        if self.search_space == "inter":
+            raise InputError("--search-space inter: not on the tagging task (the gates around a fixed cell are "
+                             "searched with bin/search-lm); give intra or joint")
+        check_gate_history(self.history, self.inter_nodes)
         if not 0 < self.arch_split < 1:
             raise InputError(f"--arch-split: must be a fraction of the training split in (0, 1), got {self.arch_split}")

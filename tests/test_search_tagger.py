@@ -12,6 +12,7 @@ import tagger_data as td
 from nas.common.runs import Interrupted, RunDir
 from nas.genotype import load
 from nas.methods.darts import Darts
+from nas.search_cell import SearchRNN
 from tagger import tagging_search
 from tagger.cli.search_tagger import main
 from tagger.tagging_search import BiSearchRNN, TaggingSearch
@@ -77,14 +78,15 @@ def test_alpha_moves_and_steps_on_held_apart_training_sentences_only(setup, tmp_
     assert words == Counter(" ".join(t) for t in corpus.train.tokens)  # a partition of the training split
     assert len(held) == round(0.5 * len(corpus.train.tokens))
     seen = {"alpha": set(), "weights": set()}
-    step = s.architect.step
+    architect = s.method.architects["all"]
+    step = architect.step
 
     def spy(train, train_hidden, valid, valid_hidden, eta):
         seen["weights"].update(map(id, train))
         seen["alpha"].update(map(id, valid))
         return step(train, train_hidden, valid, valid_hidden, eta)
 
-    s.architect.step = spy
+    architect.step = spy
     before = s.layer.cell.alpha.detach().clone()
     s.start()
     s.run()
@@ -130,7 +132,7 @@ def test_second_order_steps_alpha_otherwise(setup, tmp_path):
 
 def test_bidirectional_layer_reads_each_sentence_alone():
     torch.manual_seed(0)
-    layer = BiSearchRNN(5, 6, nodes=3, rule=Darts.rule).eval()
+    layer = BiSearchRNN(*(SearchRNN(5, 6, 3, Darts.rule) for _ in range(2))).eval()
     lengths = torch.tensor([4, 2, 3])
     x = torch.randn(3, 4, 5)
     packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
@@ -175,3 +177,82 @@ def test_an_edited_config_is_refused_naming_the_file(setup, tmp_path, edit, says
     result = CliRunner().invoke(main, ["--resume", str(run)])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {run / 'config.json'}: {says}")
     assert result.stderr.count("\n") == 1 and (run / "config.json").read_bytes() == before
+
+
+# Every method of bin/search-lm searches on the tagging task, on the same loop.
+QUICK = {"epochs": 2, "max_batches_per_epoch": 2, "candidates": 3, "track_candidates": 2, "controller_steps": 3}
+
+
+@pytest.mark.parametrize("method, changes", [("ess", {}), ("ess", {"search_space": "intra"}), ("random", {}),
+                                             ("enas", {})])
+def test_every_method_finds_a_cell_the_tagger_trains(setup, tmp_path, method, changes):
+    from tagger.model import recurrent_layer
+
+    s = search(setup, tmp_path, method=method, **QUICK, **changes)
+    s.start()
+    genotype = s.run()
+    assert genotype == load(tmp_path / "genotype.json") and genotype.steps == 3
+    assert genotype.provenance["task"] == "tagging" and genotype.provenance["method"] == method
+    log = RunDir(tmp_path).read_log()
+    nodes = [[list(e) for e in n] for n in genotype.nodes]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert [r["epoch"] for r in log] == [1, 2]
+    if method in ("random", "enas"):  # the best of the candidates, each scored on the held-apart sentences
+        assert len(metrics["candidates"]) == 3 and "held-apart" in metrics["candidate_scoring"]
+        best = metrics["candidates"][metrics["selected"]]
+        assert best["nodes"] == nodes and best["valid_ppl"] == min(c["valid_ppl"] for c in metrics["candidates"])
+        assert 0 <= metrics["search_dev_f1"] <= 1
+    else:
+        assert nodes == log[-1]["genotype"]
+    assert (genotype.inter is not None) == (method == "ess" and not changes)
+    layer = recurrent_layer(genotype, 5, 4)  # what train-tagger builds from it
+    out, _ = layer(torch.nn.utils.rnn.pack_sequence([torch.randn(3, 5), torch.randn(2, 5)]))
+    assert out.data.shape == (5, 8)
+
+
+def test_ess_steps_its_two_groups_in_turn_and_both_directions_share_every_alpha(setup, tmp_path):
+    s = search(setup, tmp_path, method="ess", epochs=1, max_batches_per_epoch=4)
+    forward, backward = s.layer.directions
+    assert backward.alpha is forward.alpha and backward.inter.f.alpha is forward.inter.f.alpha
+    assert backward.inter.g.alpha is forward.inter.g.alpha and backward.w0 is not forward.w0
+    assert [s.method.phase(b) for b in range(s.method.batches_per_epoch(4))] == ["intra"] * 2 + ["inter"] * 2
+    before = {"intra": forward.alpha.detach().clone(), "inter": forward.inter.f.alpha.detach().clone()}
+    s.start()
+    s.run()
+    assert not torch.equal(before["intra"], forward.alpha) and not torch.equal(before["inter"], forward.inter.f.alpha)
+
+
+@pytest.mark.parametrize("method", ["enas", "ess"])
+def test_resumed_search_of_other_methods_equals_uninterrupted(setup, tmp_path, method):
+    """The method's own state (ENAS's controller and draws, ESS's two α groups) goes into the checkpoint."""
+    whole = search(setup, tmp_path / "whole", method=method, **QUICK)
+    whole.start()
+    expected = whole.run()
+
+    def stop_in_second_epoch(s):
+        if s.epoch == 1 and s.batch == 1:
+            s.stop.request()
+
+    cut = search(setup, tmp_path / "cut", method=method, **QUICK)
+    cut.start()
+    with pytest.raises(Interrupted):
+        cut.run(on_batch=stop_in_second_epoch)
+    resumed = search(setup, tmp_path / "cut", method=method, **QUICK)
+    resumed.resume()
+    assert resumed.run() == expected
+    for name, value in whole.model.state_dict().items():
+        assert torch.equal(value, resumed.model.state_dict()[name]), name
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--method", "random", "--controller-steps", "5"], "--controller-steps: only with --method enas"),
+    (["--method", "enas", "--order", "2"], "--order: this method has no α step to take"),
+    (["--method", "ess", "--search-space", "inter"], "--search-space inter: not on the tagging task"),
+    (["--method", "ess", "--history", "4"], "--history 4: needs at least as many --inter-nodes (got 3)"),
+])
+def test_method_flags_that_do_not_fit_are_one_line_errors(setup, tmp_path, flags, says, restore_flair_logging):
+    _, config, _, _ = setup
+    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", config.data, "--embeddings", config.embeddings,
+                                       "--run-dir", str(tmp_path / "run"), *flags])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
+    assert not (tmp_path / "run").exists()

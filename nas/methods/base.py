@@ -1,21 +1,21 @@
-"""What a search method is: the plug-in interface `nas.search.Searcher` runs (DARTS's architect.py and the method parts of its model_search.py).
+"""What a search method is: the plug-in interface the searches run (`nas.search.Searcher`, and the tagger's; DARTS's architect.py and the method parts of its model_search.py).
 
 A method owns the search layer it trains, its α groups (one `Architect` each, an Adam optimiser
 over some of the α), the schedule that picks which group steps at each batch, what the epoch's log
 line records of its state, and the genotype it derives from the layer. The defaults here are
 DARTS's: one group of all α stepping on every batch, an epoch one pass over the training split,
 the cell derived by the layer's own rule. Methods that score architectures themselves (random
-search, ENAS) do it on the `Validation` the search hands them.
+search, ENAS) do it on the `Scoring` the search hands them (the LM search's `Validation`, or the tagging search's).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, Protocol
 
 import torch
 import torch.nn as nn
 
-from ..architect import Architect, Batch
+from ..architect import Architect, Batch, LossFn, language_model_loss
 from ..attention import SearchAttention
 from ..config import SearchConfig
 from ..distributed import current
@@ -23,6 +23,20 @@ from ..genotype import Genotype
 from ..lm_eval import evaluate, get_batch
 from ..model import RNNModel
 from ..search_cell import SearchRNN
+
+
+class Scoring(Protocol):
+    """What a method may score architectures on: the search's held-out data (the LM's validation
+    split, `Validation`; the tagging search's held-apart sentences), as mean NLLs."""
+
+    def full(self) -> float:
+        """The epoch's validation NLL."""
+
+    def nll(self, batches: int | None) -> float:
+        """Mean NLL over the first `batches` batches (None: all), from a fresh state."""
+
+    def stream(self) -> Iterator[float]:
+        """The mean NLL of each next batch; endless."""
 
 
 @dataclass
@@ -79,9 +93,10 @@ class Conclusion:
 class SearchMethod:
     wraps = False  # True: an epoch runs on through the end of the training data (ESS rounds)
 
-    def __init__(self, config: SearchConfig, model: RNNModel, full_epoch: int):
-        """`full_epoch`: batches of one pass over the training split."""
-        self.config, self.full_epoch = config, full_epoch
+    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
+        """`full_epoch`: batches of one pass over the training split; `loss_fn`: the loss α steps on
+        (the language model's, or the task's on another task)."""
+        self.config, self.full_epoch, self.loss_fn = config, full_epoch, loss_fn
         self.architects = self.make_architects(model)
 
     @classmethod
@@ -89,10 +104,11 @@ class SearchMethod:
         """The search layer (emsize → nhid = emsize), with the NASABN `attention` after it when given."""
         raise NotImplementedError
 
-    def make_architects(self, model: RNNModel) -> dict[str, Architect]:
+    def make_architects(self, model: nn.Module) -> dict[str, Architect]:
         """The α groups by phase name."""
         c = self.config
-        return {"all": Architect(model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip)}
+        return {"all": Architect(model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip,
+                                 loss_fn=self.loss_fn)}
 
     def batches_per_epoch(self, one_pass: int) -> int:
         """Batches of an epoch, given those of one (capped) pass over the training split."""
@@ -106,7 +122,7 @@ class SearchMethod:
         """The α step of batch `batch`; returns the validation hidden state to carry on."""
         return self.architects[self.phase(batch)].step(train, train_hidden, valid, valid_hidden, eta)
 
-    def after_batches(self, validation: Validation) -> None:
+    def after_batches(self, validation: Scoring) -> None:
         """The method's own phase after an epoch's batches, before its validation (ENAS trains its controller here)."""
 
     def record(self, rnn: nn.Module) -> dict:
@@ -141,7 +157,7 @@ class SearchMethod:
         attention = None if rnn.attention is None else rnn.attention.derive()
         return Genotype(cell.nodes, cell.concat, inter, attention)
 
-    def conclude(self, rnn: nn.Module, validation: Validation) -> Conclusion:
+    def conclude(self, rnn: nn.Module, validation: Scoring) -> Conclusion:
         """The search's result once the last epoch is done: here the cell the layer stands for now."""
         return Conclusion(self.derive(rnn))
 

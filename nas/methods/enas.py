@@ -34,8 +34,7 @@ import torch.nn as nn
 from ..config import SearchConfig
 from ..controller import Controller, Reinforce
 from ..genotype import Genotype
-from ..model import RNNModel
-from .base import Validation
+from .base import Scoring
 from .weight_sharing import WeightSharing
 
 REWARD_C = 80.0
@@ -45,8 +44,8 @@ MAX_NLL = 10.0
 class Enas(WeightSharing):
     candidate_scoring = "the first validation batch in --batch-size columns, fresh hidden state"
 
-    def __init__(self, config: SearchConfig, model: RNNModel, full_epoch: int):
-        super().__init__(config, model, full_epoch)
+    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+        super().__init__(config, model, full_epoch, **kwargs)
         self.controller = Controller(config.nodes)
         self.reinforce = Reinforce(self.controller, config.controller_lr, config.entropy_weight,
                                    config.baseline_decay)
@@ -56,19 +55,19 @@ class Enas(WeightSharing):
         with torch.no_grad():
             return self.controller.sample(self.rng).genotype
 
-    def after_batches(self, validation: Validation) -> None:
+    def after_batches(self, validation: Scoring) -> None:
         """The controller's phase; then the controller's most likely cell is the one in use."""
         batches = validation.stream()
         rewards, entropies = [], []
         for _ in range(self.config.controller_steps):
             sample = self.controller.sample(self.rng)
-            self.rnn.use(sample.genotype)
+            self.use(sample.genotype)
             nll = next(batches)
             reward = REWARD_C / math.exp(nll if nll < MAX_NLL else MAX_NLL)  # NaN compares false: the cap
             rewards.append(self.reinforce.step(sample, reward))
             entropies.append(float(sample.entropy))
         greedy = self.controller.greedy()
-        self.rnn.use(greedy)
+        self.use(greedy)
         with torch.no_grad():
             greedy_prob = math.exp(float(self.controller.log_prob(greedy)))
         self.summary = {"steps": len(rewards), "reward": statistics.fmean(rewards) if rewards else None,
@@ -84,7 +83,7 @@ class Enas(WeightSharing):
         with torch.no_grad():
             return [self.controller.sample(self.rng).genotype for _ in range(self.config.candidates)]
 
-    def score(self, validation: Validation) -> float:
+    def score(self, validation: Scoring) -> float:
         return validation.nll(1)
 
     def state(self) -> dict:

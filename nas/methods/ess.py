@@ -17,7 +17,6 @@ from ..cell import FrozenRNN
 from ..config import SearchConfig
 from ..gates import InterGates
 from ..genotype import Genotype, validate
-from ..model import RNNModel
 from .darts import Darts
 
 
@@ -37,7 +36,7 @@ class Ess(Darts):
                              c.attention_heads, inter, attention)
         return cls.search_cell(c, inter, attention)
 
-    def make_architects(self, model: RNNModel) -> dict[str, Architect]:
+    def make_architects(self, model: nn.Module) -> dict[str, Architect]:
         """`intra` and/or `inter`; the attention α steps with the intra-cell α, or with the
         inter-cell α when the intra cell is fixed."""
         c = self.config
@@ -47,7 +46,8 @@ class Ess(Darts):
         intra = [n for n in arch if n not in inter and n not in attention]
         phases = {"intra": (intra + attention if intra else [], c.arch_lr_intra),
                   "inter": (inter + ([] if intra else attention), c.arch_lr_inter)}
-        return {phase: Architect(model, lr, c.arch_wdecay, c.order, c.wdecay, names, weight_clip=c.clip)
+        return {phase: Architect(model, lr, c.arch_wdecay, c.order, c.wdecay, names, weight_clip=c.clip,
+                                 loss_fn=self.loss_fn)
                 for phase, (names, lr) in phases.items() if names}
 
     @property

@@ -24,26 +24,25 @@ import torch.nn as nn
 from ..config import SearchConfig
 from ..genotype import Genotype
 from ..lm_eval import ppl
-from ..model import RNNModel
 from ..sampling import sample
-from .base import Validation
+from .base import Scoring
 from .weight_sharing import WeightSharing
 
 
 class RandomSearch(WeightSharing):
     candidate_scoring = "validation split in --batch-size columns, fresh hidden state, at most --eval-batches batches"
 
-    def __init__(self, config: SearchConfig, model: RNNModel, full_epoch: int):
-        super().__init__(config, model, full_epoch)
+    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+        super().__init__(config, model, full_epoch, **kwargs)
         panel_rng = torch.Generator().manual_seed(config.seed + 1)
         self.panel = [sample(self.space, panel_rng) for _ in range(config.track_candidates)]
         self.summary: dict = {}
 
-    def after_batches(self, validation: Validation) -> None:
+    def after_batches(self, validation: Scoring) -> None:
         """Score the panel; its best candidate is the one in use for the epoch's validation."""
         scored = [ppl(nll) for nll in self.score_all(self.panel, validation)]
         best = min(range(len(scored)), key=scored.__getitem__)
-        self.rnn.use(self.panel[best])
+        self.use(self.panel[best])
         self.summary = {"best_candidate": self.panel[best].to_dict()["nodes"], "best_candidate_ppl": scored[best],
                         "panel_median_ppl": statistics.median(scored)}
 
@@ -57,5 +56,5 @@ class RandomSearch(WeightSharing):
     def candidates(self) -> list[Genotype]:
         return [sample(self.space, self.rng) for _ in range(self.config.candidates)]
 
-    def score(self, validation: Validation) -> float:
+    def score(self, validation: Scoring) -> float:
         return validation.nll(self.config.eval_batches)

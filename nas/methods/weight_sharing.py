@@ -29,11 +29,10 @@ from ..cell import first_node, highway
 from ..config import SearchConfig
 from ..genotype import Genotype
 from ..lm_eval import ppl
-from ..model import RNNModel
 from ..ops import ACTIVATIONS, OPS, edge_offsets
 from ..sampling import Space
 from ..search_cell import SearchRNN
-from .base import Conclusion, SearchMethod, Validation
+from .base import Conclusion, Scoring, SearchMethod
 from .darts import SoftmaxPerEdge
 
 
@@ -98,9 +97,9 @@ class WeightSharing(SearchMethod):
 
     candidate_scoring = ""  # what a candidate's `valid_ppl` in metrics.json measures
 
-    def __init__(self, config: SearchConfig, model: RNNModel, full_epoch: int):
-        super().__init__(config, model, full_epoch)
-        self.rnn: SampledRNN = model.rnn
+    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+        super().__init__(config, model, full_epoch, **kwargs)
+        self.layers = [m for m in model.modules() if isinstance(m, SampledRNN)]  # the tagger's: one per direction
         self.rng = torch.Generator().manual_seed(config.seed)  # the same draws on every rank
         self.space = Space(nodes=config.nodes)
 
@@ -112,8 +111,13 @@ class WeightSharing(SearchMethod):
                              "give a fixed type (dot, multihead) or none")
         return SampledRNN(c.emsize, c.nhid, c.nodes, c.dropoutx, c.dropouth, attention, c.compile)
 
-    def make_architects(self, model: RNNModel) -> dict[str, Architect]:
+    def make_architects(self, model: nn.Module) -> dict[str, Architect]:
         return {}
+
+    def use(self, genotype: Genotype) -> None:
+        """Run `genotype`'s cell in every layer of the model from now on."""
+        for layer in self.layers:
+            layer.use(genotype)
 
     def draw(self) -> Genotype:
         """The architecture of the next batch."""
@@ -123,13 +127,13 @@ class WeightSharing(SearchMethod):
         """The architectures scored at the end."""
         raise NotImplementedError
 
-    def score(self, validation: Validation) -> float:
+    def score(self, validation: Scoring) -> float:
         """The validation NLL of the architecture in use, by which the candidates are ranked."""
         raise NotImplementedError
 
     def step_alpha(self, batch: int, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
         """No α: the batch's architecture is drawn instead."""
-        self.rnn.use(self.draw())
+        self.use(self.draw())
         return valid_hidden
 
     def record(self, rnn: nn.Module) -> dict:
@@ -141,20 +145,20 @@ class WeightSharing(SearchMethod):
     def load_state(self, state: dict) -> None:
         self.rng.set_state(state["rng"])
 
-    def score_all(self, genotypes: Sequence[Genotype], validation: Validation) -> list[float]:
+    def score_all(self, genotypes: Sequence[Genotype], validation: Scoring) -> list[float]:
         """Each architecture's `score` (a validation NLL), run in turn on the shared weights."""
         scores = []
         for genotype in genotypes:
-            self.rnn.use(genotype)
+            self.use(genotype)
             scores.append(self.score(validation))
         return scores
 
-    def conclude(self, rnn: nn.Module, validation: Validation) -> Conclusion:
+    def conclude(self, rnn: nn.Module, validation: Scoring) -> Conclusion:
         """The candidate scoring best, with every candidate's score, and its perplexity on the epoch's validation."""
         candidates = self.candidates()
         scored = list(zip(self.score_all(candidates, validation), candidates))
         best = min(range(len(scored)), key=lambda k: scored[k][0])
-        rnn.use(scored[best][1])
+        self.use(scored[best][1])
         ppls = sorted(ppl(nll) for nll, _ in scored)
         metrics = {"candidates": [{"valid_ppl": ppl(nll), "nodes": genotype.to_dict()["nodes"]} for nll, genotype in scored],
                    "selected": best, "candidate_scoring": self.candidate_scoring,

@@ -10,17 +10,17 @@ from nas.common.cli import (COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, 
                         check_resume_flags, command, command_line)
 from nas.common.errors import InputError
 from nas.common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
-from nas.methods import METHODS
+from nas.cli import search_lm
+from nas.methods import METHODS, check_method_flags
 from . import train_tagger
 
-from ..tagging_search_config import TaggingSearchConfig
+from ..tagging_search_config import METHOD_SETTINGS, TaggingSearchConfig
 
 D = TaggingSearchConfig()
 # bin/train-tagger's flags that the search takes with the same meaning (its defaults are D's)
 TAGGER_FLAGS = ("corpus", "data", "columns", "tag_column", "tag_scheme", "train_scheme", "embeddings", "pooling",
                 "hidden_size", "locked_dropout", "word_dropout", "dropout_x", "dropout_h", "reproject", "lr",
                 "batch_size", "eval_batch_size", "clip", "device", "threads")
-METHOD_CHOICES = ("darts", "idarts")
 REQUIRED = ("corpus", "data")  # required unless --resume
 
 
@@ -37,11 +37,20 @@ def tagger_flags(command: click.Command) -> click.Command:
     return command
 
 
+def method_flags(command: click.Command) -> click.Command:
+    """Give `command` bin/search-lm's own flags of the methods' settings (METHOD_SETTINGS), last; they
+    default to None, so a flag given for another method is refused by name."""
+    given = {param.name: param for param in search_lm.main.params}
+    command.params.extend(copy.copy(given[name]) for name in METHOD_SETTINGS)
+    return command
+
+
 @tagger_flags
+@method_flags
 @command()
-@click.option("--method", type=click.Choice(METHOD_CHOICES), default=D.method,
-              help="; ".join(f"{name}: {METHODS[name].summary}" for name in METHOD_CHOICES) + ".")
-@click.option("--order", type=click.Choice(["1", "2"]), default=str(D.order), help="1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product.")
+@click.option("--method", type=click.Choice(list(METHODS)), default=D.method,
+              help="; ".join(f"{name}: {m.summary}" for name, m in METHODS.items()) + ". ESS counts its rounds as --epochs.")
+@click.option("--order", type=click.Choice(["1", "2"]), default=None, help=f"1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product [default: {D.order}].")
 @click.option("--arch-split", type=bounded(FACTOR), default=D.arch_split, help="Fraction of the training sentences held apart for the α step (the weights train on the rest; dev is only scored, test never used).")
 @click.option("--epochs", type=COUNT, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
 @click.option("--nodes", type=NODE_COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
@@ -81,8 +90,11 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         for name in REQUIRED:
             if options[name] is None:
                 raise InputError(f"--{name}: required (unless --resume)")
-        config = TaggingSearchConfig(order=int(order), epochs=epochs if epochs is not None else D.epochs,
-                                     time_budget=time_budget, command=command_line("bin/search-tagger"), **options)
+        settings = {name: options.pop(name) for name in METHOD_SETTINGS}
+        check_method_flags(options["method"], {**settings, "order": order})
+        config = TaggingSearchConfig(order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
+                                     time_budget=time_budget, command=command_line("bin/search-tagger"), **options,
+                                     **{name: value for name, value in settings.items() if value is not None})
         run = RunDir(run_dir or default_run_dir("search-tagger"))
         config.check()  # a resumed config was checked by from_file, naming its file
     flair_logs_to_stderr()
