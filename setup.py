@@ -1,4 +1,4 @@
-"""Builds the optional C++ kernels of the fused frozen cell (nas/csrc/) when torch can be imported
+"""Builds the optional C++ kernels of the fused frozen cell (nas/fast/csrc/) when torch can be imported
 at build time, as with the README's `pip install --no-build-isolation`. Without torch, or if the
 compiler fails, the package installs without them and the layer runs its PyTorch ops instead
 (nas/fast/kernels.py says so once). Everything else about the package is in setup.cfg."""
@@ -16,8 +16,8 @@ else:
             try:
                 super().run()
             except Exception as error:  # noqa: BLE001 - any compiler failure leaves the PyTorch path
-                print(f"warning: nas._fused_kernels not built ({error}); the fused cell runs on PyTorch ops")
+                print(f"warning: nas.fast._fused_kernels not built ({error}); the fused cell runs on PyTorch ops")
 
-    setup(ext_modules=[CppExtension("nas._fused_kernels", ["nas/csrc/fused_kernels.cpp"],
+    setup(ext_modules=[CppExtension("nas.fast._fused_kernels", ["nas/fast/csrc/fused_kernels.cpp"],
                                     extra_compile_args=["-O3", "-march=native"])],
           cmdclass={"build_ext": OptionalBuild.with_options(use_ninja=False)})

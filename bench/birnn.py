@@ -35,9 +35,9 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 import nas.fast.kernels as fast_kernels  # noqa: E402
-import nas.gemm as gemm  # noqa: E402
-from nas.cell import FrozenRNN  # noqa: E402
-from nas.genotype import load  # noqa: E402
+import nas.fast.gemm as gemm  # noqa: E402
+from nas.cells.cell import FrozenRNN  # noqa: E402
+from nas.cells.genotype import load  # noqa: E402
 
 
 def lstm_forward_flops(positions: int, ninp: int, nhid: int, directions: int = 2) -> float:

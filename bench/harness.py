@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the slow references live in the test suite
+sys.path.insert(0, str(ROOT))  # the checkout: nas, tagger and the slow references in reference/
 
 import torch  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode, register_flop_formula  # noqa: E402
 
 from nas.common.memory import keep_freed_memory  # noqa: E402
-from nas.gemm import product  # noqa: E402
+from nas.fast.gemm import product  # noqa: E402
 
 keep_freed_memory()  # as every command does (nas.common.cli.use_threads), so that benchmarks time what they run
 
@@ -52,7 +52,7 @@ GEMM_FLOPS = 2.0 * GEMM_N ** 3
 
 
 def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
-    """Seconds of one GEMM_N³ matmul on the faster of torch.mm and `nas.gemm.product` (oneDNN on a
+    """Seconds of one GEMM_N³ matmul on the faster of torch.mm and `nas.fast.gemm.product` (oneDNN on a
     CPU in float32): the machine's GEMM peak is GEMM_FLOPS / seconds. On this project's CPU torch.mm
     (MKL, AVX2 path) reaches about half of what oneDNN does, so a peak from torch.mm alone would flatter
     anything that runs on oneDNN."""
@@ -67,7 +67,7 @@ def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> fl
 
 @register_flop_formula(torch.ops.mkldnn._linear_pointwise, get_raw=True)
 def _onednn_linear_flops(x, weight, *args, **kwargs) -> int:
-    """oneDNN's matmul (`nas.gemm.product`): x (..., K) · weight (N, K)ᵀ."""
+    """oneDNN's matmul (`nas.fast.gemm.product`): x (..., K) · weight (N, K)ᵀ."""
     return 2 * x.numel() * weight.size(0)
 
 

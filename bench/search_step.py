@@ -3,7 +3,7 @@
 "fast" is our SearchRNN and Architect (the fused search cell of nas/fast/search_loop.py where it
 applies); "autograd" (--autograd) the same cell op by op through autograd; "compiled" (--compile)
 that with the cell's time step through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
-DARTS code's structure (full backward, copied model) from tests/reference.py. All run the same
+DARTS code's structure (full backward, copied model) from reference/darts.py. All run the same
 model (synthetic 10k-word vocabulary, as PTB) with the same weights and the DARTS training-mode
 dropouts, interleaved rep by rep so that load on the shared machine hits them alike. FLOPs per token are the matrix products each implementation executes in one step, counted
 by torch's FlopCounterMode (forward and backward, so a first-order α step that skips weight
@@ -30,11 +30,11 @@ import torch  # noqa: E402  (after common, which sets sys.path)
 import nas.methods.base  # noqa: E402
 import nas.methods.darts  # noqa: E402
 from nas.common.runs import RunDir  # noqa: E402
-from nas.config import SearchConfig  # noqa: E402
-from nas.corpus import Corpus  # noqa: E402
-from nas.lm_eval import get_batch  # noqa: E402
-from nas.search import Searcher  # noqa: E402
-from reference import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
+from nas.runs.config import SearchConfig  # noqa: E402
+from nas.lm.corpus import Corpus  # noqa: E402
+from nas.lm.evaluation import get_batch  # noqa: E402
+from nas.runs.search import Searcher  # noqa: E402
+from reference.darts import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 
 
 def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference: bool) -> Searcher:

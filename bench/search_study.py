@@ -7,7 +7,7 @@ Hessian eigenvalue per method; ESS joint against intra-only, ESS Fig. 6) to FIGU
 metrics.json's (every epoch's training and validation over resumes, and the conclusion); for runs
 of a toolkit that did not write them, wall-clock from config.json's to metrics.json's modification
 time (--minutes for a run resumed after a pause). It also
-applies DARTS-ES (`nas.health.EarlyStop`, the paper's k = 5 and ratio 0.75) to each logged
+applies DARTS-ES (`nas.runs.health.EarlyStop`, the paper's k = 5 and ratio 0.75) to each logged
 eigenvalue curve, to say where `--early-stop hessian` would have stopped.
 
 With --ship RUN_NAME:CELL_NAME, the run's genotype becomes resources/cells/CELL_NAME.json: its
@@ -32,7 +32,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from nas.health import EarlyStop, convergence, identity_share  # noqa: E402
+from nas.runs.health import EarlyStop, convergence, identity_share  # noqa: E402
 
 FILES = ("config.json", "log.jsonl", "metrics.json", "genotype.json")
 

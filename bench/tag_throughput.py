@@ -62,7 +62,7 @@ def build_models(work: Path, args) -> dict[str, Path]:
     settings); returns name -> model file."""
     import torch
 
-    from nas.genotype import load
+    from nas.cells.genotype import load
     from tagger.charlm import train_charlm
     from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus

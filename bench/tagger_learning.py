@@ -31,7 +31,7 @@ from harness import report, train_tagger_epoch
 
 import torch  # noqa: E402  (after harness, which sets sys.path)
 
-from nas.genotype import load  # noqa: E402
+from nas.cells.genotype import load  # noqa: E402
 from tagger.config import CELL_INITS, TaggerConfig  # noqa: E402
 from tagger.corpora import load_corpus, to_sentences  # noqa: E402
 from tagger.embeddings import build_embeddings  # noqa: E402

@@ -2,7 +2,7 @@
 
 flair's `SequenceTagger(rnn=module)` trains but cannot reload (flair 0.15: "Unknown RNN type"). So `CellTagger`
 overrides the `RNN(...)` factory flair calls while building the model: with a genotype it returns
-a bidirectional `nas.cell.FrozenRNN` (forward and backward weights of its own, with the ESS
+a bidirectional `nas.cells.cell.FrozenRNN` (forward and backward weights of its own, with the ESS
 inter-cell gates and the NASABN attention of the genotype when present), without one flair's own LSTM (`--cell lstm`, the stock
 BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 `_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
@@ -30,9 +30,9 @@ from flair.models import SequenceTagger
 
 import nas
 from nas.common.errors import InputError
-from nas.cell import FrozenRNN
-from nas.genotype import Genotype, validate
-from nas.ops import INIT_RANGE
+from nas.cells.cell import FrozenRNN
+from nas.cells.genotype import Genotype, validate
+from nas.cells.ops import INIT_RANGE
 
 from . import model_file
 from .config import CELL_INITS

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nas.common.parameters import closest_size, count_on_meta
-from nas.genotype import Genotype
+from nas.cells.genotype import Genotype
 
 from .model import recurrent_layer
 

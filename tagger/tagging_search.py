@@ -6,7 +6,7 @@ inter-cell gates, or the weight-sharing cell of random search and ENAS) run in b
 its recurrent layer (`BiSearchRNN`). The loop is the bilevel one of `bin/search-lm`
 (docs/concepts/search-methods.md), with the training sentences held apart for α (`--arch-split`)
 as its validation split: at each batch the method's α group takes one Adam step
-(`nas.architect.Architect`, first or second order) on a batch of the held-apart sentences (random
+(`nas.methods.architect.Architect`, first or second order) on a batch of the held-apart sentences (random
 search and ENAS draw the batch's cell instead), then the weights take one SGD step on a batch of
 the other training sentences, as flair's trainer takes it (the CRF loss summed over the batch, the
 gradient norm clipped). At each epoch end the method's own phase runs on the held-apart sentences
@@ -14,7 +14,7 @@ gradient norm clipped). At each epoch end the method's own phase runs on the hel
 ENAS score their candidates there, by the CRF loss per token. The dev split is only scored (F1 at
 each epoch end, and of the chosen cell); the test split is never used.
 
-The search runs on the training loop of the LM search and retraining (`nas.loop.TrainingLoop`):
+The search runs on the training loop of the LM search and retraining (`nas.runs.loop.TrainingLoop`):
 the run directory is laid out as `bin/search-lm` lays it out (config.json, log.jsonl with one
 record per epoch: loss, dev F1, α, the genotype so far; checkpoint.pt, written after the epoch's
 log line; at the end metrics.json and genotype.json), and Ctrl-C, `--resume`, `--time-budget` and
@@ -38,12 +38,12 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
 from nas import __version__
-from nas.architect import is_arch, split_parameters
-from nas.config import SearchConfig
-from nas.genotype import Genotype
-from nas.loop import NonFinite, TrainingLoop
+from nas.methods.architect import is_arch, split_parameters
+from nas.runs.config import SearchConfig
+from nas.cells.genotype import Genotype
+from nas.runs.loop import NonFinite, TrainingLoop
 from nas.methods import method_class
-from nas.recurrence import reverse_padded
+from nas.cells.recurrence import reverse_padded
 from tagger.corpora import Split, TaggingCorpus, load_corpus, parse_columns, to_sentences
 from tagger.embeddings import build_embeddings
 from tagger.evaluation import evaluate

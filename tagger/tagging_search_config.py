@@ -14,7 +14,7 @@ from typing import Any
 
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
-from nas.config import SearchConfig, check_gate_history, flag_name
+from nas.runs.config import SearchConfig, check_gate_history, flag_name
 from tagger.config import TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults

@@ -28,7 +28,7 @@ from .corpora import TaggingCorpus, to_sentences
 from .embeddings import keep_word_vectors
 
 if TYPE_CHECKING:
-    from nas.genotype import Genotype
+    from nas.cells.genotype import Genotype
 
 log = logging.getLogger("flair")
 # flair 0.15's trainer builds torch.cuda.amp.GradScaler (deprecated by torch) on every training, CPU too.

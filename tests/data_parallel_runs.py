@@ -19,14 +19,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nas import distributed  # noqa: E402
+from nas.runs import distributed  # noqa: E402
 from nas.cli.search_lm import main as search_lm  # noqa: E402
 from nas.cli.train_lm import main as train_lm  # noqa: E402
 from nas.common.splits import find_splits
-from nas.corpus import Corpus  # noqa: E402
+from nas.lm.corpus import Corpus  # noqa: E402
 from nas.common.runs import Interrupted, RunDir  # noqa: E402
-from nas.config import SearchConfig  # noqa: E402
-from nas.search import Searcher  # noqa: E402
+from nas.runs.config import SearchConfig  # noqa: E402
+from nas.runs.search import Searcher  # noqa: E402
 
 SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "2", "--batch-size", "4", "--bptt", "6", "--eval-batch-size", "2",
           "--max-batches-per-epoch", "3", "--eval-batches", "3", "--lr", "2", "--epochs", "2", "--dropout", "0.5"]

@@ -140,7 +140,7 @@ def label_vectors(iob2_file: Path, out: Path, dim: int = 16, seed: int = 0) -> P
 
 def train_tiny_tagger(root: Path) -> tuple[Path, Path]:
     """A DARTS_V2 tagger (hidden 16) trained for 3 epochs on tagger.synthetic data: (run directory, data directory)."""
-    from nas.genotype import load
+    from nas.cells.genotype import load
     from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings

@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from nas import genotype
-from nas.attention import DotAttention, MultiHeadAttention, SearchAttention
-from nas.cell import FrozenRNN
+from nas.cells import genotype
+from nas.cells.attention import DotAttention, MultiHeadAttention, SearchAttention
+from nas.cells.cell import FrozenRNN
 
 
 def test_dot_attention_equals_hand_computation():

@@ -3,12 +3,12 @@ import math
 import pytest
 import torch
 
-from nas.cell import FrozenRNN
-from nas.genotype import Genotype
+from nas.cells.cell import FrozenRNN
+from nas.cells.genotype import Genotype
 from nas.methods.darts import Darts
 from nas.methods.idarts import IDarts
-from nas.ops import edge_offsets
-from nas.search_cell import SearchRNN
+from nas.cells.ops import edge_offsets
+from nas.cells.search_cell import SearchRNN
 
 
 def sig(v):
@@ -98,7 +98,7 @@ def test_search_cell_with_one_hot_weights_is_the_derived_frozen_cell():
 
 def test_bidirectional_padded_batch_equals_each_sentence_alone():
     torch.manual_seed(2)
-    from nas.genotype import load
+    from nas.cells.genotype import load
 
     rnn = FrozenRNN(load("darts_v2"), 6, 5, directions=2).eval()
     x, lengths = torch.randn(7, 3, 6), torch.tensor([7, 4, 1])

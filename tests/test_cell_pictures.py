@@ -9,8 +9,8 @@ import pytest
 from matplotlib.patches import Circle, FancyArrowPatch
 from matplotlib.text import Text
 
-from nas.genotype import Genotype, load, shipped_cells, validate
-from nas.plots import cell_figure
+from nas.cells.genotype import Genotype, load, shipped_cells, validate
+from nas.pictures.plots import cell_figure
 
 OPS = ["identity", "tanh", "relu", "sigmoid"]
 

@@ -191,7 +191,7 @@ def test_a_curve_of_one_epoch_is_drawn_as_a_point():
     import matplotlib.pyplot as plt
 
     from nas.common.curves import Series
-    from nas.plots import draw_curves
+    from nas.pictures.plots import draw_curves
 
     fig, ax = plt.subplots()
     draw_curves(ax, [Series("loss", "train", [1], [0.9]), Series("f1", "dev", [1], [0.5]),

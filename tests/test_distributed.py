@@ -14,10 +14,10 @@ from click.testing import CliRunner
 
 from data_parallel_runs import SEARCH, run_all, weight_sharing_runs
 from nas.cli.search_lm import main as search_lm
-from nas.distributed import Ranks
+from nas.runs.distributed import Ranks
 from nas.common.errors import InputError
-from nas.genotype import load
-from nas.seeds import leaderboard
+from nas.cells.genotype import load
+from nas.runs.seeds import leaderboard
 
 REPO = Path(__file__).resolve().parent.parent
 

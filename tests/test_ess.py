@@ -7,20 +7,20 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from nas import genotype
-from nas.attention import SearchAttention
-from nas.cell import FrozenRNN
+from nas.cells import genotype
+from nas.cells.attention import SearchAttention
+from nas.cells.cell import FrozenRNN
 from nas.cli.search_lm import main as search_lm
 from nas.common.splits import find_splits
-from nas.corpus import Corpus
+from nas.lm.corpus import Corpus
 from nas.common.errors import InputError
-from nas.genotype import Genotype, validate
-from nas.gates import FrozenGate, InterGates, SearchGate
+from nas.cells.genotype import Genotype, validate
+from nas.cells.gates import FrozenGate, InterGates, SearchGate
 from nas.methods.darts import Darts
 from nas.common.runs import RunDir
-from nas.config import SearchConfig
-from nas.search import Searcher
-from nas.search_cell import SearchRNN
+from nas.runs.config import SearchConfig
+from nas.runs.search import Searcher
+from nas.cells.search_cell import SearchRNN
 
 OPS = ["none", "identity", "tanh", "relu", "sigmoid"]
 TINY = ["--emsize", "8", "--nhid", "8", "--nodes", "2", "--batch-size", "4", "--bptt", "6",

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import tagger_data as td
 from nas.common.errors import InputError
-from nas.genotype import load
+from nas.cells.genotype import load
 from tagger.config import TaggerConfig
 from tagger.corpora import load_corpus, to_sentences
 from tagger.embeddings import build_embeddings

@@ -12,12 +12,12 @@ import logging
 import pytest
 import torch
 
-from nas.cell import FrozenRNN
+from nas.cells.cell import FrozenRNN
 from nas.fast import kernels as fast_kernels
 from nas.fast.frozen_loop import FusedFrozenCell, plan
-from nas.waves import plan_waves
-from nas.genotype import Genotype, load, shipped_cells
-from reference import reference_frozen
+from nas.cells.waves import plan_waves
+from nas.cells.genotype import Genotype, load, shipped_cells
+from reference.darts import reference_frozen
 
 # several inputs per node, an unevenly spaced concat, and a wave whose edges share no view
 MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3)),
@@ -187,11 +187,11 @@ def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, capl
 
 
 def test_a_cell_with_an_op_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypatch):
-    import nas.cell
+    import nas.cells.cell
     import nas.fast.frozen_loop as frozen_loop
 
     monkeypatch.setattr(frozen_loop, "OP_CODES", {"identity": 0, "tanh": 1, "sigmoid": 3})  # no relu: darts_v2 has it
-    monkeypatch.setattr(nas.cell, "fused_frozen_cell", None)  # calling it would fail
+    monkeypatch.setattr(nas.cells.cell, "fused_frozen_cell", None)  # calling it would fail
     rnn = _layer("darts_v2", 2)
     x, hidden, lengths = _inputs(2)
     got = rnn(x, hidden, lengths)[0]

@@ -1,5 +1,5 @@
 """The fused search cell (nas/fast/search_loop.py) against the autograd path, the slow reference
-(tests/reference.py) and finite differences; and when it applies.
+(reference/darts.py) and finite differences; and when it applies.
 
 (tests/test_reference_cells.py runs the search cell on both paths against the reference in float64,
 the α step of the Architect included.)
@@ -12,13 +12,13 @@ import pytest
 import torch
 
 from nas.fast import kernels
-from nas.distributed import SyncedBatchNorm
+from nas.runs.distributed import SyncedBatchNorm
 from nas.fast.search_loop import FusedSearchCell
-from nas.gates import InterGates
+from nas.cells.gates import InterGates
 from nas.methods import method_class
 from nas.methods.darts import Darts
-from nas.search_cell import SearchRNN, node_norms
-from reference import ReferenceSearchRNN, load_weights
+from nas.cells.search_cell import SearchRNN, node_norms
+from reference.darts import ReferenceSearchRNN, load_weights
 
 REL32 = 1e-5  # float32: largest difference within 1e-5 of the tensor's largest entry
 pytestmark = pytest.mark.skipif(kernels._kernels is None, reason="C++ kernels not built")
@@ -135,7 +135,7 @@ def test_the_fused_path_applies_only_where_it_is_exact():
     assert not SearchRNN(7, 6, 2, Darts.rule, fused=False).fusable(x)
     assert not cell.eval().fusable(x)
     synced = SearchRNN(7, 6, 2, Darts.rule)
-    synced.bn[1].__class__ = SyncedBatchNorm  # what nas.distributed does under torchrun
+    synced.bn[1].__class__ = SyncedBatchNorm  # what nas.runs.distributed does under torchrun
     assert not synced.fusable(x)
     gated = SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2))
     assert not gated.fusable(x)

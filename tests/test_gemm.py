@@ -1,4 +1,4 @@
-"""nas.gemm: oneDNN's products equal torch's for every layout the fused cells and the decoder hand them."""
+"""nas.fast.gemm: oneDNN's products equal torch's for every layout the fused cells and the decoder hand them."""
 from __future__ import annotations
 
 import copy
@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from nas import gemm
+from nas.fast import gemm
 
 
 def _layouts(rows: int, cols: int) -> dict[str, torch.Tensor]:

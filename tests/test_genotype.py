@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from nas import genotype
+from nas.cells import genotype
 from nas.common.errors import InputError
-from nas.genotype import Genotype
+from nas.cells.genotype import Genotype
 
 NOTES_DARTS_V2_ENAS = "0 2 1 1 1 1 1 3 2 0 5 2 3 0 5 1"  # the ENAS fixed-arc form of DARTS_V2
 

@@ -1,4 +1,4 @@
-"""Search health (nas.health): the Hessian eigenvalue, DARTS-ES, op shares and the convergence rule."""
+"""Search health (nas.runs.health): the Hessian eigenvalue, DARTS-ES, op shares and the convergence rule."""
 import json
 from unittest import mock
 
@@ -8,11 +8,11 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 from torch.func import functional_call
 
-from nas import gemm, health
+from nas.fast import gemm, health
 from nas.cli.search_lm import main as search_lm
 from nas.methods.darts import Darts
-from nas.model import RNNModel, lm_loss
-from nas.search_cell import SearchRNN
+from nas.lm.model import RNNModel, lm_loss
+from nas.cells.search_cell import SearchRNN
 
 SIZES = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
          "--eval-batch-size", "2", "--lr", "2"]
@@ -138,7 +138,7 @@ EPOCHS = {"darts": ["--epochs", "6", *TINY], "idarts": ["--method", "idarts", "-
 @pytest.mark.parametrize("method", ["darts", "idarts", "ess"])
 def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path, method):
     growing = iter([(1.0, 3), (2.0, 3), (4.0, 3), (8.0, 3), (16.0, 3), (32.0, 3)])
-    with mock.patch("nas.search.dominant_eigenvalue", lambda *a, **k: next(growing)):
+    with mock.patch("nas.runs.search.dominant_eigenvalue", lambda *a, **k: next(growing)):
         result = _search(["--data", str(lm_corpus), "--early-stop", "hessian", "--early-stop-window", "2",
                           "--run-dir", str(tmp_path / "run"), "--out", str(tmp_path / "cell.json"), *EPOCHS[method]])
     assert result.exit_code == 0, result.output
@@ -188,8 +188,8 @@ def test_a_time_budget_ends_the_search_and_it_still_writes_its_genotype(lm_corpu
 
 
 def test_max_rollbacks_lets_a_search_go_on_after_a_non_finite_batch(lm_corpus, tmp_path):
-    from nas.loop import NonFinite
-    from nas.search import Searcher
+    from nas.runs.loop import NonFinite
+    from nas.runs.search import Searcher
 
     step, failed = Searcher.weight_step, []
 

@@ -9,12 +9,12 @@ import torch
 
 from nas.common.runs import RunDir
 from nas.common.splits import find_splits
-from nas import genotype
-from nas.config import SearchConfig
-from nas.corpus import Corpus
+from nas.cells import genotype
+from nas.runs.config import SearchConfig
+from nas.lm.corpus import Corpus
 from nas.methods import METHODS, Entry
 from nas.methods.darts import Darts, SoftmaxPerEdge
-from nas.search import Searcher
+from nas.runs.search import Searcher
 
 
 def sparsemax(z: torch.Tensor) -> torch.Tensor:
@@ -28,7 +28,7 @@ def sparsemax(z: torch.Tensor) -> torch.Tensor:
 
 
 class SparsemaxPerEdge(SoftmaxPerEdge):
-    """Sparsemax over each edge's ops; derived as DARTS derives (the inherited `derive`), MAD from `nas.mixing`."""
+    """Sparsemax over each edge's ops; derived as DARTS derives (the inherited `derive`), MAD from `nas.methods.mixing`."""
 
     def normalise(self, alpha, layout):
         return sparsemax(alpha)

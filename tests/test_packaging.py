@@ -65,7 +65,7 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
         return subprocess.run(argv, capture_output=True, text=True, cwd=elsewhere, env=env, timeout=300)
 
     where = run([sys.executable, "-c", "import nas, tagger; from nas.common.resources import resources_dir; "
-                 "from nas.genotype import shipped_cells; print(nas.__file__, tagger.__file__, resources_dir()); "
+                 "from nas.cells.genotype import shipped_cells; print(nas.__file__, tagger.__file__, resources_dir()); "
                  "print(*shipped_cells())"])
     assert where.returncode == 0, where.stderr
     paths, cells = where.stdout.splitlines()

@@ -8,7 +8,7 @@ import tagger_data as td
 from nas.common.presets import PRESETS, preset_values
 from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm
-from nas.config import RetrainConfig, SearchConfig
+from nas.runs.config import RetrainConfig, SearchConfig
 from nas.methods import check_method_flags
 from tagger.cli.train_tagger import main as train_tagger
 from tagger.config import TaggerConfig

@@ -1,4 +1,4 @@
-"""The fast cells against their slow references (tests/reference.py): values and gradients.
+"""The fast cells against their slow references (reference/darts.py): values and gradients.
 
 Compared in float64 so that a 1e-5 relative tolerance catches any real difference, not rounding.
 """
@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from nas.architect import Architect
-from nas.cell import FrozenRNN
-from nas.genotype import Genotype, load
+from nas.methods.architect import Architect
+from nas.cells.cell import FrozenRNN
+from nas.cells.genotype import Genotype, load
 from nas.methods import method_class
-from nas.model import RNNModel
-from nas.search_cell import SearchRNN
-from reference import ReferenceArchitect, ReferenceSearchRNN, load_weights, reference_frozen, reference_mixing_weights
+from nas.lm.model import RNNModel
+from nas.cells.search_cell import SearchRNN
+from reference.darts import ReferenceArchitect, ReferenceSearchRNN, load_weights, reference_frozen, reference_mixing_weights
 
 TOL = dict(rtol=1e-5, atol=1e-9)
 

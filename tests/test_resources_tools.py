@@ -110,7 +110,7 @@ RESOURCES = REPO / "resources"
 
 @pytest.mark.parametrize("path", sorted((RESOURCES / "cells").glob("*.json")), ids=lambda p: p.stem)
 def test_every_shipped_cell_validates_and_carries_provenance(path):
-    from nas import genotype
+    from nas.cells import genotype
 
     geno = genotype.load(path)
     assert geno.name and geno.provenance

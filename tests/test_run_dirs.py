@@ -11,7 +11,7 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import nas.loop
+import nas.runs.loop
 import tagger_data as td
 from nas.common.errors import InputError
 from nas.common.runs import Interrupted, RunDir
@@ -86,8 +86,8 @@ def test_discard_removes_the_folders_start_made_and_only_what_it_added_to_an_exi
 
 
 def test_a_search_that_fails_before_its_first_checkpoint_leaves_no_directory(corpus, tmp_path, monkeypatch):
-    real = nas.loop.regularised_loss
-    monkeypatch.setattr(nas.loop, "regularised_loss", lambda *a: tuple(x * float("nan") for x in real(*a)))
+    real = nas.runs.loop.regularised_loss
+    monkeypatch.setattr(nas.runs.loop, "regularised_loss", lambda *a: tuple(x * float("nan") for x in real(*a)))
     run_dir = tmp_path / "run"
     args = ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_SEARCH]
     failed = CliRunner().invoke(search_lm, args)
@@ -95,7 +95,7 @@ def test_a_search_that_fails_before_its_first_checkpoint_leaves_no_directory(cor
     assert "loss became nan in epoch 1, batch 1; nothing was kept" in failed.stderr and "is kept" not in failed.stderr
     assert not run_dir.exists()
 
-    monkeypatch.setattr(nas.loop, "regularised_loss", real)
+    monkeypatch.setattr(nas.runs.loop, "regularised_loss", real)
     again = CliRunner().invoke(search_lm, args)  # the same command, the same directory
     assert again.exit_code == 0, again.output
     assert json.loads((run_dir / "log.jsonl").read_text())["epoch"] == 1
@@ -163,7 +163,7 @@ def tagging(tmp_path_factory):
     """(root, corpus, embeddings, genotype, straight run's folder): a tagger trained 3 epochs without a stop.
 
     Its dev F1 peaks at epoch 2, so a resume after epoch 2 must keep epoch 2's model as the best."""
-    from nas.genotype import load
+    from nas.cells.genotype import load
     from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings

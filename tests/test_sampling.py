@@ -1,4 +1,4 @@
-"""nas.sampling and bin/sample-cells: uniform draws from the search space, and cells that load and train."""
+"""nas.methods.sampling and bin/sample-cells: uniform draws from the search space, and cells that load and train."""
 from __future__ import annotations
 
 import json
@@ -16,11 +16,11 @@ from click.testing import CliRunner
 from conftest import write_lm_corpus
 from nas.cli.sample_cells import main as sample_cells
 from nas.cli.train_lm import main as train_lm
-from nas.genotype import predecessors
-from nas.genotype import ATTENTION_TYPES, load, loads
-from nas.lm_file import load_model_file
-from nas.sampling import CANDIDATE_OPS, Space, random_cells, sample
-from nas.config import SearchConfig
+from nas.cells.genotype import predecessors
+from nas.cells.genotype import ATTENTION_TYPES, load, loads
+from nas.lm.model_file import load_model_file
+from nas.methods.sampling import CANDIDATE_OPS, Space, random_cells, sample
+from nas.runs.config import SearchConfig
 
 REPO = Path(__file__).resolve().parent.parent
 DRAWS = 20_000

@@ -8,19 +8,19 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from nas import genotype
-from nas.architect import Architect
+from nas.cells import genotype
+from nas.methods.architect import Architect
 from nas.cli.search_lm import main as search_lm
 from nas.common.splits import find_splits
-from nas.corpus import Corpus
+from nas.lm.corpus import Corpus
 from nas.common.errors import InputError
-from nas.model import RNNModel, lm_loss
+from nas.lm.model import RNNModel, lm_loss
 from nas.common.runs import Interrupted, RunDir
-from nas.config import SearchConfig
+from nas.runs.config import SearchConfig
 from nas.methods import METHODS, Entry
 from nas.methods.darts import Darts
-from nas.search import Searcher
-from nas.search_cell import SearchRNN
+from nas.runs.search import Searcher
+from nas.cells.search_cell import SearchRNN
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
@@ -136,7 +136,7 @@ def test_cli_resume_extends_a_finished_run(lm_corpus, tmp_path):
 def test_bf16_search_steps_in_bf16_and_moves_alpha_as_fp32_does(lm_corpus, tmp_path):
     alphas = {}
     for precision in ("fp32", "bf16"):
-        # hessian_iterations=0: the health pass (nas.health) is fp32 with gradients on purpose, outside the steps
+        # hessian_iterations=0: the health pass (nas.runs.health) is fp32 with gradients on purpose, outside the steps
         _, run, searcher = _searcher(lm_corpus, tmp_path / precision, epochs=1, precision=precision, hessian_iterations=0)
         run.start({})
         seen = set()  # (dtype of the logits, grad enabled): training steps and evaluation
@@ -234,10 +234,10 @@ def test_nas_commands_import_no_torch_before_their_work_starts():
 
 def test_the_light_flag_choices_match_what_the_library_accepts():
     from nas.common.runs import PRECISIONS
-    from nas import config
-    from nas.attention import SEARCH_CHOICES
-    from nas.genotype import SIZE_MATCHES
-    from nas.ops import SQUASHES
+    from nas.runs import config
+    from nas.cells.attention import SEARCH_CHOICES
+    from nas.cells.genotype import SIZE_MATCHES
+    from nas.cells.ops import SQUASHES
 
     assert config.PRECISIONS == PRECISIONS and config.ATTENTION_CHOICES == SEARCH_CHOICES
     assert config.GATE_SQUASHES == tuple(SQUASHES) and config.GATE_SIZE_MATCHES == SIZE_MATCHES

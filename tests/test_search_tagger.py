@@ -10,9 +10,9 @@ from click.testing import CliRunner
 
 import tagger_data as td
 from nas.common.runs import Interrupted, RunDir
-from nas.genotype import load
+from nas.cells.genotype import load
 from nas.methods.darts import Darts
-from nas.search_cell import SearchRNN
+from nas.cells.search_cell import SearchRNN
 from tagger import tagging_search
 from tagger.cli.search_tagger import main
 from tagger.tagging_search import BiSearchRNN, TaggingSearch

@@ -7,7 +7,7 @@ import torch
 
 import tagger_data as td
 from nas.common.parameters import closest_size, count_parameters
-from nas.genotype import load
+from nas.cells.genotype import load
 from tagger.model import recurrent_layer
 from tagger.sizing import match_layer, rnn_parameters
 

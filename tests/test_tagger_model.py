@@ -7,7 +7,7 @@ import torch
 
 import tagger_data as td
 from nas.common.errors import InputError
-from nas.genotype import load
+from nas.cells.genotype import load
 from tagger import evaluation, prediction
 from tagger.config import TaggerConfig
 from tagger.corpora import load_corpus, to_sentences

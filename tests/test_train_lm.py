@@ -14,20 +14,20 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-import nas.loop
-import nas.train
+import nas.runs.loop
+import nas.runs.train
 from nas.cli.eval_lm import main as eval_lm
 from nas.cli.train_lm import main as train_lm
 from nas.common.splits import find_splits
-from nas.corpus import Corpus
-from nas.genotype import load
+from nas.lm.corpus import Corpus
+from nas.cells.genotype import load
 from nas.common.parameters import count_parameters
-from nas.lm_file import LMSpec, build_lm, model_file, rnn_parameters
-from nas.lstm import lstm_parameters, matching_nhid
+from nas.lm.model_file import LMSpec, build_lm, model_file, rnn_parameters
+from nas.lm.lstm import lstm_parameters, matching_nhid
 from nas.common.runs import Interrupted, RunDir
-from nas.config import RetrainConfig
-from nas.lm_eval import evaluate
-from nas.train import Trainer, load_for_evaluation
+from nas.runs.config import RetrainConfig
+from nas.lm.evaluation import evaluate
+from nas.runs.train import Trainer, load_for_evaluation
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
@@ -182,7 +182,7 @@ def test_bf16_training_steps_in_bf16_validates_in_fp32_and_still_learns(corpus_d
 def test_asgd_switch_when_validation_stalls_and_averaged_weights_are_evaluated(corpus_dir, tmp_path, monkeypatch):
     # AWD's trigger with nonmono = 2: switch once validation is worse than the best before the last 2 epochs.
     scripted = iter([3.0, 2.0, 2.5, 2.6, 2.7, 1.0, 1.1])
-    real_evaluate = nas.train.evaluate
+    real_evaluate = nas.runs.train.evaluate
     validated = []  # the weights each ASGD validation saw
 
     def fake_evaluate(model, data, bptt, max_batches=None):
@@ -193,7 +193,7 @@ def test_asgd_switch_when_validation_stalls_and_averaged_weights_are_evaluated(c
             validated.append({n: p.detach().clone() for n, p in model.named_parameters()})
         return next(scripted)
 
-    monkeypatch.setattr(nas.train, "evaluate", fake_evaluate)
+    monkeypatch.setattr(nas.runs.train, "evaluate", fake_evaluate)
     t = trainer(small_config(corpus_dir, epochs=7, nonmono=2, max_batches_per_epoch=3), tmp_path / "run")
     t.run()
     assert [r["optimizer"] for r in log_of(tmp_path / "run")] == ["SGD"] * 5 + ["ASGD"] * 2
@@ -209,7 +209,7 @@ def test_asgd_switch_when_validation_stalls_and_averaged_weights_are_evaluated(c
 
 
 def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path, monkeypatch):
-    real_loss = nas.loop.regularised_loss
+    real_loss = nas.runs.loop.regularised_loss
     calls = {"n": 0}
     batches = []
 
@@ -218,7 +218,7 @@ def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path,
         loss, nll = real_loss(*args)
         return (loss * float("nan"), nll) if calls["n"] == 5 else (loss, nll)  # epoch 2, batch 2
 
-    monkeypatch.setattr(nas.loop, "regularised_loss", nan_once)
+    monkeypatch.setattr(nas.runs.loop, "regularised_loss", nan_once)
     t = trainer(small_config(corpus_dir, epochs=2, max_batches_per_epoch=3), tmp_path / "run")
     metrics = t.run(on_batch=lambda tr: batches.append((tr.epoch, tr.batch)))
     assert batches == [(0, 1), (0, 2), (0, 3), (1, 1), (1, 1), (1, 2), (1, 3)]  # epoch 2 restarted from batch 1
@@ -228,7 +228,7 @@ def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path,
 
 
 def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir, tmp_path, monkeypatch):
-    real_loss = nas.loop.regularised_loss
+    real_loss = nas.runs.loop.regularised_loss
     run = tmp_path / "run"
     snapshot = {}
 
@@ -239,7 +239,7 @@ def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir,
             return loss * float("nan"), nll
         return loss, nll
 
-    monkeypatch.setattr(nas.loop, "regularised_loss", nan_after_epoch_one)
+    monkeypatch.setattr(nas.runs.loop, "regularised_loss", nan_after_epoch_one)
     args = ["--cell", "darts_v2", "--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "3",
             "--max-batches-per-epoch", "3", "--max-rollbacks", "2", *SMALL]
     result = CliRunner().invoke(train_lm, args)

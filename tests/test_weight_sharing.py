@@ -1,4 +1,4 @@
-"""Random search with weight sharing and ENAS (nas.methods.random_search, nas.methods.enas, nas.controller):
+"""Random search with weight sharing and ENAS (nas.methods.random_search, nas.methods.enas, nas.methods.controller):
 the shared layer against the frozen cell, REINFORCE on a toy reward, exact resume, and the command end to end."""
 from __future__ import annotations
 
@@ -12,17 +12,17 @@ from click.testing import CliRunner
 
 from nas.common.runs import Interrupted, RunDir
 from nas.common.splits import find_splits
-from nas import genotype
-from nas.cell import FrozenRNN
+from nas.cells import genotype
+from nas.cells.cell import FrozenRNN
 from nas.cli.search_lm import main as search_lm
-from nas.config import SearchConfig
-from nas.controller import Controller, Reinforce
-from nas.corpus import Corpus
-from nas.genotype import Genotype
-from nas.plots import plot_search
+from nas.runs.config import SearchConfig
+from nas.methods.controller import Controller, Reinforce
+from nas.lm.corpus import Corpus
+from nas.cells.genotype import Genotype
+from nas.pictures.plots import plot_search
 from nas.methods.weight_sharing import SampledRNN
-from nas.sampling import CANDIDATE_OPS, Space, sample
-from nas.search import Searcher
+from nas.methods.sampling import CANDIDATE_OPS, Space, sample
+from nas.runs.search import Searcher
 
 TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
         "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]

@@ -9,7 +9,7 @@ from nas.common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, use
 from nas.common.splits import find_splits
 
 if TYPE_CHECKING:
-    from ..wordloss import WordRow
+    from nas.lm.wordloss import WordRow
 
 
 @command()
@@ -31,8 +31,8 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
     per occurrence of the word (negative: B is better), e.g. for ESS Table 3, the retrained
     intra-only and joint cells: `bin/compare-words runs/intra-lm runs/joint-lm --data data/ptb`.
     """
-    from ..lm_eval import ppl
-    from ..wordloss import compare_words, largest_differences, load_language_model, most_frequent
+    from nas.lm.evaluation import ppl
+    from nas.lm.wordloss import compare_words, largest_differences, load_language_model, most_frequent
 
     use_threads(threads)
     path = find_splits(data)[split]

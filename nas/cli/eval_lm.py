@@ -29,10 +29,9 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
         bin/eval-lm runs/dartsv2 --data data/ptb --split test
     """
     from nas.common.files import require_file
-
-    from ..corpus import batchify, encode, read_tokens
-    from ..lm_eval import evaluate, ppl
-    from ..train import load_for_evaluation
+    from nas.lm.corpus import batchify, encode, read_tokens
+    from nas.lm.evaluation import evaluate, ppl
+    from nas.runs.train import load_for_evaluation
 
     use_threads(threads)
     path = Path(model)

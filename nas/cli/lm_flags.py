@@ -5,7 +5,7 @@ from typing import Any, Callable
 
 import click
 
-from ..config import flag_name
+from nas.runs.config import flag_name
 
 
 HELP = {
@@ -21,7 +21,7 @@ HELP = {
 
 def weight_step_options(defaults: Any, types: dict[str, click.ParamType]) -> Callable:
     """Decorate a command with --wdecay, --clip and the dropouts, their defaults from the config `defaults`
-    and their flag names from `nas.config` (which names them in its errors too)."""
+    and their flag names from `nas.runs.config` (which names them in its errors too)."""
     options = [click.option(flag_name(name), name, type=types[name], default=getattr(defaults, name), help=text)
                for name, text in HELP.items()]
 

@@ -16,8 +16,8 @@ def main(cell, out) -> None:
     """Draw CELL (a genotype file or a shipped name such as darts_v2) as PNG and SVG: nodes, the
     op on each edge, the output mean, and the ESS gates f′ and g′ when the genotype has them.
     """
-    from ..genotype import load
-    from ..plots import plot_cell
+    from nas.cells.genotype import load
+    from nas.pictures.plots import plot_cell
 
     geno = load(cell)
     source = Path(cell)

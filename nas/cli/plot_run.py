@@ -23,7 +23,7 @@ def main(run_dir, out, tensorboard) -> None:
         bin/plot-run runs/chunk-darts --out pictures/ --tensorboard
     """
     from nas.common.curves import read_curves, write_tensorboard
-    from ..plots import plot_curves
+    from nas.pictures.plots import plot_curves
 
     curves = read_curves(run_dir)
     out_dir = Path(out) if out else curves.path / "plots"

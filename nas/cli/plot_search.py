@@ -16,7 +16,7 @@ def main(run_dir, out, compare) -> None:
     uniform (ESS Fig. 6) and the validation perplexity, each as PNG and SVG. For example, joint
     against intra-only search: `bin/plot-search runs/joint --compare runs/intra`.
     """
-    from ..plots import plot_search
+    from nas.pictures.plots import plot_search
 
     for path in plot_search(run_dir, out, compare):
         click.echo(str(path))

@@ -26,8 +26,7 @@ def main(count, seed, out, nodes, inter, attention) -> None:
         bin/sample-cells --n 5 --seed 1 --out cells/random
     """
     from nas.common.runs import RunDir
-
-    from ..sampling import Space, random_cells  # torch: imported here so that --help answers at once
+    from nas.methods.sampling import Space, random_cells  # torch: imported here so that --help answers at once
 
     folder = RunDir(out)  # not a run, but `discard` removes what this command added if it fails
     folder.claim()

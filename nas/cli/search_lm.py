@@ -14,8 +14,7 @@ from nas.common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, 
 from nas.common.errors import InputError
 from nas.common.presets import preset_values, presets_help
 from nas.common.ranges import MINUTES
-
-from ..config import ATTENTION_CHOICES, EARLY_STOPS, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
+from nas.runs.config import ATTENTION_CHOICES, EARLY_STOPS, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
 from ..methods import METHODS, check_method_flags, entry, total_epochs
 from .lm_flags import weight_step_options
 
@@ -104,13 +103,12 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     \b
         bin/search-lm --data data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
     """
+    from nas.cells.genotype import load, validate
     from nas.common.files import read_json
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
-
-    from ..genotype import load, validate
-    from ..health import identity_warning
-    from ..search import Searcher
+    from nas.runs.health import identity_warning
+    from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
 
     if seeds and resume:
@@ -188,10 +186,9 @@ SEEDS_OWN = ("seeds", "workers", "ray_address", "select_budget", "select_args", 
 
 def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, address: str | None,
                   select_budget: float, select_args: str, out: str | None) -> None:
-    """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.seeds)."""
+    """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.runs.seeds)."""
     from nas.common.paths import absolute_if_exists
-
-    from ..seeds import SeedRuns, parse_seeds, seed_search_args
+    from nas.runs.seeds import SeedRuns, parse_seeds, seed_search_args
 
     ctx = click.get_current_context()
     if ctx.get_parameter_source("seed") != click.core.ParameterSource.DEFAULT:

@@ -9,8 +9,7 @@ from typing import Any, Callable
 import click
 
 from nas.common.runs import Interrupted
-
-from ..loop import Progress, TrainingLoop
+from nas.runs.loop import Progress, TrainingLoop
 
 
 class Terminal(Progress):

@@ -9,8 +9,7 @@ import click
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types, use_threads)
 from nas.common.presets import preset_values, presets_help
-
-from ..config import PRECISIONS, RetrainConfig
+from nas.runs.config import PRECISIONS, RetrainConfig
 from .lm_flags import weight_step_options
 
 D = RetrainConfig()
@@ -64,8 +63,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     from nas.common.paths import absolute_if_exists
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
-
-    from ..train import Trainer, optimizer_kind, resolve_cell
+    from nas.runs.train import Trainer, optimizer_kind, resolve_cell
     from .terminal import Terminal, run_loop
 
     if resume:

@@ -1,7 +1,7 @@
 """Equal-parameter comparisons: a layer's parameter count without allocating it, and the hidden
 size at which another layer has the same count.
 
-Both the language model (`nas.train`: the LSTM baseline sized like a cell) and the tagger
+Both the language model (`nas.runs.train`: the LSTM baseline sized like a cell) and the tagger
 (`tagger.sizing`: flair's BiLSTM sized like a cell, or a cell sized like a BiLSTM) compare
 layers this way; each passes its own builder, so the count is that of the module it trains.
 """

@@ -1,6 +1,6 @@
 """Child commands of this toolkit run as separate processes, each with its output in a log file.
 
-Multi-seed search (`nas.seeds`) and the demo (`tagger.cli.demo`) both run whole commands
+Multi-seed search (`nas.runs.seeds`) and the demo (`tagger.cli.demo`) both run whole commands
 (`python -m MODULE`, which works from a checkout and from an installed wheel alike) one after
 another, keep each one's stdout and stderr in a log, and report a failure by its exit code and the
 line of the log that says what went wrong.

@@ -1,10 +1,10 @@
-"""Fast paths of the cell: each implements the equations of `nas.cell` (and of the search cell's mixed
-node, `nas.search_cell`), and is checked against them and the slow reference by tests/test_fused_cell.py
+"""Fast paths of the cell: each implements the equations of `nas.cells.cell` (and of the search cell's mixed
+node, `nas.cells.search_cell`), and is checked against them and the slow reference by tests/test_fused_cell.py
 and tests/test_fused_search_cell.py. A reader of the definition need not open these.
 
 - `frozen_loop`: the frozen cell's time loop as one autograd Function with a hand-written backward.
 - `search_loop`: the same for the search cell, for any mixing rule, over the op set it declares.
-- `kernels`: the elementwise passes both loops share, in C++ (`nas/csrc/`) where the install built
+- `kernels`: the elementwise passes both loops share, in C++ (`nas/fast/csrc/`) where the install built
   them, else PyTorch ops.
 
 Each loop says what it supports (`supports`); a cell it does not support runs the readable path.

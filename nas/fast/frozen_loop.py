@@ -2,7 +2,7 @@
 
 Autograd records a node for each of the hundreds of small ops per time step and keeps every
 intermediate; here the forward runs the loop under no_grad into a few preallocated buffers and
-the backward is written out (equations in `nas.cell` and docs/concepts/cell.md). Both directions are stacked on
+the backward is written out (equations in `nas.cells.cell` and docs/concepts/cell.md). Both directions are stacked on
 a leading axis (on a CPU the loop runs them one after the other, so that each one's weights stay
 in cache); the batch is packed step after step (step t runs the first `counts[t]` sequences of a
 length-sorted batch) and the variational mask m_h is fixed.
@@ -20,7 +20,7 @@ gradient is wanted (prediction) nothing is kept and X is not formed.
 
 The derivatives use the saved activations; the two elementwise passes of an edge are
 `nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
-`nas.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass (`loop_weights`).
+`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass (`loop_weights`).
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
-from ..gemm import pack, product
-from ..waves import Wave
+from nas.cells.waves import Wave
+from nas.fast.gemm import pack, product
 from .kernels import OP_CODES, highway_backward, highway_forward, warn_once_without_kernels
 
 LoopWeights = list[list[Sequence[torch.Tensor]]]  # per wave, per group, per direction (`loop_weights`)
@@ -126,7 +126,7 @@ def supports(ops: Iterable[str]) -> bool:
 
 
 def plan(waves: Sequence[Wave], concat: Sequence[int], steps: int) -> Plan:
-    """The Plan of a genotype's waves, as `nas.waves.plan_waves` groups its edges."""
+    """The Plan of a genotype's waves, as `nas.cells.waves.plan_waves` groups its edges."""
     out = [FIRST_NODE]
     start, inputs = 1, 1
     for nodes, preds, runs in waves:
@@ -148,7 +148,7 @@ def plan(waves: Sequence[Wave], concat: Sequence[int], steps: int) -> Plan:
 def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, forward: bool = True) -> LoopWeights:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed.
     Forward [W_i | W_j | …]ᵀ (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the
-    forward ones while the weights do not change (`nas.cell.FrozenRNN` in prediction)."""
+    forward ones while the weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
     with torch.no_grad():
         return [[[pack(w) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups] for wave in plan.waves]
 

@@ -1,4 +1,4 @@
-"""The C++ elementwise kernels (`nas/csrc/fused_kernels.cpp`, built by the install), and the highway
+"""The C++ elementwise kernels (`nas/fast/csrc/fused_kernels.cpp`, built by the install), and the highway
 edge's two elementwise passes that both fused loops run on them, with PyTorch ops where they are missing.
 
 For an edge s = p + σ(c)(f(h) − p) with the activations saved, a = f(h):
@@ -15,13 +15,13 @@ from typing import Sequence
 import torch
 
 try:
-    from .. import _fused_kernels as _kernels
+    from nas.fast import _fused_kernels as _kernels
     _kernels_error: ImportError | None = None  # why a built module does not load (None: not built)
 except ImportError as error:  # not built when the package was installed, or built against another torch
     _kernels = None
-    _kernels_error = error if importlib.util.find_spec("nas._fused_kernels") else None
+    _kernels_error = error if importlib.util.find_spec("nas.fast._fused_kernels") else None
 
-OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/csrc/fused_kernels.cpp
+OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/fast/csrc/fused_kernels.cpp
 _warned = False
 
 

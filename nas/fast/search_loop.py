@@ -1,9 +1,9 @@
 """The search cell's whole time loop as one autograd Function, back-propagated through time by hand.
 
-The autograd path (`nas.search_cell.search_step`) records a dozen ops per edge and step, 36 edges
+The autograd path (`nas.cells.search_cell.search_step`) records a dozen ops per edge and step, 36 edges
 at 8 nodes, and keeps most of their outputs. Here the forward runs the loop under no_grad and
 keeps, per step, each edge's [σ(c) | h] (2H) and each state after BatchNorm (H), nothing else;
-the backward is written out (equations in `nas.search_cell` and docs/concepts/search-methods.md):
+the backward is written out (equations in `nas.cells.search_cell` and docs/concepts/search-methods.md):
 
     s0 = BN(h + σ(c0)(tanh(h0) − h)),  [c0 | h0] = xp_t + (h⊙m_h)·W0h
     node i, edges j ≤ i from the states S_j:  [c_j | h_j] = (S_j⊙m_h)·W_i   (one GEMM for all j)
@@ -17,9 +17,9 @@ weights' gradient is summed in the same pass: ∂w_j,op = Σ ∂s·σ(c_j)·f_op
 Weight gradients are formed only when the caller's weights require them (the first-order α step
 passes them detached): ∂W_i one GEMM per step, ∂W0h one GEMM over all steps.
 
-BatchNorm is one module per state (`nas.search_cell.node_norms`, affine off) in training mode:
+BatchNorm is one module per state (`nas.cells.search_cell.node_norms`, affine off) in training mode:
 each of the 9 calls per step normalises with its batch's statistics and moves its state's running
-statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/csrc/`); without
+statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/fast/csrc/`); without
 them, on another device, under autocast, with ESS gates or a synced BatchNorm the cell runs its
 autograd path instead (`SearchRNN.fusable`).
 """
@@ -29,8 +29,8 @@ import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
-from ..gemm import pack, product
-from ..ops import edge_offsets
+from nas.cells.ops import edge_offsets
+from nas.fast.gemm import pack, product
 from .kernels import OP_CODES, built, compiled, highway_backward, highway_forward
 
 OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels' mixed node knows

@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from nas.common.errors import InputError
-
-from ..config import SearchConfig, flag_name
+from nas.runs.config import SearchConfig, flag_name
 
 
 @dataclass(frozen=True)

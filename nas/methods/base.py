@@ -1,4 +1,4 @@
-"""What a search method is: the plug-in interface the searches run (`nas.search.Searcher`, and the tagger's; DARTS's architect.py and the method parts of its model_search.py).
+"""What a search method is: the plug-in interface the searches run (`nas.runs.search.Searcher`, and the tagger's; DARTS's architect.py and the method parts of its model_search.py).
 
 A method owns the search layer it trains, its α groups (one `Architect` each, an Adam optimiser
 over some of the α), the schedule that picks which group steps at each batch, what the epoch's log
@@ -15,14 +15,14 @@ from typing import Iterator, Protocol
 import torch
 import torch.nn as nn
 
-from ..architect import Architect, Batch, LossFn, language_model_loss
-from ..attention import SearchAttention
-from ..config import SearchConfig
-from ..distributed import current
-from ..genotype import Genotype
-from ..lm_eval import evaluate, get_batch
-from ..model import RNNModel
-from ..search_cell import SearchRNN
+from nas.cells.attention import SearchAttention
+from nas.cells.genotype import Genotype
+from nas.cells.search_cell import SearchRNN
+from nas.lm.evaluation import evaluate, get_batch
+from nas.lm.model import RNNModel
+from nas.methods.architect import Architect, Batch, LossFn, language_model_loss
+from nas.runs.config import SearchConfig
+from nas.runs.distributed import current
 
 
 class Scoring(Protocol):

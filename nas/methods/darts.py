@@ -5,10 +5,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..config import SearchConfig
-from ..mixing import MixingRule, Nodes
-from ..ops import OPS, Layout, edge_offsets
-from ..search_cell import SearchRNN
+from nas.cells.ops import OPS, Layout, edge_offsets
+from nas.cells.search_cell import SearchRNN
+from nas.methods.mixing import MixingRule, Nodes
+from nas.runs.config import SearchConfig
 from .base import SearchMethod
 
 

@@ -1,7 +1,7 @@
 """ENAS (Pham et al., ICML 2018) on the DARTS search space: a controller samples each batch's cell and learns by REINFORCE.
 
 An epoch has the paper's two phases (§2.2). First the shared weights train on the epoch's
-batches, each on a cell sampled from the controller (`nas.controller`). Then the controller takes
+batches, each on a cell sampled from the controller (`nas.methods.controller`). Then the controller takes
 --controller-steps REINFORCE steps with the shared weights fixed, each on a fresh sample whose
 reward is c / ppl of the shared model running that cell on the next validation batch
 (--batch-size columns, eval mode, the hidden state carried from batch to batch and fresh at each
@@ -10,7 +10,7 @@ controller's most likely cell. At the end --candidates cells are sampled from th
 each is scored on one validation batch (the first, the same for all), and the best is kept
 (§2.2, "Deriving Architectures").
 
-Settings and their sources (the controller's own are in `nas.controller`):
+Settings and their sources (the controller's own are in `nas.methods.controller`):
 - reward c / ppl with c = 80, the batch's NLL capped at 10 (ENAS code, melodyguan/enas
   src/ptb/ptb_enas_controller.py: 80 / exp(min(loss, 10)); ENAS-pytorch: --reward_c 80); a
   non-finite NLL counts as the cap;
@@ -31,9 +31,9 @@ import statistics
 import torch
 import torch.nn as nn
 
-from ..config import SearchConfig
-from ..controller import Controller, Reinforce
-from ..genotype import Genotype
+from nas.cells.genotype import Genotype
+from nas.methods.controller import Controller, Reinforce
+from nas.runs.config import SearchConfig
 from .base import Scoring
 from .weight_sharing import WeightSharing
 

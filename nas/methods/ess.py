@@ -12,11 +12,11 @@ import math
 
 import torch.nn as nn
 
-from ..architect import Architect, split_parameters
-from ..cell import FrozenRNN
-from ..config import SearchConfig
-from ..gates import InterGates
-from ..genotype import Genotype, validate
+from nas.cells.cell import FrozenRNN
+from nas.cells.gates import InterGates
+from nas.cells.genotype import Genotype, validate
+from nas.methods.architect import Architect, split_parameters
+from nas.runs.config import SearchConfig
 from .darts import Darts
 
 

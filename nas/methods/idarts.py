@@ -4,8 +4,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from ..mixing import MixingRule, Nodes
-from ..ops import OPS, Layout, edge_offsets
+from nas.cells.ops import OPS, Layout, edge_offsets
+from nas.methods.mixing import MixingRule, Nodes
 from .darts import Darts
 
 

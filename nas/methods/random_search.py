@@ -1,7 +1,7 @@
 """Random search with weight sharing (Li & Talwalkar, UAI 2019), on the DARTS search space.
 
 Each batch trains the shared weights on one architecture drawn uniformly from the space the
-search derives from (`nas.sampling.sample`: per node one op of identity, tanh, relu, sigmoid and
+search derives from (`nas.methods.sampling.sample`: per node one op of identity, tanh, relu, sigmoid and
 one predecessor), as their PTB code does (searchers/random_weight_share.py with
 benchmarks/ptb/darts/darts_wrapper_discrete.py in liamcli/randomNAS_release). At the end,
 --candidates fresh uniform draws are each scored on the whole validation split (in --batch-size
@@ -21,10 +21,10 @@ import statistics
 import torch
 import torch.nn as nn
 
-from ..config import SearchConfig
-from ..genotype import Genotype
-from ..lm_eval import ppl
-from ..sampling import sample
+from nas.cells.genotype import Genotype
+from nas.lm.evaluation import ppl
+from nas.methods.sampling import sample
+from nas.runs.config import SearchConfig
 from .base import Scoring
 from .weight_sharing import WeightSharing
 

@@ -21,17 +21,16 @@ from typing import Callable, Sequence
 import torch
 import torch.nn as nn
 
+from nas.cells.attention import SearchAttention
+from nas.cells.cell import first_node, highway
+from nas.cells.genotype import Genotype
+from nas.cells.ops import ACTIVATIONS, OPS, edge_offsets
+from nas.cells.search_cell import SearchRNN
 from nas.common.errors import InputError
-
-from ..architect import Architect, Batch
-from ..attention import SearchAttention
-from ..cell import first_node, highway
-from ..config import SearchConfig
-from ..genotype import Genotype
-from ..lm_eval import ppl
-from ..ops import ACTIVATIONS, OPS, edge_offsets
-from ..sampling import Space
-from ..search_cell import SearchRNN
+from nas.lm.evaluation import ppl
+from nas.methods.architect import Architect, Batch
+from nas.methods.sampling import Space
+from nas.runs.config import SearchConfig
 from .base import Conclusion, Scoring, SearchMethod
 from .darts import SoftmaxPerEdge
 
@@ -82,7 +81,7 @@ class SampledRNN(SearchRNN):
 def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor,
                  ws: list[torch.Tensor], nodes: list[tuple[int, str]]) -> torch.Tensor:
     """One time step of a cell with one (predecessor, op) per node on the shared weights: the
-    frozen cell's equations (`nas.cell`), s_i = s_j + σ(c)(op(h) − s_j), [c | h] = (s_j⊙m_h)·W_i."""
+    frozen cell's equations (`nas.cells.cell`), s_i = s_j + σ(c)(op(h) − s_j), [c | h] = (s_j⊙m_h)·W_i."""
     H = h.size(-1)
     states = [first_node(xp, (h if mh is None else h * mh) @ w0h, h)]
     for w, (pred, op) in zip(ws, nodes):

@@ -22,7 +22,7 @@ from ..tag_schemes import SCHEMES
 from .runtime import flair_logs_to_stderr, offline, use_device
 
 if TYPE_CHECKING:
-    from nas.genotype import Genotype
+    from nas.cells.genotype import Genotype
 
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
@@ -180,7 +180,7 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
     check_ranges(config, TaggerConfig.RANGES, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
     if stored.get("genotype") is None:
         return config, None
-    from nas.genotype import validate
+    from nas.cells.genotype import validate
 
     return config, validate(stored["genotype"], f"{run.path / 'config.json'} genotype")
 
@@ -189,7 +189,7 @@ def _genotype(cell: str) -> Genotype | None:
     """The genotype of --cell (None for lstm: flair's BiLSTM)."""
     if cell.lower() == "lstm":
         return None
-    from nas.genotype import load
+    from nas.cells.genotype import load
 
     return load(cell)
 

@@ -1,0 +1,138 @@
+"""Matrix products on oneDNN where torch.mm is slower: CPU, float32.
+
+torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX2 path, where
+oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
+(figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
+`Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
+projections. Elsewhere (GPU, float64, bf16, a build without
+oneDNN, `ONEDNN = False`) both are plain torch.
+
+A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
+oneDNN would otherwise form anew in each call (a cost that weighs most on small products).
+`PackedCache` keeps packed weights while their source is unchanged (prediction).
+"""
+from __future__ import annotations
+
+from typing import Callable, TypeVar
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ONEDNN = True  # benchmarks turn it off to time torch.mm (MKL) instead
+_AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+_PACKING = hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+_T = TypeVar("_T")
+
+
+def uses_onednn(x: torch.Tensor) -> bool:
+    return ONEDNN and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
+
+
+def _dense(t: torch.Tensor) -> torch.Tensor:
+    """t itself if it is a contiguous matrix or the transpose of one, else a contiguous copy: oneDNN
+    multiplies other layouts (rows with a gap between them) on a reference kernel, hundreds of times slower."""
+    if t.is_contiguous() or t.t().is_contiguous():
+        return t
+    return t.contiguous()
+
+
+def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(_dense(x), _dense(weight), bias, "none", [], "")
+
+
+def _packed(weight: torch.Tensor) -> bool:
+    return weight.layout == torch._mkldnn
+
+
+def pack(weight: torch.Tensor) -> torch.Tensor:
+    """weight (N, K) in oneDNN's blocked layout for `product` (which is all it is good for: an opaque
+    tensor without views, copies or pickling), or weight itself where `product` would not use oneDNN."""
+    if uses_onednn(weight) and _PACKING:
+        with torch.no_grad():
+            return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
+    return weight
+
+
+class PackedCache:
+    """What `make()` packs from `sources`, kept while they are the same tensors at the same version
+    (an in-place change, a load or a move packs again). Copies and pickles of the owner start empty:
+    packed tensors cannot be copied."""
+
+    def __init__(self):
+        self._key, self._value = None, None
+
+    def get(self, sources: tuple[torch.Tensor, ...], make: Callable[[], _T]) -> _T:
+        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in sources)
+        if key != self._key:
+            self._value, self._key = make(), key
+        return self._value
+
+    def __getstate__(self) -> dict:
+        return {}
+
+    def __setstate__(self, state: dict) -> None:
+        self._key, self._value = None, None
+
+
+def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
+            bias: torch.Tensor | None = None) -> torch.Tensor:
+    """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
+    weight may be `pack`ed."""
+    if _packed(weight) or uses_onednn(x):
+        result = _onednn_product(x, weight, bias)
+        if out is None:
+            return result.contiguous()
+        return out.add_(result) if accumulate else out.copy_(result)
+    if out is None:
+        return F.linear(x, weight, bias)
+    if bias is not None:
+        raise ValueError("product: bias only without out")
+    return torch.addmm(out, x, weight.t(), out=out) if accumulate else torch.mm(x, weight.t(), out=out)
+
+
+def _onednn_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    if _packed(weight):
+        return torch.ops.mkldnn._linear_pointwise(_dense(x), weight, bias, "none", [], "")
+    if bias is None and not x.is_contiguous() and x.numel() > weight.numel() + x.size(0) * weight.size(0):
+        # oneDNN copies a transposed x (not a transposed weight): for a weight gradient gᵀ·x over
+        # many rows, (xᵀ·g)ᵀ copies far less (the decoder's: 2240×300 instead of 2240×10000)
+        return _onednn(weight, x).t()
+    return _onednn(x, weight, bias)
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """y = x·Wᵀ + b over the last dimension, every product of forward and backward through `product`."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return product(x.reshape(-1, x.size(-1)), weight, bias=bias).view(*x.shape[:-1], weight.size(0))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        g = grad.reshape(-1, grad.size(-1))
+        need_x, need_w, need_b = ctx.needs_input_grad
+        # Under create_graph (a Hessian-vector product, nas.runs.health) autograd must record the backward's
+        # products, and it cannot record oneDNN's op: plain torch.mm then.
+        mm = (lambda a, b: a @ b.t()) if torch.is_grad_enabled() else product  # both: a·bᵀ
+        grad_x = mm(g, weight.t()).view(x.shape) if need_x else None
+        grad_w = mm(g.t(), x.reshape(-1, x.size(-1)).t()) if need_w else None
+        grad_b = g.sum(0) if need_b and ctx.has_bias else None
+        return grad_x, grad_w, grad_b
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """F.linear, on oneDNN on a CPU in float32 (outside autocast)."""
+    if uses_onednn(x) and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
+        return _OneDNNLinear.apply(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+class Linear(nn.Linear):
+    """nn.Linear through `linear` (same parameters and state dict)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return linear(x, self.weight, self.bias)

@@ -1,0 +1,44 @@
+"""Language-model evaluation: token losses and perplexity over batchified data (search, retraining, eval-lm, wordloss)."""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from nas.lm.model import RNNModel
+
+
+def get_batch(source: torch.Tensor, i: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(words, next words) of the `seq_len` steps from row `i` of batchified data, shorter at its end."""
+    seq_len = min(seq_len, source.size(0) - 1 - i)
+    return source[i: i + seq_len], source[i + 1: i + 1 + seq_len]
+
+
+@torch.no_grad()
+def token_losses(model: RNNModel, data: torch.Tensor, bptt: int,
+                 max_batches: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode."""
+    was_training = model.training
+    model.eval()
+    hidden = model.init_hidden(data.size(1))
+    targets_seen, losses = [], []
+    for k, i in enumerate(range(0, data.size(0) - 1, bptt)):
+        if max_batches is not None and k >= max_batches:
+            break
+        words, targets = get_batch(data, i, bptt)
+        logits, hidden, _, _ = model(words, hidden)
+        losses.append(F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), reduction="none"))
+        targets_seen.append(targets.reshape(-1))
+    model.train(was_training)
+    return torch.cat(targets_seen), torch.cat(losses)
+
+
+def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None) -> float:
+    """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
+    return float(token_losses(model, data, bptt, max_batches)[1].double().mean())
+
+
+def ppl(nll: float) -> float:
+    """Perplexity of a mean NLL in nats (capped where exp would overflow)."""
+    return math.exp(min(nll, 700.0))

@@ -1,0 +1,166 @@
+"""Search health: what tells a user that a search is collapsing or has converged (docs/concepts/search-health.md).
+
+- `dominant_eigenvalue`: the dominant eigenvalue of the Hessian of the validation loss with
+  respect to α, by power iteration on exact Hessian-vector products (double backward). Zela et
+  al., "Understanding and Robustifying Differentiable Architecture Search", ICLR 2020
+  (arXiv:1909.09656), find that it grows as DARTS collapses onto parameter-free operations and
+  that its growth predicts the found cell's poor generalisation.
+- `EarlyStop`: their DARTS-ES rule. With λ̄(e) the mean eigenvalue of epochs e−k+1..e (a window of
+  k epochs), the search stops at the first epoch e ≥ 2k where λ̄(e−k) / λ̄(e) < ratio (k = 5,
+  ratio = 0.75 in the paper: the eigenvalue grew by more than a third over a window), and the
+  cell is derived from α as it stood at epoch e − k.
+- `op_shares`: the share of each op in α's mixing mass and in the derived cell; `identity_share`
+  the part of the derived cell's edges that apply no nonlinearity.
+- `convergence`: the rule this toolkit applies the same to every search's log (`CONVERGENCE_RULE`).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable, Sequence
+
+import torch
+
+from nas.cells.ops import OPS
+
+WINDOW = 5  # epochs: the DARTS-ES window k and the convergence rule's window
+ES_RATIO = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
+IDENTITY_WARNING = 0.5  # warn when more than this share of the derived cell's edges are identity
+CONVERGENCE_RULE = (
+    "over the last 5 epochs: the derived genotype unchanged, the MAD of the intra-cell weights "
+    "changing by under 5% (relative to its value 5 epochs back), and the search validation "
+    "perplexity improving by under 1% an epoch; random search and ENAS (no α): the best "
+    "candidate's validation perplexity stable, changing by under 1% an epoch either way")
+
+
+def hessian_vector_product(loss: torch.Tensor, params: Sequence[torch.Tensor],
+                           vector: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """H·v for the Hessian H of `loss` with respect to `params` (exact: the gradient of ∇loss·v)."""
+    grads = torch.autograd.grad(loss, params, create_graph=True)
+    dot = sum((g * v).sum() for g, v in zip(grads, vector))
+    return [h.detach() for h in torch.autograd.grad(dot, params)]
+
+
+def dominant_eigenvalue(loss_fn: Callable[[], torch.Tensor], params: Sequence[torch.Tensor],
+                        iterations: int = 20, tolerance: float = 1e-3, seed: int = 0) -> tuple[float, int]:
+    """The eigenvalue of largest magnitude of ∇²_params loss_fn(), and the power iterations it took.
+
+    Power iteration from a seeded random unit vector: v ← Hv/‖Hv‖, λ = vᵀHv, until λ changes by
+    under `tolerance` (relative) or after `iterations`. `loss_fn` is called once per iteration and
+    must give the same loss each time (eval mode, a fixed batch). The global RNG is left alone.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    v = [torch.randn(p.shape, generator=gen, dtype=p.dtype).to(p.device) for p in params]
+    v = _unit(v)
+    eigenvalue, done = math.nan, 0
+    for done in range(1, iterations + 1):
+        hv = hessian_vector_product(loss_fn(), params, v)
+        previous, eigenvalue = eigenvalue, float(sum((a * b).sum() for a, b in zip(v, hv)))
+        norm = _norm(hv)
+        if norm == 0.0 or not math.isfinite(norm):
+            break
+        v = [h / norm for h in hv]
+        if math.isfinite(previous) and abs(eigenvalue - previous) <= tolerance * abs(eigenvalue):
+            break
+    return eigenvalue, done
+
+
+def _norm(tensors: Sequence[torch.Tensor]) -> float:
+    return math.sqrt(sum(float((t * t).sum()) for t in tensors))
+
+
+def _unit(tensors: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    norm = _norm(tensors)
+    return [t / norm for t in tensors]
+
+
+def op_shares(weights: torch.Tensor) -> dict[str, float]:
+    """Each op's share of the mixing weights (one row per edge, one column per op in `OPS`), `none` included."""
+    mass = weights.detach().double().sum(0)
+    return {op: float(m / mass.sum()) for op, m in zip(OPS, mass)}
+
+
+def cell_shares(nodes: Sequence[Sequence[Sequence]]) -> dict[str, float]:
+    """Each op's share of the derived cell's edges (`nodes`: per node its (op, predecessor) pairs)."""
+    counts = Counter(op for node in nodes for op, _ in node)
+    total = sum(counts.values())
+    return {op: counts[op] / total for op in OPS[1:]}
+
+
+def identity_share(nodes: Sequence[Sequence[Sequence]]) -> float:
+    """The part of the derived cell's edges that are identity (parameters, but no nonlinearity)."""
+    return cell_shares(nodes)["identity"]
+
+
+def identity_warning(nodes: Sequence[Sequence[Sequence]]) -> str | None:
+    """A one-line warning when the derived cell is mostly identity edges (a collapsed search), else None."""
+    share = identity_share(nodes)
+    if share <= IDENTITY_WARNING:
+        return None
+    return (f"warning: {share:.0%} of the derived cell's edges are identity (no nonlinearity), the mark of a "
+            "collapsed search (Zela et al. 2020); see its Hessian eigenvalue in the log, and try "
+            "--early-stop hessian")
+
+
+class EarlyStop:
+    """DARTS-ES: feeds on each epoch's eigenvalue and α; says when to stop and which epoch's α to derive from."""
+
+    def __init__(self, window: int = WINDOW, ratio: float = ES_RATIO):
+        self.window, self.ratio = window, ratio
+        self.eigenvalues: list[float] = []
+        self.alphas: list[dict[str, torch.Tensor]] = []  # the last window + 1 epochs' α, oldest first
+        self.stopped_at: int | None = None  # the epoch the rule fired at
+
+    def update(self, eigenvalue: float, alpha: dict[str, torch.Tensor]) -> bool:
+        """Record epoch e (= the count so far) and return whether the rule has fired (α is kept as it stood then)."""
+        if self.stopped_at is not None:
+            return True
+        self.eigenvalues.append(eigenvalue)
+        self.alphas = [*self.alphas, {k: t.detach().clone() for k, t in alpha.items()}][-(self.window + 1):]
+        k, e = self.window, len(self.eigenvalues)
+        if e >= 2 * k:
+            before = sum(self.eigenvalues[e - 2 * k:e - k]) / k
+            now = sum(self.eigenvalues[e - k:]) / k
+            if now > 0 and before / now < self.ratio:
+                self.stopped_at = e
+        return self.stopped_at is not None
+
+    @property
+    def derive_epoch(self) -> int | None:
+        """The epoch whose α the cell comes from once the rule fired (e − k)."""
+        return None if self.stopped_at is None else self.stopped_at - self.window
+
+    def window_start_alpha(self) -> dict[str, torch.Tensor]:
+        """α as it stood at epoch e − k."""
+        return self.alphas[0]
+
+    def state(self) -> dict:
+        return {"eigenvalues": list(self.eigenvalues), "alphas": self.alphas, "stopped_at": self.stopped_at}
+
+    def load_state(self, state: dict) -> None:
+        self.eigenvalues, self.alphas = list(state["eigenvalues"]), list(state["alphas"])
+        self.stopped_at = state["stopped_at"]
+
+
+def convergence(log: Sequence[dict], window: int = WINDOW) -> dict:
+    """The convergence rule (`CONVERGENCE_RULE`) applied to a search's log: the verdict and each test's figure."""
+    if len(log) < window + 1:
+        return {"converged": False, "why": f"fewer than {window + 1} epochs", "rule": CONVERGENCE_RULE}
+    last = log[-(window + 1):]
+    tests = {}
+    if "mad" not in last[-1]:  # no α: the best candidate's score alone (which cell is best may flip among near-ties)
+        score = "best_candidate_ppl" if "best_candidate_ppl" in last[-1] else "valid_ppl"
+        scores = [r[score] for r in last]
+        changes = [abs(a - b) / a for a, b in zip(scores, scores[1:]) if math.isfinite(a) and math.isfinite(b)]
+        tests["largest_ppl_change"] = max(changes) if len(changes) == window else None
+        ok = tests["largest_ppl_change"] is not None and tests["largest_ppl_change"] < 0.01
+        return {"converged": bool(ok), **tests, "rule": CONVERGENCE_RULE}
+    tests["genotype_unchanged"] = all(r["genotype"] == last[-1]["genotype"] for r in last[1:])
+    scores = [r["valid_ppl"] for r in last]
+    gains = [(a - b) / a for a, b in zip(scores, scores[1:]) if math.isfinite(a) and math.isfinite(b)]
+    tests["largest_ppl_gain"] = max(gains) if len(gains) == window else None
+    mad_then, mad_now = last[0]["mad"], last[-1]["mad"]
+    tests["mad_change"] = abs(mad_now - mad_then) / mad_then if mad_then else None
+    ok = (tests["genotype_unchanged"] and tests["largest_ppl_gain"] is not None and tests["largest_ppl_gain"] < 0.01
+          and tests["mad_change"] is not None and tests["mad_change"] < 0.05)
+    return {"converged": bool(ok), **tests, "rule": CONVERGENCE_RULE}
