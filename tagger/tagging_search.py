@@ -118,6 +118,8 @@ class HeldApart:
     """The held-apart training sentences as the search's validation split (`nas.methods.base.Scoring`):
     the mean CRF loss per token of the model as it stands, in eval mode, without gradients."""
 
+    description = "the held-apart training sentences (--arch-split) in --batch-size batches, CRF loss per token (valid_ppl: its exp)"
+
     def __init__(self, model: nn.Module, sentences: list, batch_size: int):
         self.model = model
         self.batches = [[sentences[i] for i in batch] for batch in batches(list(range(len(sentences))), batch_size)]
@@ -300,12 +302,7 @@ class TaggingSearch(TrainingLoop):
         name = self.method.genotype_name().replace("_search_seed", "_tagger_search_seed")
         genotype = Genotype(cell.nodes, cell.concat, cell.inter, cell.attention, name, provenance)
         genotype.save(self.run_dir.path / "genotype.json")
-        metrics = conclusion.metrics
-        if "candidate_scoring" in metrics:
-            metrics = {**metrics, "candidate_scoring": f"{metrics['candidate_scoring']}; on the tagging task the "
-                       "validation split is the held-apart training sentences (--arch-split) in --batch-size batches, "
-                       "and valid_ppl is the exponentiated CRF loss per token"}
         self.run_dir.save_metrics({"search_dev_f1": dev_f1, "genotype": genotype.to_dict(), "epochs": c.epochs,
-                                   **metrics})
+                                   **conclusion.metrics})
         return genotype
 

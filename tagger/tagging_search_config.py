@@ -14,16 +14,17 @@ from typing import Any
 
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
+from nas.methods import METHODS
 from nas.runs.config import SearchConfig, check_gate_history, flag_name
 from tagger.config import TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
 S = SearchConfig  # search-lm's defaults of the methods' own settings
-# The methods' own settings the tagging search takes (every one but ESS's --cell and --rounds: the
-# tagging search has no inter-only search space, and counts ESS rounds as --epochs).
-METHOD_SETTINGS = ("search_space", "intra_steps", "inter_steps", "arch_lr_intra", "arch_lr_inter", "history",
-                   "inter_nodes", "gate_squash", "gate_size_match", "candidates", "track_candidates",
-                   "controller_steps", "controller_lr", "entropy_weight", "baseline_decay")
+# The methods' own settings (the registry's `options`) the tagging search takes: every one but ESS's
+# --cell and --rounds (the tagging search has no inter-only search space, and counts ESS rounds as
+# --epochs). Each is a field below, with search-lm's default.
+METHOD_SETTINGS = tuple(dict.fromkeys(name for entry in METHODS.values() for name in entry.options
+                                      if name not in ("cell", "rounds")))
 
 
 @dataclass

@@ -29,6 +29,8 @@ class Scoring(Protocol):
     """What a method may score architectures on: the search's held-out data (the LM's validation
     split, `Validation`; the tagging search's held-apart sentences), as mean NLLs."""
 
+    description: str  # what is scored and how, for metrics.json (e.g. the data, the loss)
+
     def full(self) -> float:
         """The epoch's validation NLL."""
 
@@ -48,6 +50,7 @@ class Validation:
     Every number is the mean over all ranks' columns, so every rank gets the same one.
     """
 
+    description = "the validation split in --batch-size columns, from a fresh hidden state, NLL per word"
     model: RNNModel
     columns: torch.Tensor
     split: torch.Tensor

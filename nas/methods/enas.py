@@ -42,7 +42,7 @@ MAX_NLL = 10.0
 
 
 class Enas(WeightSharing):
-    candidate_scoring = "the first validation batch in --batch-size columns, fresh hidden state"
+    candidate_scoring = "the first batch"
 
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)

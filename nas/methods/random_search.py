@@ -30,7 +30,7 @@ from .weight_sharing import WeightSharing
 
 
 class RandomSearch(WeightSharing):
-    candidate_scoring = "validation split in --batch-size columns, fresh hidden state, at most --eval-batches batches"
+    candidate_scoring = "at most --eval-batches batches"
 
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)

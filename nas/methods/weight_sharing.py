@@ -94,7 +94,7 @@ def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h
 class WeightSharing(SearchMethod):
     """What random search and ENAS share: the layer, the draw of each batch's architecture, the final choice."""
 
-    candidate_scoring = ""  # what a candidate's `valid_ppl` in metrics.json measures
+    candidate_scoring = ""  # which part of the validation data a candidate's `valid_ppl` in metrics.json is scored on
 
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
@@ -160,6 +160,6 @@ class WeightSharing(SearchMethod):
         self.use(scored[best][1])
         ppls = sorted(ppl(nll) for nll, _ in scored)
         metrics = {"candidates": [{"valid_ppl": ppl(nll), "nodes": genotype.to_dict()["nodes"]} for nll, genotype in scored],
-                   "selected": best, "candidate_scoring": self.candidate_scoring,
+                   "selected": best, "candidate_scoring": f"{validation.description}; {self.candidate_scoring}",
                    "candidate_ppl": {"best": ppls[0], "median": ppls[len(ppls) // 2], "worst": ppls[-1]}}
         return Conclusion(self.derive(rnn), ppl(validation.full()), metrics)
