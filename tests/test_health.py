@@ -8,11 +8,12 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 from torch.func import functional_call
 
-from nas.fast import gemm, health
-from nas.cli.search_lm import main as search_lm
-from nas.methods.darts import Darts
-from nas.lm.model import RNNModel, lm_loss
 from nas.cells.search_cell import SearchRNN
+from nas.cli.search_lm import main as search_lm
+from nas.fast import gemm
+from nas.lm.model import RNNModel, lm_loss
+from nas.methods.darts import Darts
+from nas.runs import health
 
 SIZES = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
          "--eval-batch-size", "2", "--lr", "2"]
