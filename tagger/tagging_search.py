@@ -279,7 +279,7 @@ class TaggingSearch(TrainingLoop):
         genotype = self.method.derive(self.layer.cell).to_dict()
         return {"epoch": self.epoch, "step": self.steps, "train_loss": t["loss"] / max(t["loss_tokens"], 1),
                 "dev_f1": valid, **self.method.record(self.layer.cell),
-                **{k: genotype[k] for k in ("inter",) if genotype[k] is not None}, "genotype": genotype["nodes"],
+                **({"inter": genotype["inter"]} if genotype["inter"] is not None else {}), "genotype": genotype["nodes"],
                 "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "seconds": seconds}
 
     # -- the result --------------------------------------------------------------------------
