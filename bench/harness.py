@@ -65,6 +65,19 @@ def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> fl
     return min(seconds)
 
 
+def gemm_peaks(repeats: int = 7) -> dict[str, float]:
+    """GFLOP/s of a GEMM_N³ fp32 matmul on this host, per backend (median of `repeats`): MKL's
+    torch.mm and oneDNN's `nas.fast.gemm.product`. Hosts of one machine kind differ mostly here, so
+    every timing is reported with both."""
+    a, b = torch.randn(GEMM_N, GEMM_N), torch.randn(GEMM_N, GEMM_N)
+    peaks = {}
+    for name, fn in (("mkl_torch_mm", lambda: torch.mm(a, b)), ("onednn", lambda: product(a, b))):
+        fn()  # warm
+        seconds = median([timed(fn, torch.device("cpu")) for _ in range(repeats)])
+        peaks[name] = round(GEMM_FLOPS / seconds / 1e9, 1)
+    return peaks
+
+
 @register_flop_formula(torch.ops.mkldnn._linear_pointwise, get_raw=True)
 def _onednn_linear_flops(x, weight, *args, **kwargs) -> int:
     """oneDNN's matmul (`nas.fast.gemm.product`): x (..., K) · weight (N, K)ᵀ."""

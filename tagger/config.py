@@ -29,6 +29,7 @@ class TaggerConfig:
     train_scheme: str = "bioes"
     embeddings: str = "glove:glove-6b-50d"
     pooling: str = "min"
+    charlm_states: str | None = None  # a folder where frozen character-LM states are saved and reused (charlm_states)
     hidden_size: int = 512
     match_params: str | None = None  # as given: a cell to match flair's LSTM to, or lstm:H to match a cell to
     matched_to: dict | None = None  # resolved: {"cell", "hidden_size", "rnn_parameters"} of the layer matched

@@ -44,6 +44,7 @@ from nas.cells.genotype import Genotype
 from nas.runs.loop import NonFinite, TrainingLoop
 from nas.methods import method_class
 from nas.cells.recurrence import reverse_padded
+from tagger.charlm_states import reuse_states
 from tagger.corpora import Split, TaggingCorpus, load_corpus, parse_columns, to_sentences
 from tagger.embeddings import build_embeddings
 from tagger.evaluation import evaluate
@@ -174,6 +175,7 @@ class TaggingSearch(TrainingLoop):
         self.layer = BiSearchRNN.of(method, settings)
         self.model = build_model(c.tagger(), corpus, embeddings, None, rnn=self.layer)
         self.model.embeddings.requires_grad_(False)  # features, as in train-tagger: neither weights nor α
+        reuse_states(embeddings, self.train_sentences + self.alpha_sentences + self.dev_sentences)
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr)
         one_pass = len(batches(list(range(len(self.train_sentences))), c.batch_size))

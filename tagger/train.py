@@ -172,6 +172,8 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     resuming.trim_loss_table(out, start)
     train = to_sentences(corpus.train, corpus.tag_type)
     dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
+    test = to_sentences(corpus.test, corpus.tag_type)
+    states = _charlm_states(embeddings, train + (dev or []) + test, config.charlm_states)
     scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
     model = build_model(config, corpus, embeddings, genotype)
     if state is None:
@@ -180,7 +182,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     else:
         model.load_state_dict(state["model"])
         untrained = state["dev_f1_untrained"]
-    timer = _epoch_plugin(corpus.notes, scored_dev is not None, config.time_budget)
+    timer = _epoch_plugin([*corpus.notes, *states["notes"]], scored_dev is not None, config.time_budget)
     annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
                                 patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
     keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,
@@ -208,7 +210,6 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     keeper.mark_best_complete()
     if not is_main_process():
         return {}
-    test = to_sentences(corpus.test, corpus.tag_type)
     report, pred = evaluation.evaluate(model, test, corpus.test.tags, config.eval_batch_size)
     evaluation.write_conll(out / "test.conll", corpus.test.tokens, corpus.test.tags, pred)
     metrics = {
@@ -220,6 +221,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         "dev_f1_untrained": untrained,
         "dev_f1_by_epoch": timer.dev_f1,
         "stopped": timer.stopped,
+        "charlm_states": {k: v for k, v in states.items() if k != "notes"} or None,
         "rnn_parameters": count_parameters(model.rnn),
         "hidden_size": config.hidden_size,
         "test": report,
@@ -239,6 +241,23 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if metrics["model"] != "final-model.pt" and not config.save_final_model:
         (out / "final-model.pt").unlink(missing_ok=True)
     return metrics
+
+
+def _charlm_states(embeddings, sentences: list, folder: str | None) -> dict:
+    """Install the frozen character LMs' state tables (`charlm_states`) holding every sentence of
+    the corpus; what was computed, read, and how long it took, with a line for training.log."""
+    from .charlm_states import reuse_states
+
+    start = time.perf_counter()
+    tables = reuse_states(embeddings, sentences, Path(folder) if folder else None)
+    if not tables:
+        return {"notes": []}
+    seconds = time.perf_counter() - start
+    computed, loaded = sum(t.computed for t in tables), sum(t.loaded for t in tables)
+    where = f", {loaded} read from {folder}" if folder else ""
+    return {"computed": computed, "loaded": loaded, "seconds": seconds,
+            "notes": [f"character-LM states of {len(tables)} LMs: {computed} sentence states computed in "
+                      f"{seconds:.1f} s{where}; every epoch reads them"]}
 
 
 def _live_curves(out: Path) -> list:

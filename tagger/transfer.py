@@ -18,6 +18,9 @@ cell's paired t-test against the LSTM over the seeds both finished (`nas.common.
 paired bootstrap over test sentences (`tagger.significance`, from each run's test.conll) of each
 cell against the LSTM and against the mean of the random cells (`random_cells`), pooled over the
 seeds both finished and per seed; as Markdown, JSON, and a plot of dev F1 by epoch (mean over seeds).
+
+The runs of one corpus share RUN_DIR/charlm-states/CORPUS (`train-tagger --charlm-states`): the
+frozen character LMs' states of its sentences, computed by the first run and read by the others.
 """
 from __future__ import annotations
 
@@ -197,8 +200,11 @@ class Benchmark:
             size = ["--hidden-size", str(self.hidden_size)]
         budget = ["--time-budget", str(self.time_budget)] if self.time_budget is not None else []
         threads = ["--threads", str(self.threads)] if self.threads is not None else []
+        given = any(a == "--charlm-states" or a.startswith("--charlm-states=") for a in self.tagger_args)
+        states = [] if given else ["--charlm-states", str(self.run_dir / "charlm-states" / run.corpus.name)]
         return ["--cell", run.cell.spec, "--corpus", run.corpus.format, "--data", run.corpus.path, "--seed",
-                str(run.seed), "--runs", "1", *size, *budget, *threads, *self.tagger_args, "--run-dir", str(run.path)]
+                str(run.seed), "--runs", "1", *size, *budget, *threads, *states, *self.tagger_args,
+                "--run-dir", str(run.path)]
 
     def _check_plan(self) -> None:
         """Write the settings, or check them against those of the runs already there."""

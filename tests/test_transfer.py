@@ -46,6 +46,7 @@ def test_each_run_is_an_ordinary_train_tagger_run_at_equal_parameters(bench):
     assert cell["matched_to"] == {"cell": "lstm", "hidden_size": 8, "rnn_parameters": 1664}
     config = json.loads((run_dir / "conll03" / "darts_v2" / "seed-2" / "config.json").read_text())
     assert config["seed"] == 2 and config["match_params"] == "lstm:8" and config["threads"] == 1
+    assert config["charlm_states"] == str((run_dir / "charlm-states" / "conll03").resolve())  # shared by the corpus's runs
     assert cell["epochs"] == 1 and len(cell["dev_f1_by_epoch"]) == 1
 
 
@@ -181,6 +182,13 @@ def test_flags_the_benchmark_sets_itself_are_refused_after_the_dashes(tmp_path):
                                        "--hidden-size", "4"])
     assert result.exit_code == 2 and result.stderr.startswith("error: --hidden-size: bin/transfer sets it for each run")
     assert not (tmp_path / "b").exists()
+
+
+def test_a_states_folder_given_after_the_dashes_is_every_runs(tmp_path):
+    cells, corpora = transfer.parse_cells("darts_v2"), transfer.parse_corpora("conll2000:d")
+    given = transfer.Benchmark(tmp_path, cells, corpora, 1, 8, tagger_args=("--charlm-states", "/s"))
+    argv = given.tagger_argv(given.runs[0])
+    assert argv.count("--charlm-states") == 1 and argv[argv.index("--charlm-states") + 1] == "/s"
 
 
 def _same_results(run_dir, other):

@@ -39,6 +39,7 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--train-scheme", type=click.Choice(["bioes", "iob2"]), default=D.train_scheme, help="Tags the CRF learns (evaluation is always on IOB2 spans).")
 @click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a character LM may be a shipped name (flair:wt2-forward:wt2-backward).")
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
+@click.option("--charlm-states", type=click.Path(file_okay=False), help="A folder for the character LMs' states of the corpus's sentences: computed once before training and reused by every epoch; saved there, so later runs on the corpus with the same LMs (other seeds and cells) read them instead [default: kept in memory for this run only].")
 @click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction (with --cell lstm --match-params CELL: CELL's).")
 @click.option("--match-params", help="Equal parameters: with --cell lstm, a cell (darts_v2, FILE) whose recurrent layer at --hidden-size the LSTM's matches; with a cell, lstm:H, the LSTM of hidden size H the cell's layer matches. The hidden size is chosen, the two counts printed and kept in metrics.json.")
 @click.option("--locked-dropout", type=T["locked_dropout"], default=D.locked_dropout, help="Locked (variational) dropout on the RNN input and output.")
@@ -131,7 +132,8 @@ def main(run_dir, dry_run, resume, **options) -> None:
     click.echo(f"run directory: {run_dir}", err=True)
     if not resume:  # config.json names files from the root, so a resume or a rerun works from any folder
         config = replace(config, data=str(absolute(config.data)), cell=absolute_if_exists(config.cell),
-                         embeddings=absolute_spec(config.embeddings))
+                         embeddings=absolute_spec(config.embeddings),
+                         charlm_states=str(absolute(config.charlm_states)) if config.charlm_states else None)
     try:
         metrics = train_runs(config, corpus, embeddings, genotype, run_dir, resume=bool(resume))
     except Interrupted as stop:
