@@ -201,9 +201,32 @@ def test_search_command_writes_a_genotype_that_loads_and_every_candidate(lm_corp
     (["--method", "enas", "--baseline-decay", "1"], "--baseline-decay: must be in [0, 1), got 1.0"),
     (["--method", "enas", "--candidates", "0"], "--candidates: must be in [1, 1000000], got 0"),
     (["--method", "enas", "--attention", "search"], "--attention search: --method enas draws the cell only"),
+    (["--method", "darts", "--workers", "2"], "--workers 2 without --seeds: scores candidates on several workers, "
+                                              "which random search and ENAS do and --method darts does not"),
 ])
 def test_flags_that_do_not_fit_give_one_line(lm_corpus, tmp_path, args, expected):
     result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *args, *TINY])
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1 and expected in result.stderr
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def test_candidates_scored_on_two_ray_workers_get_the_scores_of_one_process(lm_corpus, tmp_path):
+    ray = pytest.importorskip("ray")
+    metrics, logs = {}, {}
+    try:
+        for workers in (1, 2):
+            run_dir = tmp_path / f"workers-{workers}"
+            result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "random", "--epochs", "2",
+                                                    "--candidates", "5", "--track-candidates", "3", "--workers",
+                                                    str(workers), "--run-dir", str(run_dir), *TINY],
+                                        catch_exceptions=False)
+            assert result.exit_code == 0, result.output
+            assert ray.is_initialized() == (workers == 2)  # the candidates went to Ray only when asked
+            metrics[workers] = json.loads((run_dir / "metrics.json").read_text())
+            logs[workers] = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    finally:
+        ray.shutdown()
+    assert metrics[2]["candidates"] == metrics[1]["candidates"] and metrics[2]["selected"] == metrics[1]["selected"]
+    assert [(r["best_candidate"], r["best_candidate_ppl"], r["panel_median_ppl"]) for r in logs[2]] == \
+        [(r["best_candidate"], r["best_candidate_ppl"], r["panel_median_ppl"]) for r in logs[1]]

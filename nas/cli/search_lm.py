@@ -39,8 +39,8 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--epochs", type=T["epochs"], default=None, help=f"Search epochs [default: {D.epochs}].")
 @click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
 @click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
-@click.option("--workers", type=COUNT, default=1, help="--seeds: seeds at a time, on a local Ray instance started for this command (more than 1 needs the ray extra; with --device cuda each seed gets a GPU of its own).")
-@click.option("--ray-address", help="--seeds: send the seeds to this existing Ray cluster (e.g. 10.0.0.1:6379, or auto); every node needs the same environment, data paths and --run-dir.")
+@click.option("--workers", type=COUNT, default=1, help="--seeds: seeds at a time, on a local Ray instance started for this command (more than 1 needs the ray extra; with --device cuda each seed gets a GPU of its own). Without --seeds: random search and ENAS score their candidates on this many workers at once (the same scores).")
+@click.option("--ray-address", help="--seeds: send the seeds (without --seeds: the candidates to score) to this existing Ray cluster (e.g. 10.0.0.1:6379, or auto); every node needs the same environment, data paths and --run-dir.")
 @click.option("--select-budget", type=bounded(MINUTES), default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
 @click.option("--select-args", default="", help="--seeds: extra bin/train-lm arguments for the retraining, e.g. \"--emsize 200 --batch-size 32\" [default: train-lm's DARTS protocol].")
 @click.option("--nodes", type=T["nodes"], default=D.nodes, help="Intermediate nodes of the cell.")
@@ -107,6 +107,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.common.files import read_json
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
+    from nas.runs.candidates import RayScoring, check_scoring
     from nas.runs.health import identity_warning
     from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
@@ -139,7 +140,14 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     use_threads(threads)
     if seeds:
         return _search_seeds(config, run, seeds, workers, ray_address, select_budget, select_args, out)
+    candidates_on_ray = workers > 1 or bool(ray_address)
+    if candidates_on_ray:
+        check_scoring(config.method, workers, ray_address)
     searcher = Searcher.open(config, run, bool(resume))
+    if candidates_on_ray:
+        if searcher.ranks.parallel:
+            raise InputError("--workers without --seeds: not under torchrun (the ranks already share the work)")
+        searcher.method.parallel_scoring = RayScoring(config, searcher.model, searcher.validation, workers, ray_address)
     click.echo(f"run directory: {searcher.run_dir.path}", err=True)
     unit = entry(config.method).unit
     genotype = run_loop(searcher, Terminal(

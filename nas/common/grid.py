@@ -1,4 +1,5 @@
 """Grids of independent runs (`bin/transfer`, `bin/search-lm --seeds`): each run whole commands as child processes, on Ray.
+`map_on_ray` runs a function over independent items instead (weight-sharing candidates, `nas.runs.candidates`).
 
 A job is one or more toolkit commands run one after another (`python -m MODULE ARGS`, each with its
 own log; a later step starts only when the earlier ones exited 0). With `workers` 1 and no
@@ -17,12 +18,13 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 from .errors import InputError
 from .subprocesses import run_module
 
 RAY_HINT = "pip install 'nas-tagger[ray]' (or pip install ray)"
+T, R = TypeVar("T"), TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,19 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, address: str | None = None,
     finally:
         if started_here:
             ray.shutdown()
+
+
+def map_on_ray(fn: Callable[[T], R], items: Sequence[T], workers: int, address: str | None = None) -> list[R]:
+    """[fn(item) for item in items], each a Ray task taking one CPU, up to `workers` at once, results
+    in the items' order. A local instance (or the connection to `address`) is started at the first
+    call and kept for later ones; Ray stops it when the process exits."""
+    check_workers(workers, address)
+    import ray
+
+    if not ray.is_initialized():
+        _ray_init(workers, address)
+    task = ray.remote(fn).options(num_cpus=1)
+    return ray.get([task.remote(item) for item in items])
 
 
 def _ray_init(workers: int, address: str | None) -> None:

@@ -101,6 +101,7 @@ class WeightSharing(SearchMethod):
         self.layers = [m for m in model.modules() if isinstance(m, SampledRNN)]  # the tagger's: one per direction
         self.rng = torch.Generator().manual_seed(config.seed)  # the same draws on every rank
         self.space = Space(nodes=config.nodes)
+        self.parallel_scoring: Callable[[Sequence[Genotype]], list[float]] | None = None
 
     @classmethod
     def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
@@ -145,7 +146,10 @@ class WeightSharing(SearchMethod):
         self.rng.set_state(state["rng"])
 
     def score_all(self, genotypes: Sequence[Genotype], validation: Scoring) -> list[float]:
-        """Each architecture's `score` (a validation NLL), run in turn on the shared weights."""
+        """Each architecture's `score` (a validation NLL), run in turn on the shared weights, or by
+        `parallel_scoring` (the search sets it to score on Ray workers: `nas.runs.candidates`)."""
+        if self.parallel_scoring is not None:
+            return self.parallel_scoring(genotypes)
         scores = []
         for genotype in genotypes:
             self.use(genotype)
