@@ -16,6 +16,7 @@ files are loaded with torch's weights-only loader.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -44,7 +45,6 @@ class StateTable:
         self.compute = embedding._add_embeddings_internal  # flair's own, bound to the embedding
         self.digest = lm_digest(embedding)
         self.states: dict[str, torch.Tensor] = {}
-        self.computed = self.loaded = 0  # sentences computed here, and read from a file
 
     def __call__(self, sentences: list) -> list:
         sentences = [s for s in sentences if len(s)]
@@ -64,7 +64,6 @@ class StateTable:
         for sentence in sentences:
             self.states[_key(sentence)] = torch.stack([t.get_embedding([name]) for t in sentence.tokens]).cpu()
             sentence.clear_embeddings([name])
-        self.computed += len(sentences)
 
     def fill(self, sentences: Iterable) -> int:
         """Compute the states of every sentence not yet in the table, longest first in batches of
@@ -99,7 +98,6 @@ class StateTable:
                              f"reads format {VERSION}; delete the file to recompute them")
         rows = torch.split(data["states"], data["lengths"].tolist())
         self.states.update(zip(data["sentences"], rows))
-        self.loaded += len(rows)
         return len(rows)
 
 
@@ -112,16 +110,25 @@ def lm_digest(embedding) -> str:
     return digest.hexdigest()[:20]
 
 
-def reuse_states(embeddings, sentences: list, folder: Path | None = None) -> list[StateTable]:
+@dataclass
+class Reuse:
+    """What one `reuse_states` call did: the tables, and the sentence states it computed and read."""
+
+    tables: list[StateTable]
+    computed: int = 0
+    loaded: int = 0
+
+
+def reuse_states(embeddings, sentences: list, folder: Path | None = None) -> Reuse:
     """Give every frozen, tokenized `FlairEmbeddings` inside `embeddings` a state table holding
     `sentences` (flair sentences: a corpus's train, dev and test), loaded from `folder` where saved
     there before, computed otherwise, and saved to `folder` when anything new was computed.
 
     A second call finds the tables of the first (another seed of the same embeddings) and adds only
-    what they lack. Returns the tables (empty: no such embeddings; nothing changed)."""
+    what they lack. No such embeddings: no tables, nothing changed."""
     from flair.embeddings import FlairEmbeddings
 
-    tables = []
+    reuse = Reuse([])
     for module in embeddings.modules():
         if not isinstance(module, FlairEmbeddings) or module.fine_tune or not module.tokenized_lm:
             continue
@@ -129,10 +136,12 @@ def reuse_states(embeddings, sentences: list, folder: Path | None = None) -> lis
         if not isinstance(table, StateTable):
             table = StateTable(module)
             if folder is not None:
-                table.load(folder)
-        if table.fill(sentences) and folder is not None:
+                reuse.loaded += table.load(folder)
+        computed = table.fill(sentences)
+        if computed and folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
             table.save(folder)
         module._add_embeddings_internal = table
-        tables.append(table)
-    return tables
+        reuse.tables.append(table)
+        reuse.computed += computed
+    return reuse

@@ -173,7 +173,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     train = to_sentences(corpus.train, corpus.tag_type)
     dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
     test = to_sentences(corpus.test, corpus.tag_type)
-    states = _charlm_states(embeddings, train + (dev or []) + test, config.charlm_states)
+    states, states_notes = _charlm_states(embeddings, train + (dev or []) + test, config.charlm_states)
     scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
     model = build_model(config, corpus, embeddings, genotype)
     if state is None:
@@ -182,7 +182,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     else:
         model.load_state_dict(state["model"])
         untrained = state["dev_f1_untrained"]
-    timer = _epoch_plugin([*corpus.notes, *states["notes"]], scored_dev is not None, config.time_budget)
+    timer = _epoch_plugin([*corpus.notes, *states_notes], scored_dev is not None, config.time_budget)
     annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
                                 patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
     keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,
@@ -221,7 +221,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         "dev_f1_untrained": untrained,
         "dev_f1_by_epoch": timer.dev_f1,
         "stopped": timer.stopped,
-        "charlm_states": {k: v for k, v in states.items() if k != "notes"} or None,
+        "charlm_states": states,
         "rnn_parameters": count_parameters(model.rnn),
         "hidden_size": config.hidden_size,
         "test": report,
@@ -243,21 +243,20 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     return metrics
 
 
-def _charlm_states(embeddings, sentences: list, folder: str | None) -> dict:
+def _charlm_states(embeddings, sentences: list, folder: str | None) -> tuple[dict | None, list[str]]:
     """Install the frozen character LMs' state tables (`charlm_states`) holding every sentence of
-    the corpus; what was computed, read, and how long it took, with a line for training.log."""
+    the corpus: what was computed and read and how long it took (None: no such LMs), and a line for training.log."""
     from .charlm_states import reuse_states
 
     start = time.perf_counter()
-    tables = reuse_states(embeddings, sentences, Path(folder) if folder else None)
-    if not tables:
-        return {"notes": []}
+    reuse = reuse_states(embeddings, sentences, Path(folder) if folder else None)
+    if not reuse.tables:
+        return None, []
     seconds = time.perf_counter() - start
-    computed, loaded = sum(t.computed for t in tables), sum(t.loaded for t in tables)
-    where = f", {loaded} read from {folder}" if folder else ""
-    return {"computed": computed, "loaded": loaded, "seconds": seconds,
-            "notes": [f"character-LM states of {len(tables)} LMs: {computed} sentence states computed in "
-                      f"{seconds:.1f} s{where}; every epoch reads them"]}
+    where = f", {reuse.loaded} read from {folder}" if folder else ""
+    return ({"computed": reuse.computed, "loaded": reuse.loaded, "seconds": seconds},
+            [f"character-LM states of {len(reuse.tables)} LMs: {reuse.computed} sentence states computed in "
+             f"{seconds:.1f} s{where}; every epoch reads them"])
 
 
 def _live_curves(out: Path) -> list:

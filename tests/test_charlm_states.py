@@ -33,23 +33,25 @@ def test_table_gives_flairs_own_states_in_any_batch(tmp_path, forward):
 
     lm = td.tiny_char_lm(tmp_path / "lm.pt", forward)
     corpus = _sentences(30, 0)
-    (table,) = reuse_states(cached := _flair(lm), corpus)
-    assert (table.computed, len(table.states)) == (len({_key(s) for s in corpus}), table.computed)
+    reuse = reuse_states(cached := _flair(lm), corpus)
+    (table,) = reuse.tables
+    assert reuse.computed == len(table.states) == len({_key(s) for s in corpus}) and reuse.loaded == 0
     batch = _sentences(30, 0)[5:12]  # new Sentence objects, another batch than the pre-pass's
     assert all(torch.equal(a, b) for a, b in zip(_states(cached, batch), _states(_flair(lm), _sentences(30, 0)[5:12])))
     unseen = _sentences(3, 99)  # not in the table: computed, added, and flair's too
     assert all(torch.equal(a, b) for a, b in zip(_states(cached, unseen), _states(_flair(lm), _sentences(3, 99))))
-    assert table.computed == len(table.states) and len(table.states) > len({_key(s) for s in corpus})
+    assert len(table.states) == len({_key(s) for s in corpus + _sentences(3, 99)})
 
 
 def test_saved_states_are_read_back_not_recomputed(tmp_path):
     from tagger.charlm_states import reuse_states
 
     lm = td.tiny_char_lm(tmp_path / "lm.pt", True)
-    (first,) = reuse_states(_flair(lm), _sentences(20, 0), tmp_path / "states")
+    (first,) = reuse_states(_flair(lm), _sentences(20, 0), tmp_path / "states").tables
     (file,) = (tmp_path / "states").glob("*.pt")
-    (second,) = reuse_states(again := _flair(lm), _sentences(20, 0), tmp_path / "states")
-    assert (second.loaded, second.computed) == (len(first.states), 0)
+    reuse = reuse_states(again := _flair(lm), _sentences(20, 0), tmp_path / "states")
+    (second,) = reuse.tables
+    assert (reuse.loaded, reuse.computed) == (len(first.states), 0)
     assert first.states.keys() == second.states.keys()
     assert all(torch.equal(first.states[k], second.states[k]) for k in first.states)
     assert all(torch.equal(a, b) for a, b in zip(_states(again, _sentences(20, 0)), _states(_flair(lm), _sentences(20, 0))))
@@ -86,7 +88,7 @@ def test_training_reads_states_and_tags_as_flairs_own_path(tmp_path, monkeypatch
     assert (cold["charlm_states"]["computed"], cold["charlm_states"]["loaded"]) == (2 * sentences, 0)
     assert (warm["charlm_states"]["computed"], warm["charlm_states"]["loaded"]) == (0, 2 * sentences)
     assert "character-LM states of 2 LMs: 0 sentence states computed" in (tmp_path / "warm" / "training.log").read_text()
-    monkeypatch.setattr(train, "_charlm_states", lambda *args: {"notes": []})  # flair computing states per batch
+    monkeypatch.setattr(train, "_charlm_states", lambda *args: (None, []))  # flair computing states per batch
     flair = run("flair")
     assert flair["charlm_states"] is None
     assert cold["test"] == warm["test"] == flair["test"]
