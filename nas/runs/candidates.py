@@ -1,0 +1,73 @@
+"""Weight-sharing candidates (random search, ENAS) scored on several Ray workers at once.
+
+Scoring a candidate is a pass over validation data with the shared weights and nothing else, so
+the candidates split into independent shares: each worker rebuilds the search model from its
+settings and the weights of the moment, scores its share in turn as the search process would
+(`WeightSharing.score_all`), and the scores come back in the candidates' order, the same numbers
+(each worker runs the search's own thread count). The Ray instance is started at the first
+scoring (`nas.common.grid`) and kept for the next ones (a random search scores its panel every
+epoch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from nas.cells.genotype import Genotype
+from nas.common.errors import InputError
+from nas.common.grid import check_workers, map_on_ray
+from nas.lm.search_model import build_search_model
+from nas.methods import method_class
+from nas.methods.base import Validation
+from nas.methods.weight_sharing import WeightSharing
+from nas.runs.config import SearchConfig
+
+
+@dataclass
+class Share:
+    """What one worker needs: the model's settings and weights, the validation data, its candidates."""
+
+    config: SearchConfig
+    ntoken: int
+    weights: dict[str, torch.Tensor]
+    columns: torch.Tensor
+    split: torch.Tensor
+    threads: int
+    genotypes: list[Genotype]
+
+
+def score_share(share: Share) -> list[float]:
+    """The validation NLL of each of the share's candidates, as `WeightSharing.score_all` gives it."""
+    torch.set_num_threads(share.threads)
+    c = share.config
+    model = build_search_model(c, share.ntoken)
+    model.load_state_dict(share.weights)
+    method = method_class(c.method)(c, model, 1)
+    return method.score_all(share.genotypes, Validation(model, share.columns, share.split, c.bptt, c.eval_batches))
+
+
+def check_scoring(method: str, workers: int, address: str | None) -> None:
+    """Refuse, in one line, candidates on workers for a method without candidates, or without Ray."""
+    if not issubclass(method_class(method), WeightSharing):
+        raise InputError(f"--workers {workers} without --seeds: scores candidates on several workers, which "
+                         f"random search and ENAS do and --method {method} does not")
+    check_workers(workers, address)
+
+
+class RayScoring:
+    """`WeightSharing.parallel_scoring` for a search on one process: its candidates split over `workers`."""
+
+    def __init__(self, config: SearchConfig, model: torch.nn.Module, validation: Validation, workers: int,
+                 address: str | None = None):
+        self.config, self.model, self.validation = config, model, validation
+        self.workers, self.address = workers, address
+
+    def __call__(self, genotypes: Sequence[Genotype]) -> list[float]:
+        weights = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        ntoken = self.model.encoder.num_embeddings
+        per = -(-len(genotypes) // self.workers)
+        shares = [Share(self.config, ntoken, weights, self.validation.columns.cpu(), self.validation.split.cpu(),
+                        torch.get_num_threads(), list(genotypes[k:k + per])) for k in range(0, len(genotypes), per)]
+        return [score for scores in map_on_ray(score_share, shares, self.workers, self.address) for score in scores]
