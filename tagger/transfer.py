@@ -14,7 +14,8 @@ rather than the LSTM chasing each cell. `hidden` runs them all at `hidden_size`.
 
 The report: per corpus and cell, the hidden size, the recurrent layer's parameters, epochs
 reached, seconds per training epoch, dev and test F1 (mean ± sample std over seeds), and each
-cell's paired t-test against the LSTM over the seeds both finished (`nas.common.stats`); then the
+cell's paired t-test against the LSTM, and against the random cells' mean F1, over the seeds both
+finished (`nas.common.stats`); then the
 paired bootstrap over test sentences (`tagger.significance`, from each run's test.conll) of each
 cell against the LSTM and against the mean of the random cells (`random_cells`), pooled over the
 seeds both finished and per seed; as Markdown, JSON, and a plot of dev F1 by epoch (mean over seeds).
@@ -241,17 +242,26 @@ class Benchmark:
         for corpus in self.corpora:
             mine = [r for r in runs if r["corpus"] == corpus.name]
             lstm = {r["seed"]: r["test_f1"] for r in mine if r["cell"] == LSTM}
+            random = self._random_mean(mine)
             counts = self._sentence_counts(corpus)
             for cell in self.cells:
                 seeds = [r for r in mine if r["cell"] == cell.name]
                 if seeds:
-                    row = _row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None)
+                    compared = cell.name not in (LSTM, *self.random_cells)
+                    row = _row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None,
+                               random if compared and self.random_cells else None)
                     row["bootstrap"] = self._bootstrap(corpus.name, cell.name, counts)
                     rows.append(row)
         settings = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
                     "seeds": self.seeds, "tagger_args": list(self.tagger_args), "random_cells": list(self.random_cells),
                     "cells": [asdict(c) for c in self.cells], "corpora": [asdict(c) for c in self.corpora]}
         return {"settings": settings, "rows": rows, "runs": runs}
+
+    def _random_mean(self, runs: list[dict]) -> dict[int, float]:
+        """Seed → the mean test F1 of the random cells, over the seeds every random cell finished."""
+        f1 = {(r["cell"], r["seed"]): r["test_f1"] for r in runs}
+        return {s: statistics.fmean(f1[(c, s)] for c in self.random_cells) for s in self.seeds
+                if self.random_cells and all((c, s) in f1 for c in self.random_cells)}
 
     def _sentence_counts(self, corpus: Corpus) -> dict[tuple[str, int], np.ndarray]:
         """(cell, seed) → span counts per test sentence, of every finished run of `corpus` that wrote test.conll."""
@@ -314,23 +324,28 @@ def _run_figures(metrics: dict) -> dict:
             "dev_f1_by_epoch": metrics.get("dev_f1_by_epoch", []), "stopped": metrics.get("stopped")}
 
 
-def _row(cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None) -> dict:
-    """The summary of one cell on one corpus; `lstm` (seed → test F1) pairs it with the LSTM's runs."""
+def _row(cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None,
+         random: dict[int, float] | None = None) -> dict:
+    """The summary of one cell on one corpus; `lstm` and `random` (seed → test F1: the LSTM's, the
+    random cells' mean) pair it with a reference over the seeds both have."""
     dev = [r["dev_f1"] for r in runs if r["dev_f1"] is not None]
     speeds = [r["seconds_per_epoch"] for r in runs if r["seconds_per_epoch"] is not None]
-    row = {"cell": cell, "corpus": corpus, "seeds": [r["seed"] for r in runs],
-           "hidden_size": runs[0]["hidden_size"], "rnn_parameters": runs[0]["rnn_parameters"],
-           "epochs": [r["epochs"] for r in runs], "seconds_per_epoch": statistics.fmean(speeds) if speeds else None,
-           "dev_f1": mean_std(dev) if dev else None, "test_f1": mean_std([r["test_f1"] for r in runs]),
-           "vs_lstm": None}
-    if lstm is not None:
-        pairs = [(r["test_f1"], lstm[r["seed"]]) for r in runs if r["seed"] in lstm]
-        test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
-        row["vs_lstm"] = {"seeds": len(pairs),
-                          "mean_difference": statistics.fmean(a - b for a, b in pairs) if pairs else None,
-                          "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
-                          "df": test.df if test else None, "p": test.p if test else None}
-    return row
+    return {"cell": cell, "corpus": corpus, "seeds": [r["seed"] for r in runs],
+            "hidden_size": runs[0]["hidden_size"], "rnn_parameters": runs[0]["rnn_parameters"],
+            "epochs": [r["epochs"] for r in runs], "seconds_per_epoch": statistics.fmean(speeds) if speeds else None,
+            "dev_f1": mean_std(dev) if dev else None, "test_f1": mean_std([r["test_f1"] for r in runs]),
+            "vs_lstm": _paired(runs, lstm), "vs_random": _paired(runs, random)}
+
+
+def _paired(runs: list[dict], reference: dict[int, float] | None) -> dict | None:
+    """The paired t-test of the runs' test F1 against `reference` (seed → F1) over the seeds both have."""
+    if reference is None:
+        return None
+    pairs = [(r["test_f1"], reference[r["seed"]]) for r in runs if r["seed"] in reference]
+    test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
+    return {"seeds": len(pairs), "mean_difference": statistics.fmean(a - b for a, b in pairs) if pairs else None,
+            "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
+            "df": test.df if test else None, "p": test.p if test else None}
 
 
 def _pm(stats: dict | None) -> str:
@@ -342,20 +357,29 @@ def markdown(rows: list[dict], sizes: str, hidden_size: int, time_budget: float 
     how = (f"every cell's recurrent layer matched to the parameters of flair's BiLSTM at hidden {hidden_size}"
            if sizes == "params" else f"every model at hidden {hidden_size}")
     budget = f"; {time_budget:g} minutes per run" if time_budget is not None else ""
+    random = any(r.get("vs_random") for r in rows)
     lines = [f"Sizes: {how}{budget}. F1 (strict IOB2 spans) mean ± sample std over seeds; Δ test: the mean "
-             "per-seed difference from the LSTM, p: paired t-test (two-sided) over the seeds both finished.", "",
-             "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | Δ test vs lstm | p | seeds |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "per-seed difference from the LSTM" + (" (or from the random cells' mean F1)" if random else "") +
+             ", p: paired t-test (two-sided) over the seeds both finished.", "",
+             "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | Δ test vs lstm | p | "
+             + ("Δ test vs random | p | " if random else "") + "seeds |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | " + ("---: | ---: | " if random else "")
+             + "---: |"]
     for r in rows:
         epochs = r["epochs"]
         reached = str(epochs[0]) if len(set(epochs)) == 1 else f"{min(epochs)}–{max(epochs)}"
         speed = f"{r['seconds_per_epoch']:.1f}" if r["seconds_per_epoch"] is not None else "n/a"
-        vs = r["vs_lstm"]
-        delta = "—" if vs is None else "n/a" if vs["mean_difference"] is None else f"{100 * vs['mean_difference']:+.2f}"
-        p = "—" if vs is None else "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
+        tests = _test_cells(r["vs_lstm"]) + (_test_cells(r.get("vs_random")) if random else "")
         lines.append(f"| {r['corpus']} | {r['cell']} | {r['hidden_size']} | {r['rnn_parameters']:,} | {reached} | "
-                     f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {delta} | {p} | {len(r['seeds'])} |")
+                     f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {tests}{len(r['seeds'])} |")
     return "\n".join(lines + bootstrap_markdown(rows))
+
+
+def _test_cells(vs: dict | None) -> str:
+    """A paired t-test's two table cells, Δ and p ("—": not compared)."""
+    delta = "—" if vs is None else "n/a" if vs["mean_difference"] is None else f"{100 * vs['mean_difference']:+.2f}"
+    p = "—" if vs is None else "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
+    return f"{delta} | {p} | "
 
 
 def bootstrap_markdown(rows: list[dict]) -> list[str]:

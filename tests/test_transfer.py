@@ -104,6 +104,25 @@ def test_each_cell_is_compared_with_the_random_cells_mean(tmp_path):
         transfer.Benchmark(tmp_path, cells, corpus, 2, 8, random_cells=("nope",))
 
 
+def test_each_cell_gets_a_paired_t_test_against_the_random_cells_mean_of_each_seed(tmp_path):
+    from scipy.stats import ttest_rel
+
+    cells = transfer.parse_cells("found,rand_a,rand_b,lstm")
+    bench = transfer.Benchmark(tmp_path, cells, transfer.parse_corpora(f"conll03:{tmp_path}"), 3, 8,
+                               random_cells=("rand_a", "rand_b"))
+    f1 = {"found": [0.80, 0.84, 0.83], "rand_a": [0.78, 0.80, 0.79], "rand_b": [0.76, 0.84], "lstm": [0.79, 0.81, 0.8]}
+    runs = [{"cell": c, "seed": s, "test_f1": f, "dev_f1": None, "seconds_per_epoch": None, "hidden_size": 8,
+             "rnn_parameters": 1, "epochs": 1} for c, values in f1.items() for s, f in enumerate(values, 1)]
+    random = bench._random_mean(runs)
+    assert random == pytest.approx({1: 0.77, 2: 0.82})  # seed 3: rand_b did not finish it
+    row = transfer._row("found", "conll03", [r for r in runs if r["cell"] == "found"], None, random)
+    assert row["vs_random"]["seeds"] == 2 and row["vs_random"]["mean_difference"] == pytest.approx(0.025)
+    assert row["vs_random"]["p"] == pytest.approx(ttest_rel([0.80, 0.84], [0.77, 0.82]).pvalue)
+    table = transfer.markdown([row], "params", 8, None).splitlines()
+    assert "| Δ test vs random | p |" in table[2] and "| — | — | +2.50 | 0.126 | 3 |" in table[4]
+    assert "Δ test vs random" not in transfer.markdown([{**row, "vs_random": None}], "params", 8, None)
+
+
 def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch, tmp_path):
     run_dir, args, _ = bench
     unfinished = run_dir / "conll03" / "lstm" / "seed-2"

@@ -30,7 +30,7 @@ def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, thread
          tagger_args) -> None:
     """Train every cell on every corpus for several seeds as ordinary bin/train-tagger runs, then print
     one table (dev and test F1 mean ± std, and a paired t-test over seeds of each cell against the
-    LSTM) and the paired bootstrap over test sentences (each cell against the LSTM and against the
+    LSTM and against the --random-cells' mean) and the paired bootstrap over test sentences (each cell against the LSTM and against the
     --random-cells' mean: the difference, its 95% interval, p), and write them as RUN_DIR/transfer.md
     and transfer.json with a plot of dev F1 by epoch, transfer.png.
 
