@@ -1,6 +1,8 @@
 """One command line: the same flag means the same thing in every command, and help keeps its examples' lines."""
 from __future__ import annotations
 
+import sys
+
 import click
 import pytest
 from click.testing import CliRunner
@@ -45,3 +47,22 @@ def test_help_keeps_the_lines_of_its_examples(name):
     examples = [line.strip() for line in command.help.splitlines() if line.strip().startswith(f"bin/{name}")]
     shown = [line.strip() for line in CliRunner().invoke(command, ["--help"], terminal_width=80).stdout.splitlines()]
     assert all(example in shown for example in examples), (examples, shown)
+
+
+@pytest.mark.parametrize("missing,one_line", [("torch", True), ("flair.models", True), ("somethingelse", False)])
+def test_a_python_without_the_toolkits_packages_is_one_line(missing, one_line, capsys):
+    from nas.common.cli import command
+
+    @command()
+    def needs():
+        raise ModuleNotFoundError(f"No module named '{missing}'", name=missing)
+
+    if not one_line:  # not a package the toolkit requires: a bug, shown as one
+        with pytest.raises(ModuleNotFoundError):
+            needs.main([], prog_name="needs")
+        return
+    with pytest.raises(SystemExit) as stop:
+        needs.main([], prog_name="needs")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {missing} is not installed in this Python ({sys.executable}): run the commands")

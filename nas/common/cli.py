@@ -31,10 +31,14 @@ def command_line(program: str) -> str:
     return " ".join(shlex.quote(a) for a in [program, *sys.argv[1:]])
 
 
+# Packages every command needs (setup.cfg's install_requires): one missing is a Python without the toolkit.
+REQUIRED = ("torch", "flair", "seqeval", "transformers", "gensim", "matplotlib", "scipy")
+
+
 class Command(click.Command):
     """A click command whose failures are one line on stderr, `error: ...`, and exit status 2: click's
-    own usage errors and refused flag values, an `InputError` from the library, and an `OSError` on a
-    named file or a full disk. Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
+    own usage errors and refused flag values, an `InputError` from the library, an `OSError` on a
+    named file or a full disk, and a required package missing (a Python without the toolkit). Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
 
     While it runs, no write replaces a file it reads or a file of another run (`nas.common.guard`):
     the input paths of its command line are noted, and its output flags checked against them,
@@ -62,6 +66,11 @@ class Command(click.Command):
             sys.exit(130)
         except (click.ClickException, InputError) as err:
             _fail(_message(err))
+        except ModuleNotFoundError as err:
+            if (err.name or "").partition(".")[0] not in REQUIRED:
+                raise
+            _fail(f"{err.name} is not installed in this Python ({sys.executable}): run the commands with the "
+                  "Python of the environment the toolkit is installed in, or install it there as README.md says")
         except OSError as err:
             if err.errno in (errno.ENOSPC, errno.EDQUOT) and err.filename is None:
                 _fail(f"no space left on the device ({err.strerror}); free some space and run again")
