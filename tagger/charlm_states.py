@@ -6,8 +6,7 @@ with its default `embeddings_storage_mode="cpu"`, keeps them on the tokens as vi
 batch's state tensor (every character's state, padding included): most of a pooled-Flair tagger's
 memory. Here each sentence's states are computed once, kept compactly (tokens × hidden, float32,
 so the tagger sees the very values flair computes), and set on the tokens of each batch from the
-table. `PooledFlairEmbeddings` reads them there, so its pooling memory, which depends on the order
-sentences come in, is still rebuilt every epoch as flair does, from these states.
+table. `PooledFlairEmbeddings` reads them there and pools exactly as it would from flair's own.
 
 A table can be saved to a folder (one file per character LM, named by a digest of its weights and
 settings), so that the runs of a grid (`bin/transfer`) compute each corpus's states once. Such
@@ -96,8 +95,13 @@ class StateTable:
         if data.get("version") != VERSION:
             raise InputError(f"{path}: character-LM states of format {data.get('version')!r}; this toolkit "
                              f"reads format {VERSION}; delete the file to recompute them")
-        rows = torch.split(data["states"], data["lengths"].tolist())
-        self.states.update(zip(data["sentences"], rows))
+        sentences, lengths, states = data.get("sentences"), data.get("lengths"), data.get("states")
+        if not (isinstance(sentences, list) and isinstance(lengths, torch.Tensor) and isinstance(states, torch.Tensor)
+                and len(sentences) == len(lengths) and int(lengths.sum()) == len(states)):
+            raise InputError(f"{path}: damaged character-LM states (sentences, lengths and states disagree); "
+                             "delete it to recompute them")
+        rows = torch.split(states, lengths.tolist())
+        self.states.update(zip(sentences, rows))
         return len(rows)
 
 

@@ -64,6 +64,10 @@ def test_saved_states_are_read_back_not_recomputed(tmp_path):
     torch.save({"format": "something else"}, file)
     with pytest.raises(InputError, match="not the character-LM states of this LM; delete it"):
         reuse_states(_flair(lm), _sentences(20, 0), tmp_path / "states")
+    torch.save({"format": "nas_charlm_states", "version": 1, "lm": first.digest, "sentences": ["a"],
+                "lengths": torch.tensor([3]), "states": torch.zeros(2, 16)}, file)
+    with pytest.raises(InputError, match="damaged character-LM states"):
+        reuse_states(_flair(lm), _sentences(20, 0), tmp_path / "states")
 
 
 def test_training_reads_states_and_tags_as_flairs_own_path(tmp_path, monkeypatch):
