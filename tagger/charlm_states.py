@@ -47,12 +47,13 @@ class StateTable:
 
     def __call__(self, sentences: list) -> list:
         sentences = [s for s in sentences if len(s)]
-        missing = [s for s in sentences if _key(s) not in self.states]
+        keys = [_key(s) for s in sentences]
+        missing = [s for s, k in zip(sentences, keys) if k not in self.states]
         if missing:
             self.add(missing)
         name = self.embedding.name
-        for sentence in sentences:
-            for token, state in zip(sentence.tokens, self.states[_key(sentence)]):
+        for sentence, key in zip(sentences, keys):
+            for token, state in zip(sentence.tokens, self.states[key]):
                 token.set_embedding(name, state)
         return sentences
 

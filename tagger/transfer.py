@@ -247,9 +247,8 @@ class Benchmark:
             for cell in self.cells:
                 seeds = [r for r in mine if r["cell"] == cell.name]
                 if seeds:
-                    compared = cell.name not in (LSTM, *self.random_cells)
                     row = _row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None,
-                               random if compared and self.random_cells else None)
+                               random if cell.name not in (LSTM, *self.random_cells) else None)
                     row["bootstrap"] = self._bootstrap(corpus.name, cell.name, counts)
                     rows.append(row)
         settings = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
@@ -257,11 +256,14 @@ class Benchmark:
                     "cells": [asdict(c) for c in self.cells], "corpora": [asdict(c) for c in self.corpora]}
         return {"settings": settings, "rows": rows, "runs": runs}
 
-    def _random_mean(self, runs: list[dict]) -> dict[int, float]:
-        """Seed → the mean test F1 of the random cells, over the seeds every random cell finished."""
+    def _random_mean(self, runs: list[dict]) -> dict[int, float] | None:
+        """Seed → the mean test F1 of the random cells, over the seeds every random cell finished
+        (None: no random cells)."""
+        if not self.random_cells:
+            return None
         f1 = {(r["cell"], r["seed"]): r["test_f1"] for r in runs}
         return {s: statistics.fmean(f1[(c, s)] for c in self.random_cells) for s in self.seeds
-                if self.random_cells and all((c, s) in f1 for c in self.random_cells)}
+                if all((c, s) in f1 for c in self.random_cells)}
 
     def _sentence_counts(self, corpus: Corpus) -> dict[tuple[str, int], np.ndarray]:
         """(cell, seed) → span counts per test sentence, of every finished run of `corpus` that wrote test.conll."""

@@ -24,7 +24,7 @@ from .errors import InputError
 from .subprocesses import run_module
 
 RAY_HINT = "pip install 'nas-tagger[ray]' (or pip install ray)"
-T, R = TypeVar("T"), TypeVar("R")
+C, T, R = TypeVar("C"), TypeVar("T"), TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -122,17 +122,19 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, address: str | None = None,
             ray.shutdown()
 
 
-def map_on_ray(fn: Callable[[T], R], items: Sequence[T], workers: int, address: str | None = None) -> list[R]:
-    """[fn(item) for item in items], each a Ray task taking one CPU, up to `workers` at once, results
-    in the items' order. A local instance (or the connection to `address`) is started at the first
-    call and kept for later ones; Ray stops it when the process exits."""
+def map_on_ray(fn: Callable[[C, T], R], common: C, items: Sequence[T], workers: int,
+               address: str | None = None) -> list[R]:
+    """[fn(common, item) for item in items], each a Ray task taking one CPU, up to `workers` at once,
+    results in the items' order; `common` goes to Ray's object store once, not once per task. A local
+    instance (or the connection to `address`) is started at the first call and kept for later ones;
+    Ray stops it when the process exits."""
     check_workers(workers, address)
     import ray
 
     if not ray.is_initialized():
         _ray_init(workers, address)
-    task = ray.remote(fn).options(num_cpus=1)
-    return ray.get([task.remote(item) for item in items])
+    task, shared = ray.remote(fn).options(num_cpus=1), ray.put(common)
+    return ray.get([task.remote(shared, item) for item in items])
 
 
 def _ray_init(workers: int, address: str | None) -> None:

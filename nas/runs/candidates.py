@@ -4,7 +4,8 @@ Scoring a candidate is a pass over validation data with the shared weights and n
 the candidates split into independent shares: each worker rebuilds the search model from its
 settings and the weights of the moment, scores its share in turn as the search process would
 (`WeightSharing.score_all`), and the scores come back in the candidates' order, the same numbers
-(each worker runs the search's own thread count). The Ray instance is started at the first
+(each worker runs the search's own thread count); the model and the data go to Ray's object
+store once per scoring. The Ray instance is started at the first
 scoring (`nas.common.grid`) and kept for the next ones (a random search scores its panel every
 epoch).
 """
@@ -26,8 +27,8 @@ from nas.runs.config import SearchConfig
 
 
 @dataclass
-class Share:
-    """What one worker needs: the model's settings and weights, the validation data, its candidates."""
+class SharedModel:
+    """What every worker needs: the search model's settings and weights, and the validation data."""
 
     config: SearchConfig
     ntoken: int
@@ -35,17 +36,16 @@ class Share:
     columns: torch.Tensor
     split: torch.Tensor
     threads: int
-    genotypes: list[Genotype]
 
 
-def score_share(share: Share) -> list[float]:
-    """The validation NLL of each of the share's candidates, as `WeightSharing.score_all` gives it."""
-    torch.set_num_threads(share.threads)
-    c = share.config
-    model = build_search_model(c, share.ntoken)
-    model.load_state_dict(share.weights)
+def score_share(shared: SharedModel, genotypes: list[Genotype]) -> list[float]:
+    """The validation NLL of each of `genotypes`, as `WeightSharing.score_all` gives it."""
+    torch.set_num_threads(shared.threads)
+    c = shared.config
+    model = build_search_model(c, shared.ntoken)
+    model.load_state_dict(shared.weights)
     method = method_class(c.method)(c, model, 1)
-    return method.score_all(share.genotypes, Validation(model, share.columns, share.split, c.bptt, c.eval_batches))
+    return method.score_all(genotypes, Validation(model, shared.columns, shared.split, c.bptt, c.eval_batches))
 
 
 def check_scoring(method: str, workers: int, address: str | None) -> None:
@@ -65,9 +65,10 @@ class RayScoring:
         self.workers, self.address = workers, address
 
     def __call__(self, genotypes: Sequence[Genotype]) -> list[float]:
-        weights = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-        ntoken = self.model.encoder.num_embeddings
+        shared = SharedModel(self.config, self.model.encoder.num_embeddings,
+                             {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+                             self.validation.columns.cpu(), self.validation.split.cpu(), torch.get_num_threads())
         per = -(-len(genotypes) // self.workers)
-        shares = [Share(self.config, ntoken, weights, self.validation.columns.cpu(), self.validation.split.cpu(),
-                        torch.get_num_threads(), list(genotypes[k:k + per])) for k in range(0, len(genotypes), per)]
-        return [score for scores in map_on_ray(score_share, shares, self.workers, self.address) for score in scores]
+        shares = [list(genotypes[k:k + per]) for k in range(0, len(genotypes), per)]
+        return [score for scores in map_on_ray(score_share, shared, shares, self.workers, self.address)
+                for score in scores]
