@@ -104,7 +104,8 @@ def main() -> None:
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--precision", choices=sorted(DTYPES), default="fp32")
     parser.add_argument("--orders", type=int, nargs="+", default=[1, 2], choices=[1, 2])
-    parser.add_argument("--method", choices=["darts", "idarts"], default="darts")
+    parser.add_argument("--method", choices=["darts", "idarts", "ess"], default="darts",
+                        help="ess: joint search (intra and inter-cell gates); it has no reference, so needs --no-reference")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per implementation and order")
     parser.add_argument("--no-reference", action="store_true", help="time only the fast cell")
     parser.add_argument("--autograd", action="store_true", help="also time the cell op by op through autograd (not fused)")
@@ -119,6 +120,8 @@ def main() -> None:
                         help="also measure each implementation's peak memory (RSS) over 3 steps, each in a fresh process")
     parser.add_argument("--memory-of", choices=["fast", "autograd", "compiled", "reference"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.method == "ess" and not args.no_reference:
+        parser.error("--method ess: the original DARTS code has no ESS gates; add --no-reference")
 
     device = torch.device(args.device)
     if args.threads:

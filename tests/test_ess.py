@@ -134,6 +134,37 @@ def test_history_carried_across_batches_equals_one_long_sequence(layer):
     assert not torch.allclose(restarted, second)
 
 
+@pytest.mark.parametrize("layer", ["frozen", "search"])
+def test_the_time_loops_gate_has_the_gradients_of_the_plain_gate(layer, monkeypatch):
+    """In the loop g′ runs `stepwise` (each weight's gradient formed once over all steps): the same
+    outputs and gradients as calling the gate's own forward at every step, padded bidirectional batch included."""
+    torch.manual_seed(5)
+    if layer == "frozen":
+        rnn = FrozenRNN(gated(INTER), ninp=4, nhid=3, directions=2, dropout_x=0.3, dropout_h=0.3).train()
+        x, lengths = torch.randn(6, 3, 4, requires_grad=True), torch.tensor([6, 4, 1])
+        plain = (FrozenGate, lambda self: lambda h: self(h.unsqueeze(1))[0])
+    else:
+        rnn = SearchRNN(4, 3, steps=2, rule=Darts.rule, dropout_x=0.3, dropout_h=0.3, fused=False,
+                        inter=InterGates.search(4, 3, Darts.rule, history=2, nodes=3)).train()
+        x, lengths = torch.randn(6, 3, 4, requires_grad=True), None
+        plain = (SearchGate, lambda self: self)
+
+    def run():
+        torch.manual_seed(6)  # the same dropout masks
+        out, _ = rnn(x, lengths=lengths)
+        loss = (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum()
+        used = [x] + [p for p in rnn.parameters() if p.numel()]  # a gate without node sources has an empty w_node
+        return [out, *torch.autograd.grad(loss, used)]
+
+    stepwise = run()
+    monkeypatch.setattr(*plain[:1], "stepwise", plain[1])
+    names = ["out", "x"] + [n for n, p in rnn.named_parameters() if p.numel()]
+    assert "inter.g.w_hist" in names
+    for name, a, b in zip(names, stepwise, run(), strict=True):
+        assert b.abs().max() > 0, name
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_search_gate_with_one_hot_weights_is_the_derived_frozen_gate():
     torch.manual_seed(4)
     search = SearchGate(history=2, nodes=3, d_src=5, d_gate=4, rule=Darts.rule, squash="2sigmoid")

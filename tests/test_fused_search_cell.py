@@ -90,6 +90,46 @@ def test_fused_search_cell_equals_the_autograd_path():
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_with_ess_gates_the_fused_cell_step_by_step_equals_the_autograd_path():
+    """The gates read h_{t-1..t-m}, so the fused Function runs one step per call: the same outputs,
+    history, gradients (gate weights and both α included) and BatchNorm statistics as the autograd path."""
+    torch.manual_seed(0)
+    rule = Darts.rule
+    cell = SearchRNN(5, 4, 3, rule, dropout_x=0.3, dropout_h=0.3, inter=InterGates.search(5, 4, rule, 2, 3)).double()
+    with torch.no_grad():
+        for name, p in cell.named_parameters():
+            p.normal_(0, 1) if "alpha" in name else p.uniform_(-0.5, 0.5)
+    torch.manual_seed(2)
+    x = torch.randn(6, 4, 5, dtype=torch.float64, requires_grad=True)
+    hidden = tuple(torch.randn(*shape, dtype=torch.float64) for shape in ((1, 4, 4), (2, 4, 5), (2, 4, 4)))
+
+    def run():
+        torch.manual_seed(1)
+        out, (h, x_hist, h_hist) = cell(x, hidden)
+        loss = (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum() + (h * h).sum()
+        return [out, h, x_hist, h_hist, *torch.autograd.grad(loss, [x, *cell.parameters()])] + _statistics(cell)
+
+    names = ["out", "h", "x_hist", "h_hist", "x"] + [n for n, _ in cell.named_parameters()] + ["mean", "var"]
+    assert cell.fusable(x) and "inter.g.alpha" in names
+    seen = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(FusedSearchCell, "forward", _spy(FusedSearchCell.forward, seen))
+        fused = run()
+    assert len(seen) == 6  # one call per step
+    cell.fused = False
+    for bn in cell.bn:
+        bn.reset_running_stats()
+    for name, a, b in zip(names, fused, run()):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def _spy(function, seen: list):
+    def spy(ctx, *args):
+        seen.append(args[0].size(0))
+        return function(ctx, *args)
+    return staticmethod(spy)
+
+
 @pytest.mark.parametrize("masked", [False, True])
 def test_fused_search_cell_passes_gradcheck(masked):
     torch.manual_seed(0)
@@ -101,7 +141,7 @@ def test_fused_search_cell_passes_gradcheck(masked):
     mix = torch.rand(N * (N + 1) // 2, 4, dtype=torch.float64, requires_grad=True)
     mh = torch.bernoulli(torch.full((B, H), 0.7, dtype=torch.float64)) / 0.7 if masked else None
     bn = node_norms(H, N).double()
-    assert torch.autograd.gradcheck(lambda *a: FusedSearchCell.apply(*a, mh, bn), (xproj, h0, w0h, ws, mix))
+    assert torch.autograd.gradcheck(lambda *a: FusedSearchCell.apply(*a, mh, bn, None), (xproj, h0, w0h, ws, mix))
 
 
 def test_first_order_alpha_pass_forms_no_weight_gradient():
@@ -138,7 +178,7 @@ def test_the_fused_path_applies_only_where_it_is_exact():
     synced.bn[1].__class__ = SyncedBatchNorm  # what nas.runs.distributed does under torchrun
     assert not synced.fusable(x)
     gated = SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2))
-    assert not gated.fusable(x)
+    assert gated.fusable(x)  # one step per call
 
 
 def test_without_kernels_one_warning_line_then_the_autograd_path(monkeypatch, caplog):

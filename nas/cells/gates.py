@@ -31,12 +31,15 @@ is the node's own history vector e_i (allowed for i ≤ m only), j ≥ 1 is node
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
 from nas.cells.genotype import GATES, predecessors
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES
+from nas.cells.step_weights import StepWeight
 from nas.methods.mixing import MixingRule
 
 
@@ -49,6 +52,10 @@ def match_size(v: torch.Tensor, size: int) -> torch.Tensor:
     """Zero-pad or truncate the last dimension to `size` (the `pad` size matching)."""
     have = v.size(-1)
     return v if have == size else F.pad(v, (0, size - have)) if have < size else v[..., :size]
+
+
+def _matmul(x: torch.Tensor, w: torch.Tensor | StepWeight) -> torch.Tensor:
+    return w.matmul(x) if isinstance(w, StepWeight) else torch.matmul(x, w)
 
 
 def _uniform(*shape: int) -> nn.Parameter:
@@ -75,10 +82,25 @@ class SearchGate(nn.Module):
         return self.rule.normalise(self.alpha, self.layout)
 
     def forward(self, history: torch.Tensor) -> torch.Tensor:
-        weights = self.mixing_weights()
-        rows = 0
         hist = history if self.size_match == "project" else match_size(history, self.d_gate)
         e = torch.einsum("k...i,kio->k...o", hist, self.w_hist)  # e_i·W_{e_i}
+        return self._nodes(list(e), list(self.w_node), self.mixing_weights())
+
+    def stepwise(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The gate as a time loop calls it at every step, history (m, B, d_src) -> (B, d_gate): the same
+        values, with each weight's gradients of all steps formed in one GEMM (`StepWeight`) and the
+        mixing weights normalised once."""
+        w_hist, w_node = [StepWeight(w) for w in self.w_hist], [StepWeight(w) for w in self.w_node]
+        weights = self.mixing_weights()
+
+        def gate(history: torch.Tensor) -> torch.Tensor:
+            hist = history if self.size_match == "project" else match_size(history, self.d_gate)
+            return self._nodes([w.matmul(h) for w, h in zip(w_hist, hist)], w_node, weights)
+        return gate
+
+    def _nodes(self, e: list[torch.Tensor], w_node: list, weights: torch.Tensor) -> torch.Tensor:
+        """The DAG over the projected history vectors e_i: every edge mixes the ops by `weights`."""
+        rows = 0
         projected: list[torch.Tensor] = []  # s_j·W_{s_j}
         states = []
         for i in range(1, self.nodes + 1):
@@ -89,7 +111,7 @@ class SearchGate(nn.Module):
             s = torch.einsum("jo,oj...->...", mix, ops)
             states.append(s)
             if i < self.nodes:
-                projected.append(s @ self.w_node[i - 1])
+                projected.append(_matmul(s, w_node[i - 1]))
         return SQUASHES[self.squash](torch.stack(states).mean(0))
 
     def derive(self) -> list[list[list]]:
@@ -120,17 +142,30 @@ class FrozenGate(nn.Module):
         self.w_node = _uniform(directions, len(self.node_sources), d_gate, d_gate)
 
     def forward(self, history: torch.Tensor) -> torch.Tensor:
+        e = torch.einsum("kldbi,dkio->kldbo", self._sources(history), self.w_hist)
+        return self._nodes(list(e), list(self.w_node.unbind(1)))
+
+    def stepwise(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The gate as a time loop calls it at every step, history (m, D, B, d_src) -> (D, B, d_gate): the
+        same values, with each weight's gradients of all steps formed in one GEMM (`StepWeight`)."""
+        w_hist, w_node = [StepWeight(w) for w in self.w_hist.unbind(1)], [StepWeight(w) for w in self.w_node.unbind(1)]
+        return lambda history: self._nodes([w.matmul(h) for w, h in zip(w_hist, self._sources(history))], w_node)
+
+    def _sources(self, history: torch.Tensor) -> torch.Tensor:
+        """The history vectors some node reads, sized for their projection."""
         hist = history[[i - 1 for i in self.hist_sources]]
-        if self.size_match == "pad":
-            hist = match_size(hist, self.d_gate)
-        e = dict(zip(self.hist_sources, torch.einsum("kldbi,dkio->kldbo", hist, self.w_hist)))
+        return match_size(hist, self.d_gate) if self.size_match == "pad" else hist
+
+    def _nodes(self, e: list[torch.Tensor], w_node: list) -> torch.Tensor:
+        """The DAG over the projected history vectors, one per source in `hist_sources`."""
+        e_of = dict(zip(self.hist_sources, e))
         projected: dict[int, torch.Tensor] = {}
         states = []
         for i, node in enumerate(self.nodes, start=1):
-            s = sum(ACTIVATIONS[op](e[i] if p == 0 else projected[p]) for op, p in node)
+            s = sum(ACTIVATIONS[op](e_of[i] if p == 0 else projected[p]) for op, p in node)
             states.append(s)
             if i in self.node_sources:
-                projected[i] = torch.einsum("ldbi,dio->ldbo", s, self.w_node[:, self.node_sources.index(i)])
+                projected[i] = _matmul(s, w_node[self.node_sources.index(i)])
         return SQUASHES[self.squash](torch.stack(states).mean(0))
 
     def derive(self) -> list[list[list]]:

@@ -178,6 +178,7 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
         m = x_hist.size(0)
         xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
         f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])).unbind(0)  # [i-1][t] = x_{t-i}
+        g_gate = gates.g.stepwise()
     for t, n in enumerate(counts):
         if n < h.size(-2):  # the sequences that ended drop out
             h = h[..., :n, :]
@@ -186,7 +187,7 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
             h = step(t, None, h)
         else:
             f = f_gate[t] if n == B else f_gate[t][..., :n, :]
-            h = step(t, gates.g(h_hist.unsqueeze(1))[0], h * f)
+            h = step(t, g_gate(h_hist), h * f)
             h_hist = torch.cat([h.unsqueeze(0), h_hist[:-1]])
             histories.append(h_hist)
         outputs.append(h)

@@ -81,11 +81,11 @@ class SearchRNN(nn.Module):
         return lambda xp, h: cell_step(xp, h, mh, w0h, ws, mixes, self.bn)
 
     def fusable(self, x: torch.Tensor) -> bool:
-        """Whether this forward can run as the fused Function: a training forward with gradients,
-        no ESS gates, no torch.compile, on a CPU in float32/64 outside autocast, with the cell's own
+        """Whether this forward can run as the fused Function (with ESS gates, one step per call): a training
+        forward with gradients, no torch.compile, on a CPU in float32/64 outside autocast, with the cell's own
         BatchNorms (not the data-parallel synced ones), and the C++ kernels built (else one warning line)."""
         plain_norms = all(type(bn) is nn.BatchNorm1d and isinstance(bn.momentum, float) for bn in self.bn)
-        return (self.fused and self.training and torch.is_grad_enabled() and self.inter is None and not self.compile
+        return (self.fused and self.training and torch.is_grad_enabled() and not self.compile
                 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
                 and not torch.is_autocast_enabled(x.device.type) and plain_norms
                 and search_loop.supports(OPS))  # the last: it warns
@@ -103,12 +103,20 @@ class SearchRNN(nn.Module):
         w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp:]
         xproj = None if self.inter is not None else linear(xin, w0x.t())
         if self.fusable(x):
-            mix = self.mixing_weights()[:, 1:]  # `none` adds nothing
-            out = search_loop.fused_search_cell(xproj, h, w0h, torch.stack(list(self.ws)), mix, mh, self.bn)
-            h = out[-1]
-            return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
+            mix, ws = self.mixing_weights()[:, 1:], torch.stack(list(self.ws))  # `none` adds nothing
+            if self.inter is None:
+                out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, self.bn)
+                h = out[-1]
+                return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
+
+            packed = search_loop.loop_weights(w0h, ws)
+
+            def cell_step(xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+                # with gates, x_t's projection needs h_{t-1..t-m}: the fused Function one step at a time
+                return search_loop.fused_search_cell(xp.unsqueeze(0), h, w0h, ws, mix, mh, self.bn, packed)[0]
+        else:
+            cell_step = self.step_function(mh, w0h)
         xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
-        cell_step = self.step_function(mh, w0h)
 
         def step(t: int, x_gate: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
             xp = xsteps[t] if x_gate is None else (xin[t] * x_gate) @ w0x

@@ -25,6 +25,8 @@ autograd path instead (`SearchRNN.fusable`).
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn as nn
 from torch.autograd.function import once_differentiable
@@ -35,6 +37,18 @@ from .kernels import OP_CODES, built, compiled, highway_backward, highway_forwar
 
 OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels' mixed node knows
 FIRST_NODE = ("tanh",), [OP_CODES["tanh"]]  # s0's edge: its op and the kernels' code for it
+
+
+class LoopWeights(NamedTuple):
+    """The weights multiplied at every step, `pack`ed: forward (W0hᵀ, [W_iᵀ]) and backward (W0h, [W_i])."""
+
+    forward: tuple[torch.Tensor, list[torch.Tensor]]
+    backward: tuple[torch.Tensor, list[torch.Tensor]]
+
+
+def loop_weights(w0h: torch.Tensor, ws: torch.Tensor) -> LoopWeights:
+    """Packed once for a forward that calls the Function step by step (ESS gates) instead of once per call."""
+    return LoopWeights((pack(w0h.t()), [pack(w.t()) for w in ws]), (pack(w0h), [pack(w) for w in ws]))
 
 
 def _mean_var_update(running: torch.Tensor, batch: torch.Tensor, momentum: float) -> None:
@@ -49,12 +63,14 @@ class FusedSearchCell(torch.autograd.Function):
 
     Inputs: xproj (T, B, 2H) the input projection (x⊙m_x)·W0x, h0 (B, H), w0h (H, 2H),
     ws (N, H, 2H), mix (E, 4) the normalised weights of identity, tanh, relu, sigmoid per edge,
-    mh (B, H) or None, and the BatchNorm modules of s0 and each node, whose running statistics the forward moves.
+    mh (B, H) or None, the BatchNorm modules of s0 and each node, whose running statistics the forward
+    moves, and `loop_weights(w0h, ws)` or None to form them here.
     """
 
     @staticmethod
     def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
-                mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList) -> torch.Tensor:
+                mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
+                packed: LoopWeights | None) -> torch.Tensor:
         kernels = compiled()
         T, B, H2 = xproj.shape
         H, N = H2 // 2, ws.size(0)
@@ -68,7 +84,8 @@ class FusedSearchCell(torch.autograd.Function):
         pre = xproj.new_empty(B, H)
         masked = None if mh is None else xproj.new_empty(N, B, H)  # this step's S_j⊙m_h, each made once
         mix = mix.contiguous()
-        w0h_t, ws_t = pack(w0h.t()), [pack(w.t()) for w in ws]  # multiplied at every step
+        ctx.packed = loop_weights(w0h, ws) if packed is None else packed
+        w0h_t, ws_t = ctx.packed.forward
         eps = bn[0].eps
         h = h0
         for t in range(T):
@@ -109,7 +126,7 @@ class FusedSearchCell(torch.autograd.Function):
         grad_ws = torch.zeros_like(ws) if need_ws else None
         masked = None if mh is None or not need_ws else S.new_empty(N, B, H)  # S_j⊙m_h for ∂W_i
         carry = torch.zeros_like(h0)  # ∂h_t from step t + 1
-        w0h_p, ws_p = pack(w0h), [pack(w) for w in ws]
+        w0h_p, ws_p = ctx.packed.backward
         for t in reversed(range(T)):
             grad_states[0].zero_()
             torch.add(grad_out[t], carry, out=grad_states[1]).div_(N)
@@ -144,13 +161,14 @@ class FusedSearchCell(torch.autograd.Function):
             previous = previous if mh is None else previous * mh
             grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
         grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need_mix else None
-        return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None
+        return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None
 
 
 def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
-                      mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList) -> torch.Tensor:
+                      mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
+                      packed: LoopWeights | None = None) -> torch.Tensor:
     """FusedSearchCell.apply: the outputs h_1..h_T (T, B, H)."""
-    return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn)
+    return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn, packed)
 
 
 def supports(ops: tuple[str, ...]) -> bool:
