@@ -20,8 +20,9 @@ passes them detached): ∂W_i one GEMM per step, ∂W0h one GEMM over all steps.
 BatchNorm is one module per state (`nas.cells.search_cell.node_norms`, affine off) in training mode:
 each of the 9 calls per step normalises with its batch's statistics and moves its state's running
 statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/fast/csrc/`); without
-them, on another device, under autocast, with ESS gates or a synced BatchNorm the cell runs its
-autograd path instead (`SearchRNN.fusable`).
+them, on another device, under autocast or with a synced BatchNorm the cell runs its autograd path
+instead (`SearchRNN.fusable`). With ESS gates the cell calls the Function one step at a time (x_t's
+projection needs h_{t-1}), with `loop_weights` packed once per forward.
 """
 from __future__ import annotations
 
