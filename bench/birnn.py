@@ -12,7 +12,8 @@ kernels when they are built), "frozen_torch_ops" the same loop with the PyTorch 
 replace, "frozen_mkl" with its GEMMs on torch.mm / torch.bmm (MKL) instead of oneDNN,
 "frozen_autograd" the same layer and weights op by op through autograd (`fused=False`): all timed
 in one interleaved run. A cell the fused loop does not run (ESS gates) runs on the autograd path
-alone: only "frozen_autograd" is timed for it.
+alone: for it "frozen_autograd" (its per-step products on oneDNN where `nas.fast.gemm.prefers_onednn`
+measures that faster) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
 
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
 the fused padded LSTM kernel is invisible to it and is counted analytically with the same
@@ -103,7 +104,8 @@ def main() -> None:
     fused = {"frozen": run_frozen, "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
              "frozen_mkl": lambda: run_frozen(onednn=False)}
     fusable = frozen.inter is None and frozen._plan is not None
-    runs = {**(fused if fusable else {}),
+    unfused = {"frozen_autograd_mkl": lambda: run_frozen(False, onednn=False)}  # every product on torch.matmul
+    runs = {**(fused if fusable else unfused),
             "frozen_autograd": lambda: run_frozen(False), "lstm": run_lstm, "lstm_padded": run_lstm_padded}
     ours = [name for name in runs if name.startswith("frozen")]
     tokens = int(lengths.sum())

@@ -86,3 +86,50 @@ def test_packed_weights_give_the_same_products_and_their_cache_survives_copies()
     for twin in (copy.deepcopy(cache), pickle.loads(pickle.dumps(cache))):
         twin.get((w,), make)
     assert len(made) == 4
+
+
+def test_the_backend_choice_is_measured_once_per_shape_and_rows_rounded_up(monkeypatch):
+    measured = []
+    monkeypatch.setattr(gemm, "_choices", {})
+    monkeypatch.setattr(gemm, "_measure", lambda rows, K, N: measured.append((rows, K, N)) or rows > 32)
+    monkeypatch.setattr(gemm, "_AVAILABLE", True)
+    monkeypatch.setattr(gemm, "_PACKING", True)
+    assert gemm.prefers_onednn(30, 8, 16) is False and gemm.prefers_onednn(32, 8, 16) is False
+    assert gemm.prefers_onednn(33, 8, 16) is True
+    assert measured == [(32, 8, 16), (64, 8, 16)]
+    monkeypatch.setattr(gemm, "ONEDNN", False)  # what the benchmarks' MKL variants set
+    assert gemm.prefers_onednn(33, 8, 16) is False and len(measured) == 2
+
+
+def test_measuring_the_choice_leaves_the_global_random_stream_alone():
+    torch.manual_seed(5)
+    expected = torch.rand(3)
+    torch.manual_seed(5)
+    gemm._measure(8, 16, 24, repeats=1)
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+@pytest.mark.parametrize("stacked", [False, True])
+def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(stacked: bool, monkeypatch):
+    """StepWeight's per-step products on oneDNN (forced here; a host's measurement decides in use)
+    equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
+    import nas.cells.step_weights as step_weights
+    monkeypatch.setattr(step_weights, "prefers_onednn", lambda rows, K, N: True)
+    torch.manual_seed(0)
+    shape = (2, 5, 7) if stacked else (5, 7)
+    weight = torch.randn(*shape, requires_grad=True)
+    xs = [torch.randn(*shape[:-2], rows, 5, requires_grad=True) for rows in (4, 3, 1)]
+
+    def loss(matmul):
+        h = [matmul(x) for x in xs]
+        return sum((y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum() for y in h), h
+
+    sw = step_weights.StepWeight(weight)
+    total, got = loss(sw.matmul)
+    assert sw.packed.ways == {False: sw.packed.ways[False]} and sw.packed.ways[False] is not None
+    got_grads = torch.autograd.grad(total, [weight, *xs])
+    assert sw.packed.ways[True] is not None  # the backward's g·Wᵀ ran packed too
+    total, expected = loss(lambda x: torch.matmul(x, weight))
+    for a, b in zip([*got, *got_grads], [*expected, *torch.autograd.grad(total, [weight, *xs])]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

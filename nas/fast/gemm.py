@@ -4,7 +4,8 @@ torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX
 oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
 (figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
 `Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
-projections. Elsewhere (GPU, float64, bf16, a build without
+projections; `prefers_onednn` says, measured on this host, whether a packed product of a given
+shape beats torch.mm at all (the autograd path's per-step products ask it). Elsewhere (GPU, float64, bf16, a build without
 oneDNN, `ONEDNN = False`) both are plain torch.
 
 A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
@@ -13,6 +14,8 @@ oneDNN would otherwise form anew in each call (a cost that weighs most on small 
 """
 from __future__ import annotations
 
+import statistics
+import time
 from typing import Callable, TypeVar
 
 import torch
@@ -20,6 +23,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 ONEDNN = True  # benchmarks turn it off to time torch.mm (MKL) instead
+MARGIN = 1.2  # `prefers_onednn`: how much faster oneDNN must measure, so that near-ties stay on torch.mm
 _AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 _PACKING = hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 _T = TypeVar("_T")
@@ -52,6 +56,46 @@ def pack(weight: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
     return weight
+
+
+_choices: dict[tuple[int, int, int], bool] = {}
+
+
+def prefers_onednn(rows: int, K: int, N: int) -> bool:
+    """Whether x (rows, K)·W (K, N) with W packed for oneDNN beats `torch.mm` (MKL) on this host by `MARGIN`.
+
+    Hosts of one machine kind differ most here: oneDNN's lead over MKL ranges from none to 2× with
+    the CPU, and on small products (64 × 128) MKL is several times faster. So the choice is measured,
+    once per shape and process, rows rounded up to a power of two (a few milliseconds; the largest
+    products take one call per timing). False wherever `product` would not use oneDNN.
+    """
+    if not (ONEDNN and _AVAILABLE and _PACKING):
+        return False
+    key = (1 << max(rows - 1, 0).bit_length(), K, N)
+    if key not in _choices:
+        _choices[key] = _measure(*key)
+    return _choices[key]
+
+
+def _measure(rows: int, K: int, N: int, repeats: int = 5) -> bool:
+    """`prefers_onednn` for one shape: median seconds of each side, timed alternately."""
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(0)  # the global RNG (a run's dropout masks) stays untouched
+        x, w = torch.randn(rows, K, generator=gen), torch.randn(K, N, generator=gen)
+        packed = pack(w.t())
+        calls = min(100, max(1, int(4e7 // (2 * rows * K * N))))  # about 0.4 ms a timing at 100 GFLOP/s
+
+        def seconds(fn: Callable[[], torch.Tensor]) -> float:
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            return time.perf_counter() - start
+
+        mkl, onednn = [], []
+        for _ in range(repeats + 1):  # the first pair warms up
+            mkl.append(seconds(lambda: torch.mm(x, w)))
+            onednn.append(seconds(lambda: product(x, packed)))
+    return statistics.median(mkl[1:]) > MARGIN * statistics.median(onednn[1:])
 
 
 class PackedCache:
