@@ -54,3 +54,12 @@ def restore_flair_logging():
     logger.setLevel(level)
     for handler, stream in streams:
         handler.setStream(stream)
+
+
+@pytest.fixture(params=["onednn", "mkl"])
+def gemm_backend(request, monkeypatch):
+    """Runs a test with the fused loops' per-step products packed for oneDNN, then on torch.mm (MKL):
+    which one a shape gets is measured on the host (`nas.fast.gemm.prefers_onednn`), so both are tested."""
+    from nas.fast import gemm
+    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N: request.param == "onednn")
+    return request.param

@@ -86,7 +86,7 @@ def test_fused_layer_equals_the_autograd_path_with_dropout(name, padded, directi
 
 @pytest.mark.parametrize("name", [n for n in CELLS if _genotype(n).attention is None])
 @pytest.mark.parametrize("directions", [1, 2])
-def test_fused_layer_equals_the_slow_reference(name, directions, kernels):
+def test_fused_layer_equals_the_slow_reference(name, directions, kernels, gemm_backend):
     rnn = _layer(name, directions).eval()
     x, hidden, lengths = _inputs(directions)
     fused = _run(rnn, True, x, hidden, lengths)

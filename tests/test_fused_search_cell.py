@@ -67,7 +67,7 @@ def _inputs(dtype=torch.float32):
 
 @pytest.mark.parametrize("method", ["darts", "idarts"])
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
-def test_fused_search_cell_equals_the_reference_in_float32(method, dropout):
+def test_fused_search_cell_equals_the_reference_in_float32(method, dropout, gemm_backend):
     fast, ref = _pair(method, dropout)
     assert fast.fusable(torch.zeros(1, 4, 7))
     x, hidden = _inputs()

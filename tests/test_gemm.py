@@ -115,7 +115,7 @@ def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(
     """StepWeight's per-step products on oneDNN (forced here; a host's measurement decides in use)
     equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
     import nas.cells.step_weights as step_weights
-    monkeypatch.setattr(step_weights, "prefers_onednn", lambda rows, K, N: True)
+    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N: True)
     torch.manual_seed(0)
     shape = (2, 5, 7) if stacked else (5, 7)
     weight = torch.randn(*shape, requires_grad=True)

@@ -109,7 +109,7 @@ class SearchRNN(nn.Module):
                 h = out[-1]
                 return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
 
-            packed = search_loop.loop_weights(w0h, ws)
+            packed = search_loop.loop_weights(w0h, ws, B)
 
             def cell_step(xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
                 # with gates, x_t's projection needs h_{t-1..t-m}: the fused Function one step at a time

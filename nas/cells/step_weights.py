@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from nas.fast.gemm import pack, prefers_onednn, product, uses_onednn
+from nas.fast.gemm import OnMKL, pack, product, uses_onednn
 
 
 class StepWeight:
@@ -59,12 +59,11 @@ class _Packed:
                 or (stacked and (x.dim() != 3 or x.size(0) != self.source.size(0)))):
             return None
         if transposed not in self.ways:
-            K, N = self.source.shape[-2:]
             rows = x.size(1) if stacked else x.numel() // x.size(-1)
-            faster = prefers_onednn(rows, N, K) if transposed else prefers_onednn(rows, K, N)
             mats = self.source.unbind(0) if stacked else [self.source]
             # product multiplies by its weight transposed: x·W packs Wᵀ (N, K), g·Wᵀ packs W (K, N)
-            self.ways[transposed] = [pack(m if transposed else m.t()) for m in mats] if faster else None
+            packs = [pack(m if transposed else m.t(), rows) for m in mats]
+            self.ways[transposed] = None if isinstance(packs[0], OnMKL) else packs  # None: one torch.matmul
         return self.ways[transposed]
 
 

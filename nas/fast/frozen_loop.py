@@ -145,12 +145,14 @@ def plan(waves: Sequence[Wave], concat: Sequence[int], steps: int) -> Plan:
     return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out))
 
 
-def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, forward: bool = True) -> LoopWeights:
-    """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed.
+def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, batch: int, forward: bool = True) -> LoopWeights:
+    """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed
+    where oneDNN measures faster for products of `batch` rows (the batch; later steps take fewer).
     Forward [W_i | W_j | …]ᵀ (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the
     forward ones while the weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
     with torch.no_grad():
-        return [[[pack(w) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups] for wave in plan.waves]
+        return [[[pack(w, batch) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
+                for wave in plan.waves]
 
 
 def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
@@ -246,7 +248,7 @@ class FusedFrozenCell(torch.autograd.Function):
     Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
     w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, counts (the
     rows of each step, non-increasing; row r of step t is sequence r − offset_t), and
-    `loop_weights(plan, w0[:, ninp:], ws)` or None to form them here.
+    `loop_weights(plan, w0[:, ninp:], ws, counts[0])` or None to form them here.
     """
 
     @staticmethod
@@ -263,7 +265,7 @@ class FusedFrozenCell(torch.autograd.Function):
         out = x.new_empty(D, R, H)
         for d in range(D):  # the input projection of every row at once
             product(x[d], w0[d, :ninp].t(), A[d, :, 0])
-        weights = loop_weights(plan, w0[:, ninp:], ws) if weights is None else weights
+        weights = loop_weights(plan, w0[:, ninp:], ws, counts[0]) if weights is None else weights
         for d in _directions(D, x.device):
             _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
                            [[w[d] for w in wave] for wave in weights], None if X is None else X[d],
@@ -279,7 +281,7 @@ class FusedFrozenCell(torch.autograd.Function):
         plan, counts = ctx.plan, ctx.counts
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
-        weights = loop_weights(plan, w0[:, ninp:], ws, forward=False)
+        weights = loop_weights(plan, w0[:, ninp:], ws, counts[0], forward=False)
         grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
                                              [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
                              for d in _directions(D, x.device)])

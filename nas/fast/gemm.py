@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable, TypeVar
+from typing import Callable, NamedTuple, TypeVar
 
 import torch
 import torch.nn as nn
@@ -49,10 +49,20 @@ def _packed(weight: torch.Tensor) -> bool:
     return weight.layout == torch._mkldnn
 
 
-def pack(weight: torch.Tensor) -> torch.Tensor:
+class OnMKL(NamedTuple):
+    """A weight (N, K) that `product` multiplies on torch.mm: what `pack` gives where MKL measures faster."""
+
+    weight: torch.Tensor
+
+
+def pack(weight: torch.Tensor, rows: int | None = None) -> torch.Tensor | OnMKL:
     """weight (N, K) in oneDNN's blocked layout for `product` (which is all it is good for: an opaque
-    tensor without views, copies or pickling), or weight itself where `product` would not use oneDNN."""
+    tensor without views, copies or pickling), or weight itself where `product` would not use oneDNN.
+    Given the row count of the products it will take part in, `OnMKL(weight)` where `prefers_onednn`
+    says torch.mm is as fast for that shape on this host."""
     if uses_onednn(weight) and _PACKING:
+        if rows is not None and not prefers_onednn(rows, weight.size(1), weight.size(0)):
+            return OnMKL(weight)
         with torch.no_grad():
             return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
     return weight
@@ -106,8 +116,9 @@ class PackedCache:
     def __init__(self):
         self._key, self._value = None, None
 
-    def get(self, sources: tuple[torch.Tensor, ...], make: Callable[[], _T]) -> _T:
-        key = tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in sources)
+    def get(self, sources: tuple[torch.Tensor, ...], make: Callable[[], _T], tag: object = None) -> _T:
+        """make()'s value, kept for the same sources at the same version and the same `tag`."""
+        key = (tag, *((t.data_ptr(), t._version, t.dtype, t.device) for t in sources))
         if key != self._key:
             self._value, self._key = make(), key
         return self._value
@@ -123,7 +134,9 @@ def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = No
             bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
     weight may be `pack`ed."""
-    if _packed(weight) or uses_onednn(x):
+    if isinstance(weight, OnMKL):
+        weight = weight.weight
+    elif _packed(weight) or uses_onednn(x):
         result = _onednn_product(x, weight, bias)
         if out is None:
             return result.contiguous()

@@ -47,9 +47,13 @@ class LoopWeights(NamedTuple):
     backward: tuple[torch.Tensor, list[torch.Tensor]]
 
 
-def loop_weights(w0h: torch.Tensor, ws: torch.Tensor) -> LoopWeights:
-    """Packed once for a forward that calls the Function step by step (ESS gates) instead of once per call."""
-    return LoopWeights((pack(w0h.t()), [pack(w.t()) for w in ws]), (pack(w0h), [pack(w) for w in ws]))
+def loop_weights(w0h: torch.Tensor, ws: torch.Tensor, batch: int) -> LoopWeights:
+    """Packed for a batch of `batch` rows (node i's products take (i + 1)·batch), each where oneDNN
+    measures faster for its shape (`nas.fast.gemm.pack`); once per forward when the Function runs
+    step by step (ESS gates) instead of once per call."""
+    rows = [batch * (i + 1) for i in range(ws.size(0))]
+    return LoopWeights((pack(w0h.t(), batch), [pack(w.t(), n) for w, n in zip(ws, rows)]),
+                       (pack(w0h, batch), [pack(w, n) for w, n in zip(ws, rows)]))
 
 
 def _mean_var_update(running: torch.Tensor, batch: torch.Tensor, momentum: float) -> None:
@@ -65,7 +69,7 @@ class FusedSearchCell(torch.autograd.Function):
     Inputs: xproj (T, B, 2H) the input projection (x⊙m_x)·W0x, h0 (B, H), w0h (H, 2H),
     ws (N, H, 2H), mix (E, 4) the normalised weights of identity, tanh, relu, sigmoid per edge,
     mh (B, H) or None, the BatchNorm modules of s0 and each node, whose running statistics the forward
-    moves, and `loop_weights(w0h, ws)` or None to form them here.
+    moves, and `loop_weights(w0h, ws, B)` or None to form them here.
     """
 
     @staticmethod
@@ -85,7 +89,7 @@ class FusedSearchCell(torch.autograd.Function):
         pre = xproj.new_empty(B, H)
         masked = None if mh is None else xproj.new_empty(N, B, H)  # this step's S_j⊙m_h, each made once
         mix = mix.contiguous()
-        ctx.packed = loop_weights(w0h, ws) if packed is None else packed
+        ctx.packed = loop_weights(w0h, ws, B) if packed is None else packed
         w0h_t, ws_t = ctx.packed.forward
         eps = bn[0].eps
         h = h0
