@@ -41,8 +41,13 @@ def read_run(path: Path) -> dict:
     config = json.loads((path / "config.json").read_text())
     log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
     metrics = json.loads((path / "metrics.json").read_text()) if (path / "metrics.json").is_file() else None
-    finished = (path / "metrics.json").stat().st_mtime if metrics else (path / "log.jsonl").stat().st_mtime
-    minutes = (metrics or {}).get("minutes", (finished - (path / "config.json").stat().st_mtime) / 60)
+    if metrics and metrics.get("epochs", len(log)) < len(log):
+        metrics = None  # a run resumed and not yet finished: its metrics.json is the earlier end's
+    if metrics is None and all("seconds" in record for record in log):
+        minutes = sum(record["seconds"] for record in log) / 60
+    else:
+        finished = (path / "metrics.json").stat().st_mtime if metrics else (path / "log.jsonl").stat().st_mtime
+        minutes = (metrics or {}).get("minutes", (finished - (path / "config.json").stat().st_mtime) / 60)
     return {"name": path.name, "config": config, "log": log, "metrics": metrics, "minutes": minutes}
 
 
