@@ -140,6 +140,9 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
                     **{split: {"file": path.name, "bytes": path.stat().st_size,
                                "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} for split, path in files.items()}}
     prov["command"] = portable(prov["command"], run)
+    started = re.search(r"--(epochs|rounds) (\d+)", prov["command"])
+    if started and int(started.group(2)) != prov["epochs_run"]:  # resumed with a larger budget (the run ends as if run at once)
+        prov["command"] += f" && bin/search-lm --resume runs/{run.name} --{started.group(1)} {prov['epochs_run']}"
     prov.pop("run_dir", None)
     cell["name"] = name
     (cells / f"{name}.json").write_text(json.dumps(cell, indent=2) + "\n")
