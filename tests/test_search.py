@@ -133,6 +133,32 @@ def test_cli_resume_extends_a_finished_run(lm_corpus, tmp_path):
     assert genotype.load(tmp_path / "cell.json").provenance["epochs"] == 2
 
 
+def test_lr_decay_scales_both_steps_like_a_lower_lr(lm_corpus, tmp_path):
+    # one epoch of --lr 2 decayed by 0.5 from epoch 1 is one epoch of --lr 1: the weight step and the
+    # second-order α step (whose unrolled step takes the weights' lr) alike
+    runs = {}
+    for name, settings in (("decayed", dict(lr=2.0, lr_decay=0.5, lr_decay_start=1)), ("lower", dict(lr=1.0))):
+        _, run, searcher = _searcher(lm_corpus, tmp_path / name, epochs=1, **settings)
+        run.start({})
+        searcher.run()
+        runs[name] = searcher
+    assert torch.equal(runs["decayed"].rnn.alpha, runs["lower"].rnn.alpha)
+    assert torch.equal(runs["decayed"].rnn.w0, runs["lower"].rnn.w0)
+    assert SearchConfig(lr=20, lr_decay=0.5, lr_decay_start=3).epoch_lr(4) == 5  # 20, 20, 10, 5
+
+
+def test_cli_resume_may_decay_the_lr_of_epochs_not_yet_run(lm_corpus, tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(["--data", str(lm_corpus), "--epochs", "2", "--run-dir", str(run_dir), *TINY]).exit_code == 0
+    refused = run_cli(["--resume", str(run_dir), "--epochs", "4", "--lr-decay", "0.5", "--lr-decay-start", "2"])
+    assert refused.exit_code == 2
+    assert "would change the lr of epoch 2, which" in refused.output and "from epoch 3 on" in refused.output
+    result = run_cli(["--resume", str(run_dir), "--epochs", "4", "--lr-decay", "0.5", "--lr-decay-start", "3"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(l)["lr"] for l in (run_dir / "log.jsonl").read_text().splitlines()] == [2, 2, 1, 0.5]
+    assert json.loads((run_dir / "config.json").read_text())["lr_decay"] == 0.5
+
+
 def test_bf16_search_steps_in_bf16_and_moves_alpha_as_fp32_does(lm_corpus, tmp_path):
     alphas = {}
     for precision in ("fp32", "bf16"):

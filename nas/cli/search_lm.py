@@ -53,6 +53,8 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--lr", type=T["lr"], default=D.lr, help="SGD learning rate of the weights.")
 @weight_step_options(D, T)
 @click.option("--tar", type=T["tar"], default=D.tar, help="Temporal activation regularisation β.")
+@click.option("--lr-decay", type=T["lr_decay"], default=None, help=f"Factor the weights' lr is multiplied by each epoch (ESS: round) from --lr-decay-start on; 1 keeps it constant, as DARTS's search does (ENAS's PTB search: 0.95 from epoch 12). A resume may change it for epochs not yet begun [default: {D.lr_decay}].")
+@click.option("--lr-decay-start", type=T["lr_decay_start"], default=None, help=f"The first epoch (ESS: round) whose lr --lr-decay shrinks [default: {D.lr_decay_start}].")
 @click.option("--arch-lr", type=T["arch_lr"], default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=T["arch_wdecay"], default=D.arch_wdecay)
 @click.option("--search-space", type=click.Choice(SEARCH_SPACES), default=None, help=f"ess: what is searched: the cell (plain DARTS), the inter-cell gates around a fixed --cell, or both [default: {D.search_space}].")
@@ -118,8 +120,10 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         run = RunDir(resume)
         stored = run.config()
         config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds,
-                                        time_budget=time_budget, max_rollbacks=max_rollbacks)
-        check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget", "max_rollbacks"),
+                                        time_budget=time_budget, max_rollbacks=max_rollbacks,
+                                        lr_decay=options["lr_decay"], lr_decay_start=options["lr_decay_start"])
+        check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay",
+                                                         "lr_decay_start"),
                            runtime=("threads", "out"))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)

@@ -155,6 +155,9 @@ class SearchConfig(LMConfig):
     early_stop_ratio: float = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
     time_budget: float | None = None  # minutes of training and validation, over resumes
     max_rollbacks: int = 0  # rollbacks to the last checkpoint after a non-finite loss before giving up
+    # the weights' lr: constant in DARTS's search code; ENAS's PTB search decays it 0.95 an epoch from epoch 12
+    lr_decay: float = 1.0  # factor per epoch (round) from lr_decay_start on
+    lr_decay_start: int = 1  # the first epoch (round) whose lr is decayed
 
     COMMAND: ClassVar[str] = "bin/search-lm"
     RANGES: ClassVar[dict[str, Range]] = {
@@ -166,8 +169,12 @@ class SearchConfig(LMConfig):
         "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
         "track_candidates": MANY, "hessian_iterations": NON_NEGATIVE_INT, "early_stop_window": AT_LEAST_1,
         "early_stop_ratio": Range(0, 1, low_open=True, high_open=True), "time_budget": MINUTES,
-        "max_rollbacks": NON_NEGATIVE_INT,
+        "max_rollbacks": NON_NEGATIVE_INT, "lr_decay": Range(0, 1, low_open=True), "lr_decay_start": AT_LEAST_1,
     }
+
+    def epoch_lr(self, epoch: int) -> float:
+        """The weights' SGD lr in `epoch` (a round for ESS), counted from 1."""
+        return self.lr * self.lr_decay ** max(0, epoch - self.lr_decay_start + 1)
 
     def validate(self) -> None:
         """The first inconsistent setting, as an InputError naming its flag."""

@@ -324,6 +324,10 @@ class LMLoop(TrainingLoop):
     def fresh_totals(self) -> dict:
         return {"nll": 0.0, "tokens": 0, "seconds": 0.0}
 
+    def epoch_lr(self) -> float:
+        """The SGD lr of this epoch's weight steps at the full bptt."""
+        return self.config.lr
+
     def begin_epoch(self) -> None:
         if self.pos == 0 and self.batch == 0:
             self.reset_hidden()
@@ -360,7 +364,7 @@ class LMLoop(TrainingLoop):
         """
         c = self.config
         for group in self.optimizer.param_groups:
-            group["lr"] = c.lr * seq_len / c.bptt
+            group["lr"] = self.epoch_lr() * seq_len / c.bptt
         with autocast(self.device, c.precision):
             logits, hidden, raw, dropped = self.model(words, detach_hidden(self.hidden))
             loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)

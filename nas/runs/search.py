@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime, timezone
 
 import torch
@@ -82,6 +82,10 @@ class Searcher(LMLoop):
         super().reset_hidden()
         self.hidden_valid = self.model.init_hidden(self.train_data.size(1))
 
+    def epoch_lr(self) -> float:
+        """--lr, decayed from --lr-decay-start on (ENAS's schedule; DARTS's search keeps it constant)."""
+        return self.config.epoch_lr(self.epoch + 1)
+
     def sample_seq_len(self) -> int:
         """bptt, or bptt / 2 for 5% of the batches (the DARTS search code)."""
         bptt = self.config.bptt
@@ -94,7 +98,7 @@ class Searcher(LMLoop):
                 "architects": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
                 **self.position(), "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
                 "early_stop": None if self.early_stop is None else self.early_stop.state(), "elapsed": self.elapsed,
-                "rollbacks": self.rollbacks}
+                "rollbacks": self.rollbacks, "lr_schedule": [self.config.lr_decay, self.config.lr_decay_start]}
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -102,11 +106,24 @@ class Searcher(LMLoop):
         self.method.load_state(state["architects"])
         self.epoch, self.steps_done = state["epoch"], state["steps"]
         self.load_position(state)
+        self._check_lr_schedule(state)
         self.hidden_valid = self.ranks.columns(state["hidden_valid"])
         if self.early_stop is not None:
             self.early_stop.load_state(state["early_stop"])
         # --time-budget and --max-rollbacks count over resumes (checkpoints written before they did: from 0)
         self.elapsed, self.rollbacks = state.get("elapsed", 0.0), state.get("rollbacks", 0)
+
+    def _check_lr_schedule(self, state: dict) -> None:
+        """A resume may change the lr schedule (--lr-decay, --lr-decay-start) only for epochs not yet begun,
+        so that the run stays the one a fresh start with its config would make."""
+        decay, start = state.get("lr_schedule", (1.0, 1))  # checkpoints written before the schedule: constant lr
+        ran = replace(self.config, lr_decay=decay, lr_decay_start=start)
+        begun = self.epoch + (1 if self.batch else 0)
+        changed = [e for e in range(1, begun + 1) if ran.epoch_lr(e) != self.config.epoch_lr(e)]
+        if changed:
+            raise InputError(f"--lr-decay {self.config.lr_decay} --lr-decay-start {self.config.lr_decay_start}: would change "
+                             f"the lr of epoch {changed[0]}, which {self.run_dir.path} has already run (it had --lr-decay "
+                             f"{decay} --lr-decay-start {start}); a resume may change it from epoch {begun + 1} on")
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -117,7 +134,7 @@ class Searcher(LMLoop):
     def bilevel_step(self, words: torch.Tensor, targets: torch.Tensor, valid: Batch, seq_len: int) -> None:
         """The α step of this batch's group on `valid`, then the weight step on (words, targets)."""
         c = self.config
-        lr = c.lr * seq_len / c.bptt  # the DARTS code scales the lr by the sequence length
+        lr = self.epoch_lr() * seq_len / c.bptt  # the DARTS code scales the lr by the sequence length
         self.hidden = detach_hidden(self.hidden)
         with autocast(self.device, c.precision):
             self.hidden_valid = detach_hidden(self.method.step_alpha(
@@ -141,7 +158,7 @@ class Searcher(LMLoop):
         """One log line: perplexities, what the method records of its state (α, ...) and the genotype so far."""
         rnn, t = self.rnn, self.totals
         record = {"epoch": self.epoch, "step": self.steps_done, "train_ppl": ppl(t["nll"] / max(t["tokens"], 1)),
-                  "valid_ppl": ppl(valid_nll), **self.method.record(rnn)}
+                  "valid_ppl": ppl(valid_nll), "lr": self.config.epoch_lr(self.epoch), **self.method.record(rnn)}
         geno = self.method.derive(rnn).to_dict()
         record.update({k: geno[k] for k in ("inter", "attention") if geno[k] is not None})
         record.update({"genotype": geno["nodes"], "tokens": t["tokens"],
