@@ -153,8 +153,12 @@ def test_cli_resume_may_decay_the_lr_of_epochs_not_yet_run(lm_corpus, tmp_path):
     refused = run_cli(["--resume", str(run_dir), "--epochs", "4", "--lr-decay", "0.5", "--lr-decay-start", "2"])
     assert refused.exit_code == 2
     assert "would change the lr of epoch 2, which" in refused.output and "from epoch 3 on" in refused.output
+    config = json.loads((run_dir / "config.json").read_text())
+    del config["lr_decay"], config["lr_decay_start"]  # as a run of an earlier version stored it
+    (run_dir / "config.json").write_text(json.dumps(config))
     result = run_cli(["--resume", str(run_dir), "--epochs", "4", "--lr-decay", "0.5", "--lr-decay-start", "3"])
     assert result.exit_code == 0, result.output
+    assert "--lr-decay 0.5: the run goes on to it (it had 1.0)" in result.output
     assert [json.loads(l)["lr"] for l in (run_dir / "log.jsonl").read_text().splitlines()] == [2, 2, 1, 0.5]
     assert json.loads((run_dir / "config.json").read_text())["lr_decay"] == 0.5
 
