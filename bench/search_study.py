@@ -68,6 +68,8 @@ def summarise(run: dict) -> dict:
     nodes = metrics.get("genotype", {}).get("nodes") or log[-1]["genotype"]
     eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
     method = c["method"] + (f" ({c['search_space']})" if c["method"] == "ess" else "") + (f", lr {c['lr']:g}" if c["lr"] != 20 else "")
+    if c.get("lr_decay", 1) != 1:
+        method += f", lr × {c['lr_decay']:g} an epoch from {c['lr_decay_start']}"
     return {"name": run["name"], "method": method, "H": c["nhid"], "lr": c["lr"], "epochs": len(log),
             "tokens": sum(r.get("tokens", 0) for r in log), "minutes": round(run["minutes"], 1),
             "search_valid_ppl": metrics.get("search_valid_ppl"), "finished": bool(metrics),
@@ -142,7 +144,12 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     prov["command"] = portable(prov["command"], run)
     started = re.search(r"--(epochs|rounds) (\d+)", prov["command"])
     if started and int(started.group(2)) != prov["epochs_run"]:  # resumed with a larger budget (the run ends as if run at once)
-        prov["command"] += f" && bin/search-lm --resume runs/{run.name} --{started.group(1)} {prov['epochs_run']}"
+        resume = f" && bin/search-lm --resume runs/{run.name} --{started.group(1)} {prov['epochs_run']}"
+        if c.get("max_rollbacks") and "--max-rollbacks" not in prov["command"]:  # the start gave up on a non-finite step
+            resume = resume.replace("&&", ";") + f" --max-rollbacks {c['max_rollbacks']}"
+        if c.get("lr_decay", 1) != 1 and "--lr-decay" not in prov["command"]:  # a decay a resume set
+            resume += f" --lr-decay {c['lr_decay']:g} --lr-decay-start {c['lr_decay_start']}"
+        prov["command"] += resume
     prov.pop("run_dir", None)
     cell["name"] = name
     (cells / f"{name}.json").write_text(json.dumps(cell, indent=2) + "\n")
