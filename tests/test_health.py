@@ -112,6 +112,7 @@ def test_op_shares_and_identity_warning():
     assert health.cell_shares(collapsed)["identity"] == pytest.approx(2 / 3)
     assert "67% of the derived cell's edges are identity" in health.identity_warning(collapsed)
     assert health.identity_warning([[("identity", 0)], [("tanh", 1)]]) is None
+    assert "Hessian" not in health.identity_warning(collapsed, has_alpha=False)  # random search, ENAS: no α
 
 
 def _search(args):

@@ -185,7 +185,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     click.echo(f"converged by the rule: {'yes' if verdict['converged'] else 'no'} "
                f"({', '.join(f'{k} {v:.3g}' if isinstance(v, float) else f'{k} {v}' for k, v in verdict.items() if k not in ('converged', 'rule'))})",
                err=True)
-    warning = identity_warning(genotype.nodes)
+    warning = identity_warning(genotype.nodes, has_alpha=bool(searcher.arch))
     if warning:
         click.echo(warning, err=True)
     click.echo(f"genotype written to {target}", err=True)

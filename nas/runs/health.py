@@ -92,14 +92,19 @@ def identity_share(nodes: Sequence[Sequence[Sequence]]) -> float:
     return cell_shares(nodes)["identity"]
 
 
-def identity_warning(nodes: Sequence[Sequence[Sequence]]) -> str | None:
-    """A one-line warning when the derived cell is mostly identity edges (a collapsed search), else None."""
+def identity_warning(nodes: Sequence[Sequence[Sequence]], has_alpha: bool = True) -> str | None:
+    """A one-line warning when the derived cell is mostly identity edges, else None: for a search with α
+    the mark of a collapse; for random search and ENAS, which have none, a choice among cells scored
+    on shared weights."""
     share = identity_share(nodes)
     if share <= IDENTITY_WARNING:
         return None
-    return (f"warning: {share:.0%} of the derived cell's edges are identity (no nonlinearity), the mark of a "
-            "collapsed search (Zela et al. 2020); see its Hessian eigenvalue in the log, and try "
-            "--early-stop hessian")
+    said = f"warning: {share:.0%} of the derived cell's edges are identity (no nonlinearity)"
+    if not has_alpha:
+        return (f"{said}: the best-scoring cell on the shared weights; check it against random cells "
+                "(bin/sample-cells) before relying on it")
+    return (f"{said}, the mark of a collapsed search (Zela et al. 2020); see its Hessian eigenvalue in the log, "
+            "and try --early-stop hessian")
 
 
 class EarlyStop:
