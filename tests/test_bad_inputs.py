@@ -204,7 +204,7 @@ CASES = [
     ("train-lm", "--resume {fx}/deeprun", "{fx}/deeprun/config.json: JSON nested more than 64 levels deep"),
     ("plot-run", "{fx}/badlog --out {out}", "{fx}/badlog/log.jsonl: line 2: an integer of 5000 digits"),
     # on --resume a flag that would change the run is refused; configs are checked field by field
-    ("search-lm", "--resume {fx}/searchrun --lr 5", "--lr: not with --resume: a resumed run keeps the settings it "
+    ("search-lm", "--resume {fx}/searchrun --lr 5", "--lr: not with --resume (the run has 20.0): a resumed run keeps the settings it "
                                                    "started with; to change them, start a new run with --config "
                                                    "{fx}/searchrun/config.json --lr ..."),
     ("search-lm", "--resume {fx}/searchrun --data {fx}/lm", "--data: not with --resume"),

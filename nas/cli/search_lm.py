@@ -119,10 +119,10 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     if resume:
         run = RunDir(resume)
         stored = run.config()
-        stored = {**{f.name: getattr(D, f.name) for f in fields(SearchConfig) if f.name not in stored}, **stored}  # older runs: the defaults they ran with
         config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds,
                                         time_budget=time_budget, max_rollbacks=max_rollbacks,
                                         lr_decay=options["lr_decay"], lr_decay_start=options["lr_decay_start"])
+        stored = {**{f.name: getattr(D, f.name) for f in fields(SearchConfig)}, **stored}  # older runs: the defaults they ran with
         check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay",
                                                          "lr_decay_start"),
                            runtime=("threads", "out"))
