@@ -146,7 +146,7 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     if started and int(started.group(2)) != prov["epochs_run"]:  # resumed with a larger budget (the run ends as if run at once)
         resume = f" && bin/search-lm --resume runs/{run.name} --{started.group(1)} {prov['epochs_run']}"
         if c.get("max_rollbacks") and "--max-rollbacks" not in prov["command"]:  # the start gave up on a non-finite step
-            resume = resume.replace("&&", ";") + f" --max-rollbacks {c['max_rollbacks']}"
+            resume = resume.replace(" &&", ";") + f" --max-rollbacks {c['max_rollbacks']}"
         if c.get("lr_decay", 1) != 1 and "--lr-decay" not in prov["command"]:  # a decay a resume set
             resume += f" --lr-decay {c['lr_decay']:g} --lr-decay-start {c['lr_decay_start']}"
         prov["command"] += resume
