@@ -100,8 +100,10 @@ def curves(runs: list[dict], key: str, ylabel: str, title: str, path: Path, log_
     for run in (r for r in runs if r["metrics"]):
         points = [(r["epoch"], r[key]) for r in run["log"] if r.get(key) is not None and r[key] == r[key]
                   and r["valid_ppl"] == r["valid_ppl"] and (key != "eigenvalue" or abs(r[key]) < 1)]
+        decayed = run["config"].get("lr_decay", 1) != 1  # dashed and beneath, so that a run it continues shows
         if points:
-            ax.plot(*zip(*points), marker="o", ms=3, label=run["name"])
+            ax.plot(*zip(*points), marker=None if decayed else "o", ms=3, linestyle="--" if decayed else "-",
+                    zorder=1 if decayed else 2, label=run["name"] + (", lr decayed" if decayed and "decay" not in run["name"] else ""))
     if log_scale:
         ax.set_yscale("log")
     ax.set(xlabel="epoch (ESS: round)", ylabel=ylabel, title=title)
