@@ -146,12 +146,14 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     prov["command"] = portable(prov["command"], run)
     started = re.search(r"--(epochs|rounds) (\d+)", prov["command"])
     if started and int(started.group(2)) != prov["epochs_run"]:  # resumed with a larger budget (the run ends as if run at once)
-        resume = f" && bin/search-lm --resume runs/{run.name} --{started.group(1)} {prov['epochs_run']}"
-        if c.get("max_rollbacks") and "--max-rollbacks" not in prov["command"]:  # the start gave up on a non-finite step
-            resume = resume.replace(" &&", ";") + f" --max-rollbacks {c['max_rollbacks']}"
+        flags = f"--{started.group(1)} {prov['epochs_run']}"
+        rollbacks_added = bool(c.get("max_rollbacks")) and "--max-rollbacks" not in prov["command"]
+        if rollbacks_added:
+            flags += f" --max-rollbacks {c['max_rollbacks']}"
         if c.get("lr_decay", 1) != 1 and "--lr-decay" not in prov["command"]:  # a decay a resume set
-            resume += f" --lr-decay {c['lr_decay']:g} --lr-decay-start {c['lr_decay_start']}"
-        prov["command"] += resume
+            flags += f" --lr-decay {c['lr_decay']:g} --lr-decay-start {c['lr_decay_start']}"
+        joiner = ";" if rollbacks_added else " &&"  # rollbacks added on resume: the start gave up on a non-finite step
+        prov["command"] += f"{joiner} bin/search-lm --resume runs/{run.name} {flags}"
     prov.pop("run_dir", None)
     cell["name"] = name
     (cells / f"{name}.json").write_text(json.dumps(cell, indent=2) + "\n")

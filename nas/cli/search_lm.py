@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,10 +122,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds,
                                         time_budget=time_budget, max_rollbacks=max_rollbacks,
                                         lr_decay=options["lr_decay"], lr_decay_start=options["lr_decay_start"])
-        stored = {**{f.name: getattr(D, f.name) for f in fields(SearchConfig)}, **stored}  # older runs: the defaults they ran with
         check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay",
                                                          "lr_decay_start"),
-                           runtime=("threads", "out"))
+                           runtime=("threads", "out"), defaults=asdict(D))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,

@@ -368,12 +368,14 @@ def _read(value: str, ctx: click.Context, param: click.Parameter) -> dict:
 
 
 def check_resume_flags(run_dir: str | os.PathLike, stored: Mapping[str, Any], changeable: Collection[str] = (),
-                       runtime: Collection[str] = ()) -> dict[str, Any]:
+                       runtime: Collection[str] = (), defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The flags typed with `--resume RUN_DIR`, against the run's stored config: a `changeable` one
     (a larger epoch budget) that differs is returned, to be applied, with a line saying so; a
     `runtime` one (threads) is the command's own; any other that differs from the stored setting, or
     that the run does not store (its data, --config), is refused naming it: a resumed run goes on
-    with the settings it started with, or it would not be the run it was."""
+    with the settings it started with, or it would not be the run it was. `defaults`: the settings
+    an older run's config.json lacks, read as the values it ran with."""
+    stored = {**(defaults or {}), **stored}
     ctx = click.get_current_context()
     changed = {}
     for param in ctx.command.params:
