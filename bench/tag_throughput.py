@@ -89,7 +89,7 @@ def build_models(work: Path, args) -> dict[str, Path]:
                   file=sys.stderr)
             paths.append(work / f"charlm-{direction}" / "best-lm.pt")
         fwd, bwd = paths
-    genotype = None if args.cell == "lstm" else load(args.cell).to_dict()
+    genotype = None if args.cell == "lstm" else load(args.cell)
     for name, spec in (("glove", "glove:glove-6b-50d"), ("glove+pooled", f"glove:glove-6b-50d,pooled-flair:{fwd}:{bwd}")):
         torch.manual_seed(args.seed)
         build_model(TaggerConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype).save(models[name])

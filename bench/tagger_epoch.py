@@ -96,7 +96,7 @@ def main() -> None:
         train = to_sentences(corpus.train, corpus.tag_type)
         test = to_sentences(corpus.test, corpus.tag_type)
     config = TaggerConfig(hidden_size=args.hidden_size)
-    cell = load(args.cell).to_dict()
+    cell = load(args.cell)
     lstm_hidden = (match_layer(None, args.cell, cell, args.hidden_size, embeddings.embedding_length).hidden_size
                    if args.match_params else args.hidden_size)
     models = {}

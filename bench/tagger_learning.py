@@ -92,7 +92,7 @@ def main() -> None:
     train = to_sentences(corpus.train, corpus.tag_type)[: args.max_train]
     dev = to_sentences(corpus.dev, corpus.tag_type)
     config = TaggerConfig(hidden_size=args.hidden_size, reproject=not args.no_reproject, cell_init=args.cell_init)
-    genotype = None if args.cell == "lstm" else load(args.cell).to_dict()
+    genotype = None if args.cell == "lstm" else load(args.cell)
     hidden = args.hidden_size if genotype is None else match_layer(
         genotype, "lstm", None, args.hidden_size, embeddings.embedding_length).hidden_size
     torch.manual_seed(args.seed)
