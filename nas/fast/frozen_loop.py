@@ -21,16 +21,24 @@ gradient is wanted (prediction) nothing is kept and X is not formed.
 The derivatives use the saved activations; the two elementwise passes of an edge are
 `nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
 `nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass (`loop_weights`).
+
+Where the C++ kernels are built, on a CPU, the steps themselves run in C++ (`frozen_forward_steps`,
+`frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line `_forward_steps` and
+`_backward_steps` below): a tagger's sentences are short and its batches small, so the few dozen
+views and calls per step that Python makes cost about a seventh of an epoch. The Python steps run
+on other devices and without the kernels; the tests hold both to the autograd path.
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable, NamedTuple, Sequence
 
 import torch
 
 from nas.cells.waves import Wave
-from nas.fast.gemm import pack, product
-from .kernels import OP_CODES, highway_backward, highway_forward, warn_once_without_kernels
+from nas.fast.gemm import OnMKL, pack, product
+from .kernels import (OP_CODES, compiled, highway_backward, highway_forward, warn_once_without_kernels,
+                      with_kernels)
 
 LoopWeights = list[list[Sequence[torch.Tensor]]]  # per wave, per group, per direction (`loop_weights`)
 
@@ -113,6 +121,7 @@ class Plan(NamedTuple):
     edges: int
     inputs: int
     multi_input: bool  # some node sums several edges
+    key: tuple  # the plan as plain ints, for the C++ loop (`_native_plan`)
 
 
 # Wave 0, s0 = h + σ(c0)(tanh(h0) − h) from h_{t-1} (W0h): the first node of every cell, the search cell's too
@@ -142,7 +151,25 @@ def plan(waves: Sequence[Wave], concat: Sequence[int], steps: int) -> Plan:
         out.append(WaveSlots(slice(start, start + len(edges)), Pick([node + 1 for _, node, _ in edges]),
                         Pick([pred + 1 for pred, _, _ in edges]), groups, ops, [OP_CODES[op] for op in ops]))
         start += len(edges)
-    return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out))
+    key = (tuple((w.edges.start, w.edges.stop) for w in out), tuple(tuple(w.nodes.index) for w in out),
+           tuple(tuple(w.preds.index) for w in out), tuple(tuple(w.codes) for w in out),
+           tuple((i, g.edges.start, g.edges.stop, g.input, g.pred, int(g.weights is None))
+                 for i, w in enumerate(out) for g in w.groups), tuple(k + 1 for k in concat))
+    return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out), key)
+
+
+@functools.lru_cache(maxsize=64)
+def _native_plan(key: tuple) -> object:
+    """The C++ loop's own form of a plan (`frozen_plan` in nas/fast/csrc/), built once per genotype."""
+    return compiled().frozen_plan(*key)
+
+
+def _native_weights(weights: LoopWeights) -> tuple[list[list[torch.Tensor]], list[list[bool]]]:
+    """The loop weights as the C++ loop takes them: per group (waves in order), per direction, the
+    matrix and whether it is packed for oneDNN (else it is multiplied on torch.mm)."""
+    flat = [w for wave in weights for w in wave]
+    matrices = [[t.weight if isinstance(t, OnMKL) else t for t in w] for w in flat]
+    return matrices, [[t.layout == torch._mkldnn for t in w] for w in matrices]
 
 
 def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, batch: int, forward: bool = True) -> LoopWeights:
@@ -156,17 +183,13 @@ def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, batch: int, fo
 
 
 def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
-    """The group's matrices as one linear weight (D, N, K): forward [W_i | W_j | …]ᵀ (D, E·2H, H),
-    backward [W_i | W_j | …] (D, H, E·2H)."""
+    """The group's matrices as one linear weight (D, N, K): backward [W_i | W_j | …] (D, H, E·2H),
+    forward its transpose (D, E·2H, H) as a view (`pack` copies it where oneDNN takes it; torch.mm
+    reads it in place)."""
     w = w0h.unsqueeze(1) if group.weights is None else group.weights.take(ws, 1)  # (D, E, H, 2H)
     D, E, H, H2 = w.shape
-    if not forward:
-        return w.transpose(1, 2).reshape(D, H, E * H2)
-    out = w.new_empty(D, E * H2, H)
-    for d in range(D):
-        for e in range(E):  # matrix by matrix: torch's blocked 2-D transpose beats a 4-D reshape
-            out[d, e * H2:(e + 1) * H2].copy_(w[d, e].t())
-    return out
+    joined = w.transpose(1, 2).reshape(D, H, E * H2)
+    return joined.transpose(1, 2) if forward else joined
 
 
 def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
@@ -236,6 +259,20 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
     return carry
 
 
+def _native_forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
+                          weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
+                          out: torch.Tensor) -> None:
+    """`_forward_steps` in C++ (nas/fast/csrc/fused_kernels.cpp: the same steps, line for line)."""
+    compiled().frozen_forward_steps(_native_plan(plan.key), counts, h, mh, *_native_weights(weights), X, A, S, out)
+
+
+def _native_backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
+                           weights: LoopWeights, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    """`_backward_steps` in C++."""
+    return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh, *_native_weights(weights),
+                                            A, S, G)
+
+
 def _directions(D: int, device: torch.device) -> list[slice]:
     """On a CPU one direction after the other, so that each one's weights stay in cache from step to
     step; elsewhere both at once."""
@@ -266,10 +303,10 @@ class FusedFrozenCell(torch.autograd.Function):
         for d in range(D):  # the input projection of every row at once
             product(x[d], w0[d, :ninp].t(), A[d, :, 0])
         weights = loop_weights(plan, w0[:, ninp:], ws, counts[0]) if weights is None else weights
+        steps = _native_forward_steps if with_kernels(x) else _forward_steps
         for d in _directions(D, x.device):
-            _forward_steps(plan, counts, h0[d], None if mh is None else mh[d],
-                           [[w[d] for w in wave] for wave in weights], None if X is None else X[d],
-                           A[d], S[d], out[d])
+            steps(plan, counts, h0[d], None if mh is None else mh[d], [[w[d] for w in wave] for wave in weights],
+                  None if X is None else X[d], A[d], S[d], out[d])
         if backward:
             ctx.save_for_backward(x, w0, ws, mh, X, A, S)
         ctx.plan, ctx.counts = plan, counts
@@ -282,8 +319,9 @@ class FusedFrozenCell(torch.autograd.Function):
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
         weights = loop_weights(plan, w0[:, ninp:], ws, counts[0], forward=False)
-        grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
-                                             [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
+        steps = _native_backward_steps if with_kernels(x) else _backward_steps
+        grad_h0 = torch.cat([steps(plan, counts, grad_out[d], None if mh is None else mh[d],
+                                   [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
                              for d in _directions(D, x.device)])
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
         grad_x = torch.stack([product(G[d, :, 0], w0[d, :ninp]) for d in range(D)]) if need_x else None

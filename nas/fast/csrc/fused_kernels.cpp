@@ -1,13 +1,13 @@
 // The elementwise passes of the fused cells, one loop each instead of a dozen PyTorch ops: for the
-// frozen cell (nas/fused_cell.py) the highway with its activations and its derivatives; for the
-// search cell (nas/fused_search_cell.py) a node mixing every op over all its edges, its derivatives
-// with the mixing weights' gradient, and BatchNorm's normalisation and its derivative. Built by
-// setup.py when torch is importable at build time; without them the frozen cell runs PyTorch ops
-// and the search cell its autograd path.
+// frozen cell (nas/fast/frozen_loop.py) the highway with its activations and its derivatives, and
+// its whole time loop; for the search cell (nas/fast/search_loop.py) a node mixing every op over all
+// its edges, its derivatives with the mixing weights' gradient, and BatchNorm's normalisation and
+// its derivative. Built by setup.py when torch is importable at build time; without them the frozen
+// cell runs PyTorch ops and the search cell its autograd path.
 //
 // Frozen-cell tensors are (D, E, n, K) views with a contiguous last dimension: directions, edges,
 // rows, and H (or 2H for [c | h]); `prev` may repeat along E (stride 0). `codes` holds each edge's
-// activation: 0 identity, 1 tanh, 2 relu, 3 sigmoid (nas/fused_cell.py: OP_CODES).
+// activation: 0 identity, 1 tanh, 2 relu, 3 sigmoid (nas/fast/kernels.py: OP_CODES).
 #if defined(__AVX512F__)
 #define CPU_CAPABILITY_AVX512
 #define CPU_CAPABILITY AVX512
@@ -18,11 +18,14 @@
 #define CPU_CAPABILITY DEFAULT
 #endif
 #include <ATen/Parallel.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/extension.h>
 
 #include <algorithm>
+#include <array>
 #include <vector>
 
 namespace {
@@ -163,7 +166,7 @@ void highway_backward(const at::Tensor& grad, const at::Tensor& prev, const at::
   });
 }
 
-// ---- The search cell (nas/fused_search_cell.py) ----------------------------------------------
+// ---- The search cell (nas/fast/search_loop.py) ----------------------------------------------
 // Node i reads k states S_j (k, n, H) through [c_j | h_j] = (S_j m_h) W_i (k, n, 2H) and mixes
 // every op with weights w (k, 4: identity, tanh, relu, sigmoid), keep_j = sum_op w_j,op:
 //   s = sum_j keep_j S_j + sigmoid(c_j) (sum_op w_j,op f_op(h_j) - keep_j S_j)
@@ -351,6 +354,203 @@ void batch_norm_backward(const at::Tensor& grad, const at::Tensor& xhat, const a
   });
 }
 
+
+// ---- The frozen cell's time loop (nas/fast/frozen_loop.py) -----------------------------------
+// `frozen_forward_steps` and `frozen_backward_steps` are `_forward_steps` and `_backward_steps` of
+// nas/fast/frozen_loop.py line for line (that file states the equations and the buffers' layout),
+// run here so that the per-step bookkeeping (a few dozen views and small ops per step) costs no
+// Python. Tensors keep the Python loop's shapes, with the directions D leading.
+
+// Indices into one dimension, as `Pick` in frozen_loop.py: a view when evenly spaced, else a copy.
+struct Pick {
+  std::vector<int64_t> index;
+  int64_t step = -1;  // -1: not evenly spaced
+  bool distinct = true;
+  at::Tensor tensor;
+
+  explicit Pick(std::vector<int64_t> idx) : index(std::move(idx)) {
+    if (index.size() == 1) {
+      step = 1;
+    } else {
+      step = index[1] - index[0];
+      for (size_t i = 2; i < index.size(); ++i)
+        if (index[i] - index[i - 1] != step) step = -1;
+      if (step < 0) step = -1;
+    }
+    std::vector<int64_t> sorted = index;
+    std::sort(sorted.begin(), sorted.end());
+    distinct = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    tensor = at::tensor(index, at::kLong);
+  }
+
+  int64_t size() const { return static_cast<int64_t>(index.size()); }
+
+  at::Tensor take(const at::Tensor& t, int64_t dim) const {
+    if (step < 0) return t.index_select(dim, tensor);
+    if (step == 0) {
+      std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
+      shape[dim] = size();
+      return t.narrow(dim, index[0], 1).expand(shape);
+    }
+    return t.slice(dim, index[0], index[0] + (size() - 1) * step + 1, step);
+  }
+
+  void add(at::Tensor& t, int64_t dim, const at::Tensor& src) const {
+    if (step == 0) t.narrow(dim, index[0], 1).add_(src.sum(dim, true));
+    else if (step > 0) take(t, dim).add_(src);
+    else t.index_add_(dim, tensor, src);
+  }
+
+  void put(at::Tensor& t, int64_t dim, const at::Tensor& src) const {
+    if (distinct && step > 0) take(t, dim).copy_(src);
+    else if (distinct) t.index_copy_(dim, tensor, src);
+    else add(t, dim, src);
+  }
+};
+
+// oneDNN's matmul on a weight packed in its blocked layout (`nas.fast.gemm.pack`), as `product` calls it.
+at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& packed) {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
+  torch::jit::Stack stack{x.is_contiguous() ? x : x.contiguous(), packed, c10::IValue(), std::string("none"),
+                          c10::List<std::optional<at::Scalar>>(), std::string("")};
+  op.callBoxed(&stack);
+  return stack[0].toTensor();
+}
+
+// out (=, or += with accumulate) x (n, K) · W (N, K)ᵀ: W packed for oneDNN, or plain on torch.mm.
+void product_into(const at::Tensor& x, const at::Tensor& w, bool onednn, at::Tensor out, bool accumulate) {
+  if (onednn) {
+    const at::Tensor r = onednn_linear(x, w);
+    accumulate ? out.add_(r) : out.copy_(r);
+  } else if (accumulate) {
+    at::addmm_out(out, out, x, w.t());
+  } else {
+    at::mm_out(out, x, w.t());
+  }
+}
+
+// A genotype's waves as `Plan` holds them (frozen_loop.plan), built once per plan.
+struct Wave {
+  int64_t edge_start, edge_stop;
+  Pick nodes, preds;
+  std::vector<int64_t> codes;
+  std::vector<std::array<int64_t, 4>> groups;  // edge_start, edge_stop, X slot, S slot of the predecessor
+  std::vector<bool> first;                      // the group's GEMM adds to the input projection (wave 0)
+};
+
+struct FrozenPlan {
+  std::vector<Wave> waves;
+  Pick concat;
+  int64_t max_edges = 0;
+};
+
+FrozenPlan make_plan(const std::vector<std::vector<int64_t>>& waves, const std::vector<std::vector<int64_t>>& nodes,
+                     const std::vector<std::vector<int64_t>>& preds, const std::vector<std::vector<int64_t>>& codes,
+                     const std::vector<std::vector<int64_t>>& groups, const std::vector<int64_t>& concat) {
+  FrozenPlan plan{{}, Pick(concat)};
+  for (size_t w = 0; w < waves.size(); ++w) {
+    plan.waves.push_back(Wave{waves[w][0], waves[w][1], Pick(nodes[w]), Pick(preds[w]), codes[w], {}, {}});
+    plan.max_edges = std::max(plan.max_edges, waves[w][1] - waves[w][0]);
+  }
+  for (const auto& g : groups) {  // wave, edge_start, edge_stop, X slot, S slot, adds to the input projection
+    plan.waves[g[0]].groups.push_back({g[1], g[2], g[3], g[4]});
+    plan.waves[g[0]].first.push_back(g[5] != 0);
+  }
+  return plan;
+}
+
+using GroupWeights = std::vector<std::vector<at::Tensor>>;  // per wave's group in order, per direction
+using GroupBackends = std::vector<std::vector<bool>>;       // the same: packed for oneDNN or not
+
+void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, at::Tensor h,
+                          const std::optional<at::Tensor>& mh, const GroupWeights& weights,
+                          const GroupBackends& onednn, const std::optional<at::Tensor>& X, at::Tensor A,
+                          at::Tensor S, at::Tensor out) {
+  at::NoGradGuard no_grad;
+  const int64_t D = A.size(0);
+  int64_t start = 0;
+  for (const int64_t n : counts) {
+    at::Tensor states = S.slice(2, start, start + n);
+    states.select(1, 0).copy_(h.slice(1, 0, n));
+    at::Tensor A_rows = A.slice(1, start, start + n);
+    size_t g_index = 0;
+    for (const Wave& wave : plan.waves) {
+      for (size_t g = 0; g < wave.groups.size(); ++g, ++g_index) {
+        const auto& group = wave.groups[g];
+        const at::Tensor prev = states.select(1, group[3]);
+        at::Tensor xs = prev;
+        if (X) {
+          xs = X->slice(1, start, start + n).select(2, group[2]);
+          mh ? at::mul_out(xs, prev, mh->slice(1, 0, n)) : xs.copy_(prev);
+        }
+        for (int64_t d = 0; d < D; ++d)
+          product_into(xs[d], weights[g_index][d], onednn[g_index][d],
+                       A_rows[d].slice(1, group[0], group[1]).flatten(-2), wave.first[g]);
+      }
+      const at::Tensor act = A_rows.slice(2, wave.edge_start, wave.edge_stop).transpose(1, 2);
+      const at::Tensor prev = wave.preds.take(states, 1);
+      if (wave.nodes.step > 0 && wave.nodes.distinct) {
+        highway_forward(act, prev, wave.codes, wave.nodes.take(states, 1));
+      } else {
+        at::Tensor fresh = at::empty_like(prev);
+        highway_forward(act, prev, wave.codes, fresh);
+        wave.nodes.put(states, 1, fresh);
+      }
+    }
+    h = out.slice(1, start, start + n);
+    at::mean_out(h, plan.concat.take(states, 1), {1});
+    start += n;
+  }
+}
+
+at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
+                                 const std::optional<at::Tensor>& mh, const GroupWeights& weights,
+                                 const GroupBackends& onednn, const at::Tensor& A, const at::Tensor& S, at::Tensor G) {
+  at::NoGradGuard no_grad;
+  const int64_t D = S.size(0), R = S.size(2), H = S.size(3), B = counts[0];
+  const double scale = 1.0 / static_cast<double>(plan.concat.size());
+  at::Tensor grad_states = at::empty({D, S.size(1), B, H}, grad_out.options());
+  at::Tensor grad_prevs = at::empty({D, plan.max_edges, B, H}, grad_out.options());
+  at::Tensor through = at::empty({B, H}, grad_out.options());
+  at::Tensor carry;
+  int64_t end = R;
+  size_t groups = 0;
+  for (const Wave& wave : plan.waves) groups += wave.groups.size();
+  for (auto it = counts.rbegin(); it != counts.rend(); ++it) {
+    const int64_t n = *it, start = end - n;
+    end = start;
+    at::Tensor grad_h = grad_out.slice(1, start, start + n) * scale;
+    if (carry.defined()) grad_h.slice(1, 0, carry.size(1)).add_(carry, scale);
+    at::Tensor grad_s = grad_states.slice(2, 0, n).zero_();
+    plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand({D, plan.concat.size(), n, H}));
+    const at::Tensor states = S.slice(2, start, start + n);
+    const at::Tensor A_rows = A.slice(1, start, start + n);
+    at::Tensor G_rows = G.slice(1, start, start + n);
+    size_t g_index = groups;
+    for (auto w = plan.waves.rbegin(); w != plan.waves.rend(); ++w) {
+      const Wave& wave = *w;
+      g_index -= wave.groups.size();
+      const int64_t E = wave.edge_stop - wave.edge_start;
+      at::Tensor grad_prev = grad_prevs.slice(1, 0, E).slice(2, 0, n);
+      highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1),
+                       A_rows.slice(2, wave.edge_start, wave.edge_stop).transpose(1, 2), wave.codes,
+                       G_rows.slice(2, wave.edge_start, wave.edge_stop).transpose(1, 2), grad_prev);
+      wave.preds.add(grad_s, 1, grad_prev);
+      for (size_t g = 0; g < wave.groups.size(); ++g) {  // through the group's GEMM, masked
+        const auto& group = wave.groups[g];
+        at::Tensor thr = through.slice(0, 0, n);
+        for (int64_t d = 0; d < D; ++d) {
+          product_into(G_rows[d].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][d],
+                       onednn[g_index + g][d], thr, false);
+          at::Tensor target = grad_s[d].select(0, group[3]);
+          mh ? target.addcmul_(thr, (*mh)[d].slice(0, 0, n)) : target.add_(thr);
+        }
+      }
+    }
+    carry = grad_s.select(1, 0).clone();
+  }
+  return carry;
+}
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -361,4 +561,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("mixed_node_backward", &mixed_node_backward, "its [dc | dh], the states' direct gradient, the mixing weights' sums");
   m.def("batch_norm_forward", &batch_norm_forward, "BatchNorm over rows with batch statistics, no affine");
   m.def("batch_norm_backward", &batch_norm_backward, "its derivative through the normalised rows");
+  py::class_<FrozenPlan>(m, "FrozenPlan");
+  m.def("frozen_plan", &make_plan, "a frozen cell's Plan in the loop's own form: waves (edge start, stop), "
+        "their nodes, predecessors and activation codes, groups (wave, edge start, stop, X slot, S slot, first), concat");
+  m.def("frozen_forward_steps", &frozen_forward_steps, "frozen_loop._forward_steps");
+  m.def("frozen_backward_steps", &frozen_backward_steps, "frozen_loop._backward_steps");
 }
