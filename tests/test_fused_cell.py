@@ -197,3 +197,26 @@ def test_a_cell_with_an_op_the_fused_loop_does_not_know_runs_the_autograd_path(m
     got = rnn(x, hidden, lengths)[0]
     rnn.fused = False
     assert torch.equal(got, rnn(x, hidden, lengths)[0])
+
+
+def test_at_two_threads_the_directions_run_concurrently_and_agree(kernels):
+    """With more than one thread the C++ loop runs each direction on its own thread: the same
+    outputs and gradients as the autograd path, in training and under inference_mode."""
+    rnn = _layer("multi", 2, dropout=0.3).train()
+    x, hidden, lengths = _inputs(2)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        fused = _run(rnn, True, x, hidden, lengths)
+        rnn.eval()
+        with torch.inference_mode():
+            predicted = rnn(x, hidden, lengths)[0]
+    finally:
+        torch.set_num_threads(threads)
+    rnn.train()
+    for f, a in zip(fused, _run(rnn, False, x, hidden, lengths)):
+        torch.testing.assert_close(f, a, **TOL32)
+    rnn.eval()
+    rnn.fused = False
+    with torch.inference_mode():
+        torch.testing.assert_close(predicted, rnn(x, hidden, lengths)[0], **TOL32)

@@ -262,13 +262,14 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
 def _native_forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
                           weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
                           out: torch.Tensor) -> None:
-    """`_forward_steps` in C++ (nas/fast/csrc/fused_kernels.cpp: the same steps, line for line)."""
+    """`_forward_steps` in C++ (nas/fast/csrc/fused_kernels.cpp: the same steps, line for line) for
+    every direction: one after the other on one thread, concurrently on more."""
     compiled().frozen_forward_steps(_native_plan(plan.key), counts, h, mh, *_native_weights(weights), X, A, S, out)
 
 
 def _native_backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
                            weights: LoopWeights, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
-    """`_backward_steps` in C++."""
+    """`_backward_steps` in C++, every direction: their ∂h0 (D, B, H)."""
     return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh, *_native_weights(weights),
                                             A, S, G)
 
@@ -303,10 +304,12 @@ class FusedFrozenCell(torch.autograd.Function):
         for d in range(D):  # the input projection of every row at once
             product(x[d], w0[d, :ninp].t(), A[d, :, 0])
         weights = loop_weights(plan, w0[:, ninp:], ws, counts[0]) if weights is None else weights
-        steps = _native_forward_steps if with_kernels(x) else _forward_steps
-        for d in _directions(D, x.device):
-            steps(plan, counts, h0[d], None if mh is None else mh[d], [[w[d] for w in wave] for wave in weights],
-                  None if X is None else X[d], A[d], S[d], out[d])
+        if with_kernels(x):
+            _native_forward_steps(plan, counts, h0, mh, weights, X, A, S, out)
+        else:
+            for d in _directions(D, x.device):
+                _forward_steps(plan, counts, h0[d], None if mh is None else mh[d], [[w[d] for w in wave] for wave in weights],
+                               None if X is None else X[d], A[d], S[d], out[d])
         if backward:
             ctx.save_for_backward(x, w0, ws, mh, X, A, S)
         ctx.plan, ctx.counts = plan, counts
@@ -319,10 +322,12 @@ class FusedFrozenCell(torch.autograd.Function):
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
         weights = loop_weights(plan, w0[:, ninp:], ws, counts[0], forward=False)
-        steps = _native_backward_steps if with_kernels(x) else _backward_steps
-        grad_h0 = torch.cat([steps(plan, counts, grad_out[d], None if mh is None else mh[d],
-                                   [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
-                             for d in _directions(D, x.device)])
+        if with_kernels(x):
+            grad_h0 = _native_backward_steps(plan, counts, grad_out, mh, weights, A, S, G)
+        else:
+            grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
+                                                 [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
+                                 for d in _directions(D, x.device)])
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
         grad_x = torch.stack([product(G[d, :, 0], w0[d, :ninp]) for d in range(D)]) if need_x else None
         grad_w0 = torch.empty_like(w0) if need_w0 else None

@@ -18,6 +18,7 @@
 #define CPU_CAPABILITY DEFAULT
 #endif
 #include <ATen/Parallel.h>
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/cpu/vec/functional.h>
@@ -462,10 +463,10 @@ FrozenPlan make_plan(const std::vector<std::vector<int64_t>>& waves, const std::
 using GroupWeights = std::vector<std::vector<at::Tensor>>;  // per wave's group in order, per direction
 using GroupBackends = std::vector<std::vector<bool>>;       // the same: packed for oneDNN or not
 
-void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, at::Tensor h,
-                          const std::optional<at::Tensor>& mh, const GroupWeights& weights,
-                          const GroupBackends& onednn, const std::optional<at::Tensor>& X, at::Tensor A,
-                          at::Tensor S, at::Tensor out) {
+// One direction's steps; its tensors are sliced to it (D = 1) and its weights are [g][dir].
+void forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, at::Tensor h,
+                   const std::optional<at::Tensor>& mh, const GroupWeights& weights, const GroupBackends& onednn,
+                   const std::optional<at::Tensor>& X, at::Tensor A, at::Tensor S, at::Tensor out, int64_t dir) {
   at::NoGradGuard no_grad;
   const int64_t D = A.size(0);
   int64_t start = 0;
@@ -484,7 +485,7 @@ void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
           mh ? at::mul_out(xs, prev, mh->slice(1, 0, n)) : xs.copy_(prev);
         }
         for (int64_t d = 0; d < D; ++d)
-          product_into(xs[d], weights[g_index][d], onednn[g_index][d],
+          product_into(xs[d], weights[g_index][dir + d], onednn[g_index][dir + d],
                        A_rows[d].slice(1, group[0], group[1]).flatten(-2), wave.first[g]);
       }
       const at::Tensor act = A_rows.slice(2, wave.edge_start, wave.edge_stop).transpose(1, 2);
@@ -503,9 +504,9 @@ void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
   }
 }
 
-at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
-                                 const std::optional<at::Tensor>& mh, const GroupWeights& weights,
-                                 const GroupBackends& onednn, const at::Tensor& A, const at::Tensor& S, at::Tensor G) {
+at::Tensor backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
+                          const std::optional<at::Tensor>& mh, const GroupWeights& weights, const GroupBackends& onednn,
+                          const at::Tensor& A, const at::Tensor& S, at::Tensor G, int64_t dir) {
   at::NoGradGuard no_grad;
   const int64_t D = S.size(0), R = S.size(2), H = S.size(3), B = counts[0];
   const double scale = 1.0 / static_cast<double>(plan.concat.size());
@@ -540,8 +541,8 @@ at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64
         const auto& group = wave.groups[g];
         at::Tensor thr = through.slice(0, 0, n);
         for (int64_t d = 0; d < D; ++d) {
-          product_into(G_rows[d].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][d],
-                       onednn[g_index + g][d], thr, false);
+          product_into(G_rows[d].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][dir + d],
+                       onednn[g_index + g][dir + d], thr, false);
           at::Tensor target = grad_s[d].select(0, group[3]);
           mh ? target.addcmul_(thr, (*mh)[d].slice(0, 0, n)) : target.add_(thr);
         }
@@ -550,6 +551,44 @@ at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64
     carry = grad_s.select(1, 0).clone();
   }
   return carry;
+}
+
+// The directions run concurrently when torch has more than one thread (one each; the products and
+// kernels inside then run single-threaded, as ATen does in a parallel region), else one after the
+// other, so that each one's weights stay in cache from step to step.
+template <typename F>
+void for_directions(int64_t D, F body) {
+  const at::ThreadLocalState state;  // grad and inference mode, for the worker threads
+  at::parallel_for(0, D, 1, [&](int64_t begin, int64_t end) {
+    at::ThreadLocalStateGuard guard(state);
+    for (int64_t d = begin; d < end; ++d) body(d);
+  });
+}
+
+std::optional<at::Tensor> direction(const std::optional<at::Tensor>& t, int64_t d) {
+  return t ? std::optional<at::Tensor>(t->slice(0, d, d + 1)) : std::nullopt;
+}
+
+void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& h,
+                          const std::optional<at::Tensor>& mh, const GroupWeights& weights,
+                          const GroupBackends& onednn, const std::optional<at::Tensor>& X, const at::Tensor& A,
+                          const at::Tensor& S, const at::Tensor& out) {
+  for_directions(A.size(0), [&](int64_t d) {
+    forward_steps(plan, counts, h.slice(0, d, d + 1), direction(mh, d), weights, onednn, direction(X, d),
+                  A.slice(0, d, d + 1), S.slice(0, d, d + 1), out.slice(0, d, d + 1), d);
+  });
+}
+
+at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
+                                 const std::optional<at::Tensor>& mh, const GroupWeights& weights,
+                                 const GroupBackends& onednn, const at::Tensor& A, const at::Tensor& S,
+                                 const at::Tensor& G) {
+  std::vector<at::Tensor> carries(A.size(0));
+  for_directions(A.size(0), [&](int64_t d) {
+    carries[d] = backward_steps(plan, counts, grad_out.slice(0, d, d + 1), direction(mh, d), weights, onednn,
+                                A.slice(0, d, d + 1), S.slice(0, d, d + 1), G.slice(0, d, d + 1), d);
+  });
+  return at::cat(carries, 0);
 }
 }  // namespace
 
@@ -564,6 +603,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<FrozenPlan>(m, "FrozenPlan");
   m.def("frozen_plan", &make_plan, "a frozen cell's Plan in the loop's own form: waves (edge start, stop), "
         "their nodes, predecessors and activation codes, groups (wave, edge start, stop, X slot, S slot, first), concat");
-  m.def("frozen_forward_steps", &frozen_forward_steps, "frozen_loop._forward_steps");
-  m.def("frozen_backward_steps", &frozen_backward_steps, "frozen_loop._backward_steps");
+  m.def("frozen_forward_steps", &frozen_forward_steps, "frozen_loop._forward_steps, every direction",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("frozen_backward_steps", &frozen_backward_steps, "frozen_loop._backward_steps, every direction; dh0",
+        py::call_guard<py::gil_scoped_release>());
 }
