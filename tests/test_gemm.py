@@ -91,14 +91,29 @@ def test_packed_weights_give_the_same_products_and_their_cache_survives_copies()
 def test_the_backend_choice_is_measured_once_per_shape_and_rows_rounded_up(monkeypatch):
     measured = []
     monkeypatch.setattr(gemm, "_choices", {})
-    monkeypatch.setattr(gemm, "_measure", lambda rows, K, N: measured.append((rows, K, N)) or rows > 32)
+    monkeypatch.setattr(gemm, "_measure", lambda rows, K, N, packed: measured.append((rows, K, N, packed)) or rows > 32)
     monkeypatch.setattr(gemm, "_AVAILABLE", True)
     monkeypatch.setattr(gemm, "_PACKING", True)
     assert gemm.prefers_onednn(30, 8, 16) is False and gemm.prefers_onednn(32, 8, 16) is False
     assert gemm.prefers_onednn(33, 8, 16) is True
-    assert measured == [(32, 8, 16), (64, 8, 16)]
+    # unpacked, K is rounded too (a weight gradient's K is the rows of all steps, new with each batch)
+    assert gemm.prefers_onednn(33, 9, 16, packed=False) is True and gemm.prefers_onednn(64, 16, 16, packed=False)
+    assert measured == [(32, 8, 16, True), (64, 8, 16, True), (64, 16, 16, False)]
     monkeypatch.setattr(gemm, "ONEDNN", False)  # what the benchmarks' MKL variants set
-    assert gemm.prefers_onednn(33, 8, 16) is False and len(measured) == 2
+    assert gemm.prefers_onednn(33, 8, 16) is False and len(measured) == 3
+
+
+@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+@pytest.mark.parametrize("on_onednn", [False, True])
+def test_an_unpacked_product_follows_the_measured_choice_and_equals_torch(on_onednn: bool, monkeypatch):
+    calls = []
+    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: calls.append(packed) or on_onednn)
+    onednn = []
+    real = gemm._onednn_product
+    monkeypatch.setattr(gemm, "_onednn_product", lambda *a: onednn.append(1) or real(*a))
+    x, w = _layouts(6, 7)["contiguous"], _layouts(40, 7)["contiguous"]
+    torch.testing.assert_close(gemm.product(x, w), x @ w.t(), rtol=1e-5, atol=1e-5)
+    assert calls == [False] and len(onednn) == int(on_onednn)
 
 
 def test_measuring_the_choice_leaves_the_global_random_stream_alone():
@@ -106,6 +121,7 @@ def test_measuring_the_choice_leaves_the_global_random_stream_alone():
     expected = torch.rand(3)
     torch.manual_seed(5)
     gemm._measure(8, 16, 24, repeats=1)
+    gemm._measure(8, 16, 24, packed=False, repeats=1)
     assert torch.equal(torch.rand(3), expected)
 
 
@@ -115,7 +131,7 @@ def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(
     """StepWeight's per-step products on oneDNN (forced here; a host's measurement decides in use)
     equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
     import nas.cells.step_weights as step_weights
-    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N: True)
+    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)
     shape = (2, 5, 7) if stacked else (5, 7)
     weight = torch.randn(*shape, requires_grad=True)

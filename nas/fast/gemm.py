@@ -4,9 +4,9 @@ torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX
 oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
 (figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
 `Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
-projections; `prefers_onednn` says, measured on this host, whether a packed product of a given
-shape beats torch.mm at all (the autograd path's per-step products ask it). Elsewhere (GPU, float64, bf16, a build without
-oneDNN, `ONEDNN = False`) both are plain torch.
+projections; `prefers_onednn` says, measured on this host, whether oneDNN beats torch.mm for a
+product of a given shape, packed or not, and every product asks it. Elsewhere (GPU, float64, bf16,
+a build without oneDNN, `ONEDNN = False`) both are plain torch.
 
 A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
 oneDNN would otherwise form anew in each call (a cost that weighs most on small products).
@@ -72,31 +72,38 @@ def pack(weight: torch.Tensor, rows: int | None = None) -> torch.Tensor | OnMKL:
     return weight
 
 
-_choices: dict[tuple[int, int, int], bool] = {}
+_choices: dict[tuple[int, int, int, bool], bool] = {}
 
 
-def prefers_onednn(rows: int, K: int, N: int) -> bool:
-    """Whether x (rows, K)·W (K, N) with W packed for oneDNN beats `torch.mm` (MKL) on this host by `MARGIN`.
+def prefers_onednn(rows: int, K: int, N: int, packed: bool = True) -> bool:
+    """Whether x (rows, K)·W (K, N) on oneDNN, W packed for it (or as it is, `packed=False`), beats
+    `torch.mm` (MKL) on this host by `MARGIN`.
 
     Hosts of one machine kind differ most here: oneDNN's lead over MKL ranges from none to 2× with
-    the CPU, and on small products (64 × 128) MKL is several times faster. So the choice is measured,
-    once per shape and process, rows rounded up to a power of two (a few milliseconds; the largest
-    products take one call per timing). False wherever `product` would not use oneDNN.
+    the CPU (on an Intel host MKL's own AVX-512 path was the faster), and on small products
+    (64 × 128) MKL is several times faster. So the choice is measured, once per shape and process,
+    rows (and, unpacked, K: a weight gradient's rows of all steps) rounded up to a power of two (a
+    few milliseconds; the largest products take one call per timing). False wherever `product`
+    would not use oneDNN.
     """
-    if not (ONEDNN and _AVAILABLE and _PACKING):
+    if not (ONEDNN and _AVAILABLE and (_PACKING or not packed)):
         return False
-    key = (1 << max(rows - 1, 0).bit_length(), K, N)
+    key = (_power_of_two(rows), K if packed else _power_of_two(K), N, packed)
     if key not in _choices:
         _choices[key] = _measure(*key)
     return _choices[key]
 
 
-def _measure(rows: int, K: int, N: int, repeats: int = 5) -> bool:
+def _power_of_two(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def _measure(rows: int, K: int, N: int, packed: bool = True, repeats: int = 5) -> bool:
     """`prefers_onednn` for one shape: median seconds of each side, timed alternately."""
     with torch.no_grad():
         gen = torch.Generator().manual_seed(0)  # the global RNG (a run's dropout masks) stays untouched
-        x, w = torch.randn(rows, K, generator=gen), torch.randn(K, N, generator=gen)
-        packed = pack(w.t())
+        x, w = torch.randn(rows, K, generator=gen), torch.randn(N, K, generator=gen)
+        on_onednn = (lambda p=pack(w): _onednn_product(x, p, None)) if packed else (lambda: _onednn(x, w))
         calls = min(100, max(1, int(4e7 // (2 * rows * K * N))))  # about 0.4 ms a timing at 100 GFLOP/s
 
         def seconds(fn: Callable[[], torch.Tensor]) -> float:
@@ -107,8 +114,8 @@ def _measure(rows: int, K: int, N: int, repeats: int = 5) -> bool:
 
         mkl, onednn = [], []
         for _ in range(repeats + 1):  # the first pair warms up
-            mkl.append(seconds(lambda: torch.mm(x, w)))
-            onednn.append(seconds(lambda: product(x, packed)))
+            mkl.append(seconds(lambda: torch.mm(x, w.t())))
+            onednn.append(seconds(on_onednn))
     return statistics.median(mkl[1:]) > MARGIN * statistics.median(onednn[1:])
 
 
@@ -137,12 +144,14 @@ class PackedCache:
 def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
             bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
-    weight may be `pack`ed. Unpacked, a `_gapped` operand (the fused loops' per-edge slices in their
-    weight gradients) goes to torch.mm, which reads it in place, where oneDNN would copy it first: the
-    copies cost more than oneDNN gains over MKL on these shapes (a tagger epoch 9% faster here)."""
+    weight may be `pack`ed. Unpacked, the product runs on oneDNN only where `prefers_onednn` measures
+    it faster for its shape, and never with a `_gapped` operand (the fused loops' per-edge slices in
+    their weight gradients): torch.mm reads those in place, where oneDNN would copy them first, and
+    the copies cost more than oneDNN gains (a tagger epoch 9% faster without them)."""
     if isinstance(weight, OnMKL):
         weight = weight.weight
-    elif _packed(weight) or (uses_onednn(x) and not (_gapped(x) or _gapped(weight))):
+    elif _packed(weight) or (uses_onednn(x) and not (_gapped(x) or _gapped(weight))
+                             and prefers_onednn(x.size(0), x.size(1), weight.size(0), packed=False)):
         result = _onednn_product(x, weight, bias)
         if out is None:
             return result.contiguous()
