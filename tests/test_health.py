@@ -115,6 +115,30 @@ def test_op_shares_and_identity_warning():
     assert "Hessian" not in health.identity_warning(collapsed, has_alpha=False)  # random search, ENAS: no α
 
 
+def _alpha_log(moves: list[float]) -> list[dict]:
+    """A log whose α (2 edges × 5 ops) changes by moves[i] in its largest entry between epochs i + 1 and i + 2."""
+    alpha, log = torch.zeros(2, 5), [{"epoch": 1, "alpha": torch.zeros(2, 5).tolist()}]
+    for epoch, move in enumerate(moves, start=2):
+        alpha = alpha + torch.tensor([[move, move / 2, 0, 0, 0], [0, 0, -move / 3, 0, 0]])
+        log.append({"epoch": epoch, "alpha": alpha.tolist()})
+    return log
+
+
+def test_alpha_that_stopped_moving_is_called_a_stall():
+    # the I-DARTS search of the study: about 0.3 an epoch until epoch 6, then 0.055 shrinking to 0.005
+    moves = [0.114, 0.284, 0.296, 0.185, 0.317, 0.055, 0.028, 0.011, 0.011, 0.010, 0.009, 0.007, 0.005]
+    stalled = health.alpha_stall(_alpha_log(moves))
+    assert stalled["stalled"] and stalled["earlier_epoch"] == 6
+    assert stalled["recent"] == pytest.approx(0.011, rel=1e-4) and stalled["earlier"] == pytest.approx(0.317, rel=1e-4)
+    warning = health.alpha_stall_warning(stalled)
+    assert warning.startswith("warning: α has nearly stopped moving") and "0.011, against 0.32 in epoch 6" in warning
+    # DARTS decayed to epoch 50 moved α 0.14 in its last epochs against 0.21 before: still searching
+    settling = health.alpha_stall(_alpha_log([0.2, 0.21, 0.15, 0.14, 0.12, 0.13, 0.138]))
+    assert not settling["stalled"] and health.alpha_stall_warning(settling) is None
+    assert health.alpha_stall(_alpha_log([0.1] * 5)) is None  # too few epochs to tell
+    assert health.alpha_stall([{"epoch": e, "valid_ppl": 300.0} for e in range(1, 9)]) is None  # no α (ENAS)
+
+
 def _search(args):
     return CliRunner().invoke(search_lm, args, catch_exceptions=False)
 

@@ -110,7 +110,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
     from nas.runs.candidates import RayScoring, check_scoring
-    from nas.runs.health import identity_warning
+    from nas.runs.health import alpha_stall_warning, identity_warning
     from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
 
@@ -184,9 +184,9 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     click.echo(f"converged by the rule: {'yes' if verdict['converged'] else 'no'} "
                f"({', '.join(f'{k} {v:.3g}' if isinstance(v, float) else f'{k} {v}' for k, v in verdict.items() if k not in ('converged', 'rule'))})",
                err=True)
-    warning = identity_warning(genotype.nodes, has_alpha=bool(searcher.arch))
-    if warning:
-        click.echo(warning, err=True)
+    for warning in (alpha_stall_warning(health.get("alpha_stall")), identity_warning(genotype.nodes, has_alpha=bool(searcher.arch))):
+        if warning:
+            click.echo(warning, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 

@@ -41,7 +41,7 @@ from nas.methods.architect import Batch, split_parameters
 from nas.methods.base import Validation
 from nas.runs.config import SearchConfig
 from nas.runs.distributed import sync_batch_norm
-from nas.runs.health import EarlyStop, cell_shares, convergence, dominant_eigenvalue, op_shares
+from nas.runs.health import EarlyStop, alpha_stall, cell_shares, convergence, dominant_eigenvalue, op_shares
 from nas.runs.loop import LMLoop
 
 
@@ -226,11 +226,11 @@ class Searcher(LMLoop):
         return named, conclusion.metrics
 
     def health_summary(self, log: list[dict]) -> dict:
-        """What provenance and metrics.json say of the search's health: the convergence verdict, the
-        eigenvalue at the first and last epoch, the found cell's op shares, DARTS-ES's stop."""
+        """What provenance and metrics.json say of the search's health: the convergence verdict, whether
+        α has stalled, the eigenvalue at the first and last epoch, DARTS-ES's stop."""
         eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
-        summary = {"convergence": convergence(log), "eigenvalue_first": eigen[0] if eigen else None,
-                   "eigenvalue_last": eigen[-1] if eigen else None}
+        summary = {"convergence": convergence(log), "alpha_stall": alpha_stall(log),
+                   "eigenvalue_first": eigen[0] if eigen else None, "eigenvalue_last": eigen[-1] if eigen else None}
         if self.stopped_early():
             summary["early_stop"] = {"stopped_at": self.early_stop.stopped_at, "derive_epoch": self.early_stop.derive_epoch,
                                      "window": self.early_stop.window, "ratio": self.early_stop.ratio}
