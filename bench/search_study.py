@@ -35,6 +35,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from nas.runs.health import EarlyStop, alpha_stall, convergence, identity_share  # noqa: E402
 
 FILES = ("config.json", "log.jsonl", "metrics.json", "genotype.json")
+DIVERGED = 1e5  # a validation perplexity above this (10× a uniform guess over PTB's 10k words; NaN too) is a diverged epoch
 
 
 def read_run(path: Path) -> dict:
@@ -94,12 +95,12 @@ def table(rows: list[dict]) -> str:
 
 
 def curves(runs: list[dict], key: str, ylabel: str, title: str, path: Path, log_scale: bool = False) -> None:
-    """One curve per finished run; an epoch whose validation diverged (NaN, or an eigenvalue of a
-    diverged model) is left out, and the table's text says so."""
+    """One curve per finished run; an epoch whose validation diverged (NaN, or above `DIVERGED`; or an
+    eigenvalue of a diverged model) is left out, and the table's text says so."""
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for run in (r for r in runs if r["metrics"]):
         points = [(r["epoch"], r[key]) for r in run["log"] if r.get(key) is not None and r[key] == r[key]
-                  and r["valid_ppl"] == r["valid_ppl"] and (key != "eigenvalue" or abs(r[key]) < 1)]
+                  and r["valid_ppl"] < DIVERGED and (key != "eigenvalue" or abs(r[key]) < 1)]
         decayed = run["config"].get("lr_decay", 1) != 1  # dashed and beneath, so that a run it continues shows
         if points:
             ax.plot(*zip(*points), marker=None if decayed else "o", ms=3, linestyle="--" if decayed else "-",
