@@ -463,12 +463,12 @@ FrozenPlan make_plan(const std::vector<std::vector<int64_t>>& waves, const std::
 using GroupWeights = std::vector<std::vector<at::Tensor>>;  // per wave's group in order, per direction
 using GroupBackends = std::vector<std::vector<bool>>;       // the same: packed for oneDNN or not
 
-// One direction's steps; its tensors are sliced to it (D = 1) and its weights are [g][dir].
+// One direction's steps: its tensors are sliced to it (a leading dimension of 1, as the Python steps
+// see one direction on a CPU) and its weights are [g][dir].
 void forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, at::Tensor h,
                    const std::optional<at::Tensor>& mh, const GroupWeights& weights, const GroupBackends& onednn,
                    const std::optional<at::Tensor>& X, at::Tensor A, at::Tensor S, at::Tensor out, int64_t dir) {
   at::NoGradGuard no_grad;
-  const int64_t D = A.size(0);
   int64_t start = 0;
   for (const int64_t n : counts) {
     at::Tensor states = S.slice(2, start, start + n);
@@ -484,9 +484,8 @@ void forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, a
           xs = X->slice(1, start, start + n).select(2, group[2]);
           mh ? at::mul_out(xs, prev, mh->slice(1, 0, n)) : xs.copy_(prev);
         }
-        for (int64_t d = 0; d < D; ++d)
-          product_into(xs[d], weights[g_index][dir + d], onednn[g_index][dir + d],
-                       A_rows[d].slice(1, group[0], group[1]).flatten(-2), wave.first[g]);
+        product_into(xs[0], weights[g_index][dir], onednn[g_index][dir],
+                     A_rows[0].slice(1, group[0], group[1]).flatten(-2), wave.first[g]);
       }
       const at::Tensor act = A_rows.slice(2, wave.edge_start, wave.edge_stop).transpose(1, 2);
       const at::Tensor prev = wave.preds.take(states, 1);
@@ -508,10 +507,10 @@ at::Tensor backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
                           const std::optional<at::Tensor>& mh, const GroupWeights& weights, const GroupBackends& onednn,
                           const at::Tensor& A, const at::Tensor& S, at::Tensor G, int64_t dir) {
   at::NoGradGuard no_grad;
-  const int64_t D = S.size(0), R = S.size(2), H = S.size(3), B = counts[0];
+  const int64_t R = S.size(2), H = S.size(3), B = counts[0];
   const double scale = 1.0 / static_cast<double>(plan.concat.size());
-  at::Tensor grad_states = at::empty({D, S.size(1), B, H}, grad_out.options());
-  at::Tensor grad_prevs = at::empty({D, plan.max_edges, B, H}, grad_out.options());
+  at::Tensor grad_states = at::empty({1, S.size(1), B, H}, grad_out.options());
+  at::Tensor grad_prevs = at::empty({1, plan.max_edges, B, H}, grad_out.options());
   at::Tensor through = at::empty({B, H}, grad_out.options());
   at::Tensor carry;
   int64_t end = R;
@@ -523,7 +522,7 @@ at::Tensor backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
     at::Tensor grad_h = grad_out.slice(1, start, start + n) * scale;
     if (carry.defined()) grad_h.slice(1, 0, carry.size(1)).add_(carry, scale);
     at::Tensor grad_s = grad_states.slice(2, 0, n).zero_();
-    plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand({D, plan.concat.size(), n, H}));
+    plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand({1, plan.concat.size(), n, H}));
     const at::Tensor states = S.slice(2, start, start + n);
     const at::Tensor A_rows = A.slice(1, start, start + n);
     at::Tensor G_rows = G.slice(1, start, start + n);
@@ -540,12 +539,10 @@ at::Tensor backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
       for (size_t g = 0; g < wave.groups.size(); ++g) {  // through the group's GEMM, masked
         const auto& group = wave.groups[g];
         at::Tensor thr = through.slice(0, 0, n);
-        for (int64_t d = 0; d < D; ++d) {
-          product_into(G_rows[d].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][dir + d],
-                       onednn[g_index + g][dir + d], thr, false);
-          at::Tensor target = grad_s[d].select(0, group[3]);
-          mh ? target.addcmul_(thr, (*mh)[d].slice(0, 0, n)) : target.add_(thr);
-        }
+        product_into(G_rows[0].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][dir],
+                     onednn[g_index + g][dir], thr, false);
+        at::Tensor target = grad_s[0].select(0, group[3]);
+        mh ? target.addcmul_(thr, (*mh)[0].slice(0, 0, n)) : target.add_(thr);
       }
     }
     carry = grad_s.select(1, 0).clone();
