@@ -144,7 +144,7 @@ class FrozenRNN(nn.Module):
             mh = variational_mask(x, self.dropout_h, (D, B, H))
         if self.inter is None and self.fused and self._plan is not None and not torch.is_autocast_enabled(x.device.type):
             packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts,
-                                       self._fused_loop_weights(B))
+                                       self._fused_loop_weights(batch.counts))
             return self._finish(batch, *batch.unpack(packed))
         x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
         xin = x if mx is None else x * mx
@@ -171,11 +171,11 @@ class FrozenRNN(nn.Module):
             out = batch.zero_padding(self.attention(out, causal=self.directions == 1, lengths=batch.lengths))
         return out, state
 
-    def _fused_loop_weights(self, batch: int) -> LoopWeights:
+    def _fused_loop_weights(self, counts: list[int]) -> LoopWeights:
         """The fused loop's packed weights, formed again only when w0 or ws changed (an optimiser
         step, a load) or the batch size did: prediction reuses them from batch to batch."""
-        return self._packed.get((self.w0, self.ws), lambda: loop_weights(self._plan, self.w0[:, self.ninp:], self.ws, batch),
-                                tag=batch)
+        return self._packed.get((self.w0, self.ws), lambda: loop_weights(self._plan, self.w0[:, self.ninp:], self.ws, counts),
+                                tag=counts[0])
 
     def _loop_weights(self) -> tuple[torch.Tensor, StepWeight, list[StepWeight]]:
         """W0x, and the weights the loop multiplies by at every step: W0h and each wave's W_i.

@@ -20,7 +20,7 @@ gradient is wanted (prediction) nothing is kept and X is not formed.
 
 The derivatives use the saved activations; the two elementwise passes of an edge are
 `nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
-`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass (`loop_weights`).
+`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass where that pays (`loop_weights`).
 
 Where the C++ kernels are built, on a CPU, the steps themselves run in C++ (`frozen_forward_steps`,
 `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line `_forward_steps` and
@@ -36,11 +36,11 @@ from typing import Iterable, NamedTuple, Sequence
 import torch
 
 from nas.cells.waves import Wave
-from nas.fast.gemm import OnMKL, pack, product
+from nas.fast.gemm import LoopWeight, pack_for_steps, product
 from .kernels import (OP_CODES, compiled, highway_backward, highway_forward, warn_once_without_kernels,
                       with_kernels)
 
-LoopWeights = list[list[Sequence[torch.Tensor]]]  # per wave, per group, per direction (`loop_weights`)
+LoopWeights = list[list[Sequence[LoopWeight]]]  # per wave, per group, per direction (`loop_weights`)
 
 
 class Pick:
@@ -164,27 +164,29 @@ def _native_plan(key: tuple) -> object:
     return compiled().frozen_plan(*key)
 
 
-def _native_weights(weights: LoopWeights) -> tuple[list[list[torch.Tensor]], list[list[bool]]]:
+def _native_weights(weights: LoopWeights) -> tuple[list[list[torch.Tensor]], list[list[torch.Tensor]], list[list[int]]]:
     """The loop weights as the C++ loop takes them: per group (waves in order), per direction, the
-    matrix and whether it is packed for oneDNN (else it is multiplied on torch.mm)."""
+    plain matrix, the packed one (the plain one again where there is none) and the fewest rows
+    multiplied on oneDNN (`LoopWeight`)."""
     flat = [w for wave in weights for w in wave]
-    matrices = [[t.weight if isinstance(t, OnMKL) else t for t in w] for w in flat]
-    return matrices, [[t.layout == torch._mkldnn for t in w] for w in matrices]
+    return ([[t.plain for t in w] for w in flat], [[t.plain if t.blocked is None else t.blocked for t in w] for w in flat],
+            [[t.min_rows for t in w] for w in flat])
 
 
-def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, batch: int, forward: bool = True) -> LoopWeights:
-    """Per wave, per group, per direction: the weight the loop multiplies by at every step, `pack`ed
-    where oneDNN measures faster for products of `batch` rows (the batch; later steps take fewer).
-    Forward [W_i | W_j | …]ᵀ (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the
-    forward ones while the weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
+def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True) -> LoopWeights:
+    """Per wave, per group, per direction: the weight the loop multiplies by at every step, packed for
+    oneDNN's products from the row count where it measures faster and where that pays for the
+    packing, over steps of `counts` rows (`nas.fast.gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
+    (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the forward ones while the
+    weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
     with torch.no_grad():
-        return [[[pack(w, batch) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
+        return [[[pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
                 for wave in plan.waves]
 
 
 def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
     """The group's matrices as one linear weight (D, N, K): backward [W_i | W_j | …] (D, H, E·2H),
-    forward its transpose (D, E·2H, H) as a view (`pack` copies it where oneDNN takes it; torch.mm
+    forward its transpose (D, E·2H, H) as a view (packing copies it where oneDNN takes it; torch.mm
     reads it in place)."""
     w = w0h.unsqueeze(1) if group.weights is None else group.weights.take(ws, 1)  # (D, E, H, 2H)
     D, E, H, H2 = w.shape
@@ -286,7 +288,7 @@ class FusedFrozenCell(torch.autograd.Function):
     Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
     w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, counts (the
     rows of each step, non-increasing; row r of step t is sequence r − offset_t), and
-    `loop_weights(plan, w0[:, ninp:], ws, counts[0])` or None to form them here.
+    `loop_weights(plan, w0[:, ninp:], ws, counts)` or None to form them here.
     """
 
     @staticmethod
@@ -303,7 +305,7 @@ class FusedFrozenCell(torch.autograd.Function):
         out = x.new_empty(D, R, H)
         for d in range(D):  # the input projection of every row at once
             product(x[d], w0[d, :ninp].t(), A[d, :, 0])
-        weights = loop_weights(plan, w0[:, ninp:], ws, counts[0]) if weights is None else weights
+        weights = loop_weights(plan, w0[:, ninp:], ws, counts) if weights is None else weights
         if with_kernels(x):
             _native_forward_steps(plan, counts, h0, mh, weights, X, A, S, out)
         else:
@@ -321,7 +323,7 @@ class FusedFrozenCell(torch.autograd.Function):
         plan, counts = ctx.plan, ctx.counts
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
-        weights = loop_weights(plan, w0[:, ninp:], ws, counts[0], forward=False)
+        weights = loop_weights(plan, w0[:, ninp:], ws, counts, forward=False)
         if with_kernels(x):
             grad_h0 = _native_backward_steps(plan, counts, grad_out, mh, weights, A, S, G)
         else:

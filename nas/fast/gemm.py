@@ -10,13 +10,17 @@ a build without oneDNN, `ONEDNN = False`) both are plain torch.
 
 A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
 oneDNN would otherwise form anew in each call (a cost that weighs most on small products).
-`PackedCache` keeps packed weights while their source is unchanged (prediction).
+`pack_for_steps` does so only where it pays: a batch's later steps have fewer rows (its shorter
+sentences have ended), where torch.mm can be the faster, and packing costs about as much as a few
+products. `PackedCache` keeps packed weights while their source is unchanged (prediction).
 """
 from __future__ import annotations
 
+import itertools
 import statistics
+import sys
 import time
-from typing import Callable, NamedTuple, TypeVar
+from typing import Callable, NamedTuple, Sequence, TypeVar
 
 import torch
 import torch.nn as nn
@@ -72,7 +76,46 @@ def pack(weight: torch.Tensor, rows: int | None = None) -> torch.Tensor | OnMKL:
     return weight
 
 
-_choices: dict[tuple[int, int, int, bool], bool] = {}
+class LoopWeight(NamedTuple):
+    """A weight (N, K) multiplied at every step (`pack_for_steps`): a product of at least `min_rows`
+    rows runs on oneDNN with `blocked`, the weight packed, and a smaller one on torch.mm with `plain`."""
+
+    plain: torch.Tensor
+    blocked: torch.Tensor | None
+    min_rows: int
+
+
+NEVER = sys.maxsize  # `LoopWeight.min_rows` of a weight not packed
+
+
+def pack_for_steps(weight: torch.Tensor, counts: Sequence[int]) -> LoopWeight:
+    """weight (N, K) for one product per step t of counts[t] rows: packed, and used from the fewest rows
+    from which oneDNN measures faster at every larger row count of the batch, where what those
+    products save (measured) exceeds what packing costs (measured); else on torch.mm throughout."""
+    N, K = weight.shape
+    if not (uses_onednn(weight) and _PACKING):
+        return LoopWeight(weight, None, NEVER)
+    buckets = sorted({_power_of_two(n) for n in counts}, reverse=True)
+    leading = list(itertools.takewhile(lambda rows: prefers_onednn(rows, K, N), buckets))
+    if not leading or not packing_pays([n for n in counts if _power_of_two(n) >= leading[-1]], K, N):
+        return LoopWeight(weight, None, NEVER)
+    with torch.no_grad():
+        blocked = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
+    return LoopWeight(weight, blocked, leading[-1] // 2 + 1)  # the bucket's fewest rows
+
+
+def packing_pays(counts: Sequence[int], K: int, N: int) -> bool:
+    """Whether products of counts[t] rows by a weight (N, K), on oneDNN packed rather than on
+    torch.mm, save more than packing the weight costs (each measured once per shape and process)."""
+    saved = 0.0
+    for n in counts:
+        mkl, onednn = _seconds((_power_of_two(n), K, N, True))
+        saved += mkl - onednn
+    return saved > _pack_seconds(K, N)
+
+
+_timings: dict[tuple[int, int, int, bool], tuple[float, float]] = {}
+_packing: dict[tuple[int, int], float] = {}
 
 
 def prefers_onednn(rows: int, K: int, N: int, packed: bool = True) -> bool:
@@ -88,18 +131,22 @@ def prefers_onednn(rows: int, K: int, N: int, packed: bool = True) -> bool:
     """
     if not (ONEDNN and _AVAILABLE and (_PACKING or not packed)):
         return False
-    key = (_power_of_two(rows), K if packed else _power_of_two(K), N, packed)
-    if key not in _choices:
-        _choices[key] = _measure(*key)
-    return _choices[key]
+    mkl, onednn = _seconds((_power_of_two(rows), K if packed else _power_of_two(K), N, packed))
+    return mkl > MARGIN * onednn
+
+
+def _seconds(key: tuple[int, int, int, bool]) -> tuple[float, float]:
+    if key not in _timings:
+        _timings[key] = _measure(*key)
+    return _timings[key]
 
 
 def _power_of_two(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-def _measure(rows: int, K: int, N: int, packed: bool = True, repeats: int = 5) -> bool:
-    """`prefers_onednn` for one shape: median seconds of each side, timed alternately."""
+def _measure(rows: int, K: int, N: int, packed: bool = True, repeats: int = 5) -> tuple[float, float]:
+    """Seconds of one product of this shape on torch.mm and on oneDNN: medians, timed alternately."""
     with torch.no_grad():
         gen = torch.Generator().manual_seed(0)  # the global RNG (a run's dropout masks) stays untouched
         x, w = torch.randn(rows, K, generator=gen), torch.randn(N, K, generator=gen)
@@ -116,7 +163,20 @@ def _measure(rows: int, K: int, N: int, packed: bool = True, repeats: int = 5) -
         for _ in range(repeats + 1):  # the first pair warms up
             mkl.append(seconds(lambda: torch.mm(x, w.t())))
             onednn.append(seconds(on_onednn))
-    return statistics.median(mkl[1:]) > MARGIN * statistics.median(onednn[1:])
+    return statistics.median(mkl[1:]) / calls, statistics.median(onednn[1:]) / calls
+
+
+def _pack_seconds(K: int, N: int, repeats: int = 3) -> float:
+    """Seconds to pack a weight (N, K), from a transposed view as the loops' forward weights are."""
+    if (K, N) not in _packing:
+        w = torch.randn(K, N, generator=torch.Generator().manual_seed(0)).t()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
+            times.append(time.perf_counter() - start)
+        _packing[(K, N)] = statistics.median(times)
+    return _packing[(K, N)]
 
 
 class PackedCache:
@@ -144,10 +204,12 @@ class PackedCache:
 def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
             bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
-    weight may be `pack`ed. Unpacked, the product runs on oneDNN only where `prefers_onednn` measures
+    weight may be `pack`ed, or a `LoopWeight`. Unpacked, the product runs on oneDNN only where `prefers_onednn` measures
     it faster for its shape, and never with a `_gapped` operand (the fused loops' per-edge slices in
     their weight gradients): torch.mm reads those in place, where oneDNN would copy them first, and
     the copies cost more than oneDNN gains (a tagger epoch 9% faster without them)."""
+    if isinstance(weight, LoopWeight):
+        weight = weight.blocked if x.size(0) >= weight.min_rows else weight.plain
     if isinstance(weight, OnMKL):
         weight = weight.weight
     elif _packed(weight) or (uses_onednn(x) and not (_gapped(x) or _gapped(weight))

@@ -418,15 +418,21 @@ at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& packed) {
   return stack[0].toTensor();
 }
 
-// out (=, or += with accumulate) x (n, K) · W (N, K)ᵀ: W packed for oneDNN, or plain on torch.mm.
-void product_into(const at::Tensor& x, const at::Tensor& w, bool onednn, at::Tensor out, bool accumulate) {
-  if (onednn) {
-    const at::Tensor r = onednn_linear(x, w);
+// out (=, or += with accumulate) x (n, K) · W (N, K)ᵀ: on oneDNN with W packed (`blocked`) where x has at
+// least `min_rows` rows, else on torch.mm with W as it is (`plain`): `nas.fast.gemm.LoopWeight`.
+struct LoopWeight {
+  at::Tensor plain, blocked;
+  int64_t min_rows;
+};
+
+void product_into(const at::Tensor& x, const LoopWeight& w, at::Tensor out, bool accumulate) {
+  if (x.size(0) >= w.min_rows) {
+    const at::Tensor r = onednn_linear(x, w.blocked);
     accumulate ? out.add_(r) : out.copy_(r);
   } else if (accumulate) {
-    at::addmm_out(out, out, x, w.t());
+    at::addmm_out(out, out, x, w.plain.t());
   } else {
-    at::mm_out(out, x, w.t());
+    at::mm_out(out, x, w.plain.t());
   }
 }
 
@@ -460,13 +466,23 @@ FrozenPlan make_plan(const std::vector<std::vector<int64_t>>& waves, const std::
   return plan;
 }
 
-using GroupWeights = std::vector<std::vector<at::Tensor>>;  // per wave's group in order, per direction
-using GroupBackends = std::vector<std::vector<bool>>;       // the same: packed for oneDNN or not
+using GroupWeights = std::vector<std::vector<LoopWeight>>;  // per wave's group in order, per direction
+using Matrices = std::vector<std::vector<at::Tensor>>;       // the same, one part of each LoopWeight
+using Counts = std::vector<std::vector<int64_t>>;
+
+// The loop weights from Python: per group, per direction, the plain matrix, the packed one (the plain
+// one again where there is none) and the fewest rows for oneDNN (none: more than any batch).
+GroupWeights group_weights(const Matrices& plain, const Matrices& blocked, const Counts& min_rows) {
+  GroupWeights weights(plain.size());
+  for (size_t g = 0; g < plain.size(); ++g)
+    for (size_t d = 0; d < plain[g].size(); ++d) weights[g].push_back({plain[g][d], blocked[g][d], min_rows[g][d]});
+  return weights;
+}
 
 // One direction's steps: its tensors are sliced to it (a leading dimension of 1, as the Python steps
 // see one direction on a CPU) and its weights are [g][dir].
 void forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, at::Tensor h,
-                   const std::optional<at::Tensor>& mh, const GroupWeights& weights, const GroupBackends& onednn,
+                   const std::optional<at::Tensor>& mh, const GroupWeights& weights,
                    const std::optional<at::Tensor>& X, at::Tensor A, at::Tensor S, at::Tensor out, int64_t dir) {
   at::NoGradGuard no_grad;
   int64_t start = 0;
@@ -484,7 +500,7 @@ void forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, a
           xs = X->slice(1, start, start + n).select(2, group[2]);
           mh ? at::mul_out(xs, prev, mh->slice(1, 0, n)) : xs.copy_(prev);
         }
-        product_into(xs[0], weights[g_index][dir], onednn[g_index][dir],
+        product_into(xs[0], weights[g_index][dir],
                      A_rows[0].slice(1, group[0], group[1]).flatten(-2), wave.first[g]);
       }
       const at::Tensor act = A_rows.slice(2, wave.edge_start, wave.edge_stop).transpose(1, 2);
@@ -504,7 +520,7 @@ void forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, a
 }
 
 at::Tensor backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
-                          const std::optional<at::Tensor>& mh, const GroupWeights& weights, const GroupBackends& onednn,
+                          const std::optional<at::Tensor>& mh, const GroupWeights& weights,
                           const at::Tensor& A, const at::Tensor& S, at::Tensor G, int64_t dir) {
   at::NoGradGuard no_grad;
   const int64_t R = S.size(2), H = S.size(3), B = counts[0];
@@ -539,8 +555,7 @@ at::Tensor backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
       for (size_t g = 0; g < wave.groups.size(); ++g) {  // through the group's GEMM, masked
         const auto& group = wave.groups[g];
         at::Tensor thr = through.slice(0, 0, n);
-        product_into(G_rows[0].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][dir],
-                     onednn[g_index + g][dir], thr, false);
+        product_into(G_rows[0].slice(1, group[0], group[1]).flatten(-2), weights[g_index + g][dir], thr, false);
         at::Tensor target = grad_s[0].select(0, group[3]);
         mh ? target.addcmul_(thr, (*mh)[0].slice(0, 0, n)) : target.add_(thr);
       }
@@ -567,22 +582,23 @@ std::optional<at::Tensor> direction(const std::optional<at::Tensor>& t, int64_t 
 }
 
 void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& h,
-                          const std::optional<at::Tensor>& mh, const GroupWeights& weights,
-                          const GroupBackends& onednn, const std::optional<at::Tensor>& X, const at::Tensor& A,
+                          const std::optional<at::Tensor>& mh, const Matrices& plain, const Matrices& blocked,
+                          const Counts& min_rows, const std::optional<at::Tensor>& X, const at::Tensor& A,
                           const at::Tensor& S, const at::Tensor& out) {
+  const GroupWeights weights = group_weights(plain, blocked, min_rows);
   for_directions(A.size(0), [&](int64_t d) {
-    forward_steps(plan, counts, h.slice(0, d, d + 1), direction(mh, d), weights, onednn, direction(X, d),
+    forward_steps(plan, counts, h.slice(0, d, d + 1), direction(mh, d), weights, direction(X, d),
                   A.slice(0, d, d + 1), S.slice(0, d, d + 1), out.slice(0, d, d + 1), d);
   });
 }
 
 at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
-                                 const std::optional<at::Tensor>& mh, const GroupWeights& weights,
-                                 const GroupBackends& onednn, const at::Tensor& A, const at::Tensor& S,
-                                 const at::Tensor& G) {
+                                 const std::optional<at::Tensor>& mh, const Matrices& plain, const Matrices& blocked,
+                                 const Counts& min_rows, const at::Tensor& A, const at::Tensor& S, const at::Tensor& G) {
+  const GroupWeights weights = group_weights(plain, blocked, min_rows);
   std::vector<at::Tensor> carries(A.size(0));
   for_directions(A.size(0), [&](int64_t d) {
-    carries[d] = backward_steps(plan, counts, grad_out.slice(0, d, d + 1), direction(mh, d), weights, onednn,
+    carries[d] = backward_steps(plan, counts, grad_out.slice(0, d, d + 1), direction(mh, d), weights,
                                 A.slice(0, d, d + 1), S.slice(0, d, d + 1), G.slice(0, d, d + 1), d);
   });
   return at::cat(carries, 0);
