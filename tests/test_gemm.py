@@ -105,6 +105,28 @@ def test_the_backend_choice_is_measured_once_per_shape_and_rows_rounded_up(monke
 
 
 @pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+def test_a_loop_weight_is_packed_from_the_rows_where_onednn_leads_and_only_where_that_pays(monkeypatch):
+    """Over steps of 32, 32, 20, 9 and 3 rows, with oneDNN measured faster from 16 rows on (saving 1 s a
+    product) and slower below: packed for products of 9 rows or more, which save 4 s in all, where
+    packing costs 3 s; torch.mm throughout where it costs 5 s. Either way the products are torch's."""
+    monkeypatch.setattr(gemm, "_timings", {})
+    monkeypatch.setattr(gemm, "_measure", lambda rows, K, N, packed: (2.0, 1.0) if rows >= 16 else (1.0, 2.0))
+    counts, w = [32, 32, 20, 9, 3], torch.randn(12, 10)
+    monkeypatch.setattr(gemm, "_pack_seconds", lambda K, N: 3.0)
+    packed = gemm.pack_for_steps(w, counts)
+    assert packed.min_rows == 9 and packed.blocked.layout == torch._mkldnn and packed.plain is w
+    monkeypatch.setattr(gemm, "_pack_seconds", lambda K, N: 5.0)
+    assert gemm.pack_for_steps(w, counts) == (w, None, gemm.NEVER)
+    onednn = []
+    real = gemm._onednn_product
+    monkeypatch.setattr(gemm, "_onednn_product", lambda *a: onednn.append(a[0].size(0)) or real(*a))
+    for n in counts:
+        x = torch.randn(n, 10)
+        torch.testing.assert_close(gemm.product(x, packed), x @ w.t(), rtol=1e-5, atol=1e-5)
+    assert onednn == [32, 32, 20, 9]
+
+
+@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
 @pytest.mark.parametrize("on_onednn", [False, True])
 def test_an_unpacked_product_follows_the_measured_choice_and_equals_torch(on_onednn: bool, monkeypatch):
     calls = []
