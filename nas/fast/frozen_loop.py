@@ -164,13 +164,9 @@ def _native_plan(key: tuple) -> object:
     return compiled().frozen_plan(*key)
 
 
-def _native_weights(weights: LoopWeights) -> tuple[list[list[torch.Tensor]], list[list[torch.Tensor]], list[list[int]]]:
-    """The loop weights as the C++ loop takes them: per group (waves in order), per direction, the
-    plain matrix, the packed one (the plain one again where there is none) and the fewest rows
-    multiplied on oneDNN (`LoopWeight`)."""
-    flat = [w for wave in weights for w in wave]
-    return ([[t.plain for t in w] for w in flat], [[t.plain if t.blocked is None else t.blocked for t in w] for w in flat],
-            [[t.min_rows for t in w] for w in flat])
+def _native_weights(weights: LoopWeights) -> list[Sequence[LoopWeight]]:
+    """The loop weights as the C++ loop takes them: per group (waves in order), per direction."""
+    return [w for wave in weights for w in wave]
 
 
 def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True) -> LoopWeights:
@@ -266,13 +262,13 @@ def _native_forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: to
                           out: torch.Tensor) -> None:
     """`_forward_steps` in C++ (nas/fast/csrc/fused_kernels.cpp: the same steps, line for line) for
     every direction: one after the other on one thread, concurrently on more."""
-    compiled().frozen_forward_steps(_native_plan(plan.key), counts, h, mh, *_native_weights(weights), X, A, S, out)
+    compiled().frozen_forward_steps(_native_plan(plan.key), counts, h, mh, _native_weights(weights), X, A, S, out)
 
 
 def _native_backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
                            weights: LoopWeights, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
     """`_backward_steps` in C++, every direction: their ∂h0 (D, B, H)."""
-    return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh, *_native_weights(weights),
+    return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh, _native_weights(weights),
                                             A, S, G)
 
 

@@ -27,6 +27,8 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -467,15 +469,13 @@ FrozenPlan make_plan(const std::vector<std::vector<int64_t>>& waves, const std::
 }
 
 using GroupWeights = std::vector<std::vector<LoopWeight>>;  // per wave's group in order, per direction
-using Matrices = std::vector<std::vector<at::Tensor>>;       // the same, one part of each LoopWeight
-using Counts = std::vector<std::vector<int64_t>>;
+// `nas.fast.gemm.LoopWeight` as Python passes it: plain, blocked (None where not packed), min_rows.
+using PyLoopWeights = std::vector<std::vector<std::tuple<at::Tensor, std::optional<at::Tensor>, int64_t>>>;
 
-// The loop weights from Python: per group, per direction, the plain matrix, the packed one (the plain
-// one again where there is none) and the fewest rows for oneDNN (none: more than any batch).
-GroupWeights group_weights(const Matrices& plain, const Matrices& blocked, const Counts& min_rows) {
-  GroupWeights weights(plain.size());
-  for (size_t g = 0; g < plain.size(); ++g)
-    for (size_t d = 0; d < plain[g].size(); ++d) weights[g].push_back({plain[g][d], blocked[g][d], min_rows[g][d]});
+GroupWeights group_weights(const PyLoopWeights& given) {
+  GroupWeights weights(given.size());
+  for (size_t g = 0; g < given.size(); ++g)
+    for (const auto& [plain, blocked, min_rows] : given[g]) weights[g].push_back({plain, blocked.value_or(plain), min_rows});
   return weights;
 }
 
@@ -582,10 +582,10 @@ std::optional<at::Tensor> direction(const std::optional<at::Tensor>& t, int64_t 
 }
 
 void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& h,
-                          const std::optional<at::Tensor>& mh, const Matrices& plain, const Matrices& blocked,
-                          const Counts& min_rows, const std::optional<at::Tensor>& X, const at::Tensor& A,
-                          const at::Tensor& S, const at::Tensor& out) {
-  const GroupWeights weights = group_weights(plain, blocked, min_rows);
+                          const std::optional<at::Tensor>& mh, const PyLoopWeights& loop_weights,
+                          const std::optional<at::Tensor>& X, const at::Tensor& A, const at::Tensor& S,
+                          const at::Tensor& out) {
+  const GroupWeights weights = group_weights(loop_weights);
   for_directions(A.size(0), [&](int64_t d) {
     forward_steps(plan, counts, h.slice(0, d, d + 1), direction(mh, d), weights, direction(X, d),
                   A.slice(0, d, d + 1), S.slice(0, d, d + 1), out.slice(0, d, d + 1), d);
@@ -593,9 +593,9 @@ void frozen_forward_steps(const FrozenPlan& plan, const std::vector<int64_t>& co
 }
 
 at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64_t>& counts, const at::Tensor& grad_out,
-                                 const std::optional<at::Tensor>& mh, const Matrices& plain, const Matrices& blocked,
-                                 const Counts& min_rows, const at::Tensor& A, const at::Tensor& S, const at::Tensor& G) {
-  const GroupWeights weights = group_weights(plain, blocked, min_rows);
+                                 const std::optional<at::Tensor>& mh, const PyLoopWeights& loop_weights,
+                                 const at::Tensor& A, const at::Tensor& S, const at::Tensor& G) {
+  const GroupWeights weights = group_weights(loop_weights);
   std::vector<at::Tensor> carries(A.size(0));
   for_directions(A.size(0), [&](int64_t d) {
     carries[d] = backward_steps(plan, counts, grad_out.slice(0, d, d + 1), direction(mh, d), weights,
