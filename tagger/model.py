@@ -7,7 +7,8 @@ inter-cell gates and the NASABN attention of the genotype when present), without
 BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 `_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
 flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the
-linear layer, CRF and Viterbi decoding.
+linear layer, CRF and Viterbi decoding; the CRF's loss is flair's, computed with a cheaper
+backward (`tagger.crf`).
 
 Models are saved and loaded through `model_file`: flair's own state, read back with
 `weights_only=True`, also when flair's `ModelTrainer` writes and reloads `best-model.pt`. The files
@@ -36,6 +37,7 @@ from nas.cells.ops import INIT_RANGE
 
 from . import model_file
 from .config import CELL_INITS
+from .crf import CRFLoss
 
 
 class PackedCellRNN(nn.Module):
@@ -100,6 +102,8 @@ class CellTagger(SequenceTagger):
         self.cell_dropout_x, self.cell_dropout_h, self.cell_init = cell_dropout_x, cell_dropout_h, cell_init
         kwargs.setdefault("rnn_type", CELL_RNN_TYPE if genotype is not None else "LSTM")
         super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
+        if self.use_crf:  # flair's loss, the same function with a cheaper backward (tagger/crf.py)
+            self.loss_function = CRFLoss(self.label_dictionary)
 
     def RNN(self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool,
             rnn_input_dim: int) -> nn.Module:

@@ -84,6 +84,22 @@ def test_lstm_cell_is_flairs_bilstm_and_reloads(setup, tmp_path):
     assert before == after
 
 
+def test_a_tagger_new_or_reloaded_trains_on_flairs_crf_loss(darts_run, setup):
+    """Its loss is tagger.crf's, the number flair's own ViterbiLoss gives for the same batch."""
+    from flair.models.sequence_tagger_utils.viterbi import ViterbiLoss
+
+    from tagger.crf import CRFLoss
+
+    _, corpus, embeddings = setup
+    sentences = to_sentences(corpus.train, "ner")[:8]
+    for model in (build_model(TaggerConfig(hidden_size=8), corpus, embeddings, None), load_tagger(darts_run[0])):
+        model.eval()  # no dropout: both losses see the same features
+        assert isinstance(model.loss_function, CRFLoss)
+        ours = model.forward_loss(sentences)[0]
+        model.loss_function = ViterbiLoss(model.label_dictionary)
+        torch.testing.assert_close(ours, model.forward_loss(sentences)[0], rtol=1e-6, atol=0)
+
+
 def test_flair_trains_on_the_bioes_of_our_iob2(setup):
     _, corpus, embeddings = setup
     model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load("darts_v2"))
