@@ -8,7 +8,7 @@ BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 `_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
 flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the
 linear layer, CRF and Viterbi decoding; the CRF's loss is flair's, computed with a cheaper
-backward (`tagger.crf`).
+backward (`tagger.crf`), and the reprojection skips the padding's products (`tagger.reprojection`).
 
 Models are saved and loaded through `model_file`: flair's own state, read back with
 `weights_only=True`, also when flair's `ModelTrainer` writes and reloads `best-model.pt`. The files
@@ -38,6 +38,7 @@ from nas.cells.ops import INIT_RANGE
 from . import model_file
 from .config import CELL_INITS
 from .crf import CRFLoss
+from .reprojection import skipping_padding
 
 
 class PackedCellRNN(nn.Module):
@@ -104,6 +105,8 @@ class CellTagger(SequenceTagger):
         super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
         if self.use_crf:  # flair's loss, the same function with a cheaper backward (tagger/crf.py)
             self.loss_function = CRFLoss(self.label_dictionary)
+        if self.reproject_embeddings:  # flair's linear layer, without products for the padding (tagger/reprojection.py)
+            self.embedding2nn = skipping_padding(self.embedding2nn)
 
     def RNN(self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool,
             rnn_input_dim: int) -> nn.Module:
