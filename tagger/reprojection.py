@@ -30,7 +30,8 @@ class Reprojection(nn.Linear):
         if rows.numel() == flat.size(0):
             return super().forward(x)
         products = F.linear(flat.index_select(0, rows), self.weight, self.bias)
-        out = (self.bias if self.bias is not None else products.new_zeros(())).expand(flat.size(0), self.out_features)
+        bias = products.new_zeros(()) if self.bias is None else self.bias.to(products.dtype)  # autocast: bf16 products
+        out = bias.expand(flat.size(0), self.out_features)
         return out.index_copy(0, rows, products).view(*x.shape[:-1], self.out_features)
 
 

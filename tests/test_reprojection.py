@@ -74,3 +74,12 @@ def test_the_tagger_starts_from_flairs_own_weights_and_saves_flairs_keys(tmp_pat
     assert isinstance(ours.embedding2nn, Reprojection)
     assert list(ours.state_dict()) == list(flair_model.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), flair_model.state_dict().values()))
+
+
+def test_under_autocast_the_padding_rows_get_the_products_dtype():
+    torch.manual_seed(1)
+    linear = torch.nn.Linear(6, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected, out = linear(_padded_batch()), skipping_padding(linear)(_padded_batch())
+    assert out.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected)
