@@ -83,3 +83,10 @@ def test_under_autocast_the_padding_rows_get_the_products_dtype():
         expected, out = linear(_padded_batch()), skipping_padding(linear)(_padded_batch())
     assert out.dtype == expected.dtype == torch.bfloat16
     torch.testing.assert_close(out, expected)
+
+
+def test_a_row_holding_nan_is_multiplied_so_the_nan_shows():
+    x = _padded_batch()
+    x[1, 3, 2] = float("nan")  # in a padding row
+    out = skipping_padding(torch.nn.Linear(6, 5))(x)
+    assert out[1, 3].isnan().all() and not out[1, 2].isnan().any()
