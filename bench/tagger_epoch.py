@@ -9,10 +9,11 @@ lstm --match-params CELL` sizes it); otherwise both run at --hidden-size. The wo
 for its vocabulary; `--charlm FWD.pt:BWD.pt` stacks Flair embeddings of a char LM pair on top
 (e.g. resources/charlm/wt2-forward.pt:resources/charlm/wt2-backward.pt). Both taggers are built
 by `tagger.train.build_model` exactly as `bin/train-tagger` builds them (`--cell lstm` is flair's
-BiLSTM-CRF). Both train on the toolkit's CRF loss (`tagger.crf`: flair's loss with a cheaper
-backward), so the ratios compare the recurrent layers; a third model, `flair_stock`, is flair's
-BiLSTM-CRF with flair's own `ViterbiLoss`, timed for its epoch only (its prediction is flair_lstm's),
-for the ratios against flair as shipped.
+BiLSTM-CRF). Both train on the toolkit's CRF loss and reprojection (`tagger.crf`,
+`tagger.reprojection`: flair's functions, computed faster), so the ratios compare the recurrent
+layers; a third model, `flair_stock`, is flair's BiLSTM-CRF with flair's own CRF module,
+`ViterbiLoss` and reprojection, timed for its epoch only (its prediction is flair_lstm's), for the
+ratios against flair as shipped.
 
 An epoch is the loop of flair's `ModelTrainer` without its logging and evaluation: shuffled
 mini-batches of --batch-size, `forward_loss`, backward, gradient clipping at 5, SGD lr 0.1.
@@ -43,7 +44,8 @@ from tagger.embeddings import build_embeddings  # noqa: E402
 from tagger.sizing import match_layer, rnn_parameters  # noqa: E402
 from tagger.synthetic import generate  # noqa: E402
 from tagger.train import build_model  # noqa: E402
-from flair.models.sequence_tagger_utils.viterbi import ViterbiLoss  # noqa: E402
+from flair.models.sequence_tagger_utils.crf import CRF  # noqa: E402
+from flair.models.sequence_tagger_utils.viterbi import ViterbiDecoder, ViterbiLoss  # noqa: E402
 
 
 def write_vectors(path: Path, words: set[str], dim: int, seed: int) -> None:
@@ -59,6 +61,17 @@ def predict(model, sentences: list, batch_size: int) -> None:
     model.eval()
     with torch.inference_mode():
         model.predict(sentences, mini_batch_size=batch_size, label_name="predicted")
+
+
+def as_flair_ships(model) -> None:
+    """Put flair's own CRF module, Viterbi loss and decoder and plain reprojection back (same parameters)."""
+    crf = CRF(model.label_dictionary, model.tagset_size, init_from_state_dict=True)
+    crf.transitions = model.crf.transitions
+    model.crf, model.loss_function = crf, ViterbiLoss(model.label_dictionary)
+    model.viterbi_decoder = ViterbiDecoder(model.label_dictionary)
+    linear = torch.nn.utils.skip_init(torch.nn.Linear, model.embedding2nn.in_features, model.embedding2nn.out_features)
+    linear.weight, linear.bias = model.embedding2nn.weight, model.embedding2nn.bias
+    model.embedding2nn = linear
 
 
 def main() -> None:
@@ -109,7 +122,7 @@ def main() -> None:
         torch.manual_seed(args.seed)
         model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype).to(device)
         if name == "flair_stock":
-            model.loss_function = ViterbiLoss(model.label_dictionary)
+            as_flair_ships(model)
         models[name] = (model, torch.optim.SGD(model.parameters(), lr=config.lr))
     epoch_s = {name: [] for name in models}
     predict_s = {name: [] for name in models}

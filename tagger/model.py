@@ -7,8 +7,8 @@ inter-cell gates and the NASABN attention of the genotype when present), without
 BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 `_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
 flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the
-linear layer, CRF and Viterbi decoding; the CRF's loss is flair's, computed with a cheaper
-backward (`tagger.crf`), and the reprojection skips the padding's products (`tagger.reprojection`).
+linear layer, CRF and Viterbi decoding; the CRF's loss is flair's, computed from the emissions and
+transitions (`tagger.crf`), and the reprojection skips the padding's products (`tagger.reprojection`).
 
 Models are saved and loaded through `model_file`: flair's own state, read back with
 `weights_only=True`, also when flair's `ModelTrainer` writes and reloads `best-model.pt`. The files
@@ -37,7 +37,7 @@ from nas.cells.ops import INIT_RANGE
 
 from . import model_file
 from .config import CELL_INITS
-from .crf import CRFLoss
+from .crf import CRFLoss, EmissionCRF, PairDecoder
 from .reprojection import skipping_padding
 
 
@@ -103,7 +103,9 @@ class CellTagger(SequenceTagger):
         self.cell_dropout_x, self.cell_dropout_h, self.cell_init = cell_dropout_x, cell_dropout_h, cell_init
         kwargs.setdefault("rnn_type", CELL_RNN_TYPE if genotype is not None else "LSTM")
         super().__init__(embeddings, tag_dictionary, tag_type, **kwargs)
-        if self.use_crf:  # flair's loss, the same function with a cheaper backward (tagger/crf.py)
+        if self.use_crf:  # flair's CRF, its loss from the emissions and transitions (tagger/crf.py)
+            self.crf = EmissionCRF(self.crf.transitions)
+            self.viterbi_decoder = PairDecoder(self.label_dictionary)
             self.loss_function = CRFLoss(self.label_dictionary)
         if self.reproject_embeddings:  # flair's linear layer, without products for the padding (tagger/reprojection.py)
             self.embedding2nn = skipping_padding(self.embedding2nn)

@@ -1,12 +1,13 @@
-"""The tagger's CRF loss: the negative log-likelihood of the gold path, as flair's ViterbiLoss computes it."""
+"""The tagger's CRF loss (the negative log-likelihood of the gold path: flair's ViterbiLoss computed
+from emissions and transitions) and its decoder (flair's, on the pair scores flair forms)."""
 import itertools
 
 import pytest
 import torch
 from flair.data import Dictionary
-from flair.models.sequence_tagger_utils.viterbi import ViterbiLoss
+from flair.models.sequence_tagger_utils.viterbi import ViterbiDecoder, ViterbiLoss
 
-from tagger.crf import CRFLoss
+from tagger.crf import CRFLoss, PairDecoder
 
 
 def dictionary(tags: list[str]) -> Dictionary:
@@ -16,10 +17,28 @@ def dictionary(tags: list[str]) -> Dictionary:
     return d
 
 
-def crf_scores(emissions: torch.Tensor, transitions: torch.Tensor) -> torch.Tensor:
+def chunk_tags() -> Dictionary:
+    """CoNLL-2000's size: 41 BIOES tags, <START>, <STOP>."""
+    return dictionary([f"{p}-{kind}" for kind in "ABCDEFGHIJ" for p in "BIES"] + ["O"])
+
+
+def pair_scores(emissions: torch.Tensor, transitions: torch.Tensor) -> torch.Tensor:
     """flair's CRF module: scores[b, t, to, from] = emission[b, t, to] + transitions[to, from]."""
     batch, steps, k = emissions.shape
     return emissions.unsqueeze(-1).expand(batch, steps, k, k) + transitions.unsqueeze(0).unsqueeze(0)
+
+
+def batch(d: Dictionary, size: int, steps: int, scale: float = 1.0, seed: int = 0):
+    """Sentences of every length up to `steps`, longest first as flair's tagger hands them over, with
+    flair's −10000 transitions into <START> and out of <STOP>."""
+    k = len(d)
+    torch.manual_seed(seed)
+    lengths = torch.tensor(sorted([steps] + torch.randint(1, steps + 1, (size - 1,)).tolist(), reverse=True))
+    emissions, transitions = scale * torch.randn(size, steps, k), torch.randn(k, k)
+    transitions[d.get_idx_for_item("<START>"), :] = -10000
+    transitions[:, d.get_idx_for_item("<STOP>")] = -10000
+    targets = torch.cat([torch.randint(0, k - 2, (n,)) for n in lengths.tolist()])
+    return emissions, transitions, lengths, targets
 
 
 def test_the_loss_is_minus_the_log_likelihood_of_the_gold_path_over_every_path():
@@ -39,27 +58,40 @@ def test_the_loss_is_minus_the_log_likelihood_of_the_gold_path_over_every_path()
 
     expected = sum(torch.logsumexp(torch.stack([path_score(b, p) for p in itertools.product(range(k), repeat=n)]), 0)
                    - path_score(b, gold[b]) for b, n in enumerate(lengths.tolist()))
-    loss = CRFLoss(d)((crf_scores(emissions, transitions), lengths, transitions), torch.tensor(sum(gold, [])))
+    loss = CRFLoss(d)((emissions, lengths, transitions), torch.tensor(sum(gold, [])))
     assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
 
 
-@pytest.mark.parametrize("batch, steps", [(32, 40), (5, 7), (1, 1)])
-def test_loss_and_gradients_equal_flairs_viterbi_loss(batch, steps):
-    """The same number as flair's loss and the same gradients for the emissions and the transitions,
-    on a batch sorted longest first as flair's tagger hands it over, sentences of every length."""
-    d = dictionary([f"{p}-{kind}" for kind in "ABCDEFGHIJ" for p in "BIES"] + ["O"])
-    k = len(d)
-    torch.manual_seed(batch)
-    lengths = torch.tensor(sorted([steps] + torch.randint(1, steps + 1, (batch - 1,)).tolist(), reverse=True))
-    emissions, transitions = torch.randn(batch, steps, k), torch.randn(k, k)
-    targets = torch.cat([torch.randint(0, k - 2, (n,)) for n in lengths.tolist()])
-    results = []
-    for loss_function in (ViterbiLoss(d), CRFLoss(d)):
-        e, tr = emissions.clone().requires_grad_(), transitions.clone().requires_grad_()
-        loss = loss_function((crf_scores(e, tr), lengths, tr), targets)
-        loss.backward()
-        results.append((loss.detach(), e.grad, tr.grad))
-    (flair_loss, flair_de, flair_dt), (loss, de, dt) = results
-    torch.testing.assert_close(loss, flair_loss, rtol=1e-6, atol=0)
-    torch.testing.assert_close(de, flair_de, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(dt, flair_dt, rtol=1e-5, atol=1e-6)
+def _loss_and_gradients(loss_function, data, dtype, pairs: bool):
+    emissions, transitions, lengths, targets = data
+    e, tr = emissions.to(dtype).clone().requires_grad_(), transitions.to(dtype).clone().requires_grad_()
+    loss = loss_function((pair_scores(e, tr) if pairs else e, lengths, tr), targets)
+    loss.backward()
+    return loss.detach(), e.grad, tr.grad
+
+
+@pytest.mark.parametrize("size, steps, scale", [(32, 40, 1.0), (5, 7, 1.0), (1, 1, 1.0), (8, 12, 60.0), (8, 12, 200.0)])
+def test_loss_and_gradients_equal_flairs_viterbi_loss(size, steps, scale):
+    """In float64 flair's loss on its pair scores and its gradients for the emissions and transitions;
+    in float32 as close to those as flair's own float32 loss is, also with emissions spread over
+    hundreds of nats, where sums in exp space reach float32's smallest numbers."""
+    d = chunk_tags()
+    data = batch(d, size, steps, scale, seed=size)
+    exact = _loss_and_gradients(ViterbiLoss(d), data, torch.float64, pairs=True)
+    for ours, expected in zip(_loss_and_gradients(CRFLoss(d), data, torch.float64, pairs=False), exact):
+        torch.testing.assert_close(ours, expected, rtol=1e-10, atol=1e-10)
+    flair32 = _loss_and_gradients(ViterbiLoss(d), data, torch.float32, pairs=True)
+    ours32 = _loss_and_gradients(CRFLoss(d), data, torch.float32, pairs=False)
+    assert all(torch.isfinite(x).all() for x in ours32)
+    for ours, flairs, expected in zip(ours32, flair32, exact):
+        flairs_error = float((flairs.double() - expected).abs().max())
+        assert float((ours.double() - expected).abs().max()) <= max(5 * flairs_error, 1e-4 * max(1.0, float(expected.abs().max())))
+
+
+def test_decoding_is_flairs_on_the_pair_scores_flair_forms():
+    d = chunk_tags()
+    emissions, transitions, lengths, _ = batch(d, 6, 9)
+    sentences = [None] * 6  # read only for probabilities of every class, off here
+    ours = PairDecoder(d).decode((emissions, lengths, transitions), False, sentences)
+    flairs = ViterbiDecoder(d).decode((pair_scores(emissions, transitions), lengths, transitions), False, sentences)
+    assert ours == flairs

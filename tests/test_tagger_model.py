@@ -85,19 +85,22 @@ def test_lstm_cell_is_flairs_bilstm_and_reloads(setup, tmp_path):
 
 
 def test_a_tagger_new_or_reloaded_trains_on_flairs_crf_loss(darts_run, setup):
-    """Its loss is tagger.crf's, the number flair's own ViterbiLoss gives for the same batch."""
+    """Its loss is tagger.crf's, the number flair's own ViterbiLoss gives on the pair scores flair's
+    CRF module forms from the same emissions."""
     from flair.models.sequence_tagger_utils.viterbi import ViterbiLoss
 
     from tagger.crf import CRFLoss
 
     _, corpus, embeddings = setup
-    sentences = to_sentences(corpus.train, "ner")[:8]
+    sentences = sorted(to_sentences(corpus.train, "ner")[:8], key=len, reverse=True)
     for model in (build_model(TaggerConfig(hidden_size=8), corpus, embeddings, None), load_tagger(darts_run[0])):
-        model.eval()  # no dropout: both losses see the same features
+        model.eval()  # no dropout: both losses see the same emissions
         assert isinstance(model.loss_function, CRFLoss)
         ours = model.forward_loss(sentences)[0]
-        model.loss_function = ViterbiLoss(model.label_dictionary)
-        torch.testing.assert_close(ours, model.forward_loss(sentences)[0], rtol=1e-6, atol=0)
+        emissions, lengths, transitions = model.forward(*model._prepare_tensors(sentences))
+        flairs = ViterbiLoss(model.label_dictionary)((emissions.unsqueeze(-1) + transitions, lengths, transitions),
+                                                     model._prepare_label_tensor(sentences))
+        torch.testing.assert_close(ours, flairs, rtol=1e-5, atol=0)
 
 
 def test_flair_trains_on_the_bioes_of_our_iob2(setup):
