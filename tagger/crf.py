@@ -7,7 +7,8 @@ whole size with the slice's gradient copied in. On CoNLL-2000 (43 tags) that was
 word-vector tagger's training step. Here the CRF module hands the emissions on (`EmissionCRF`, the
 same `transitions` parameter); the loss (`CRFLoss`) runs the forward algorithm as one
 batch × tags by tags × tags product per position in exp space; the decoder (`PairDecoder`) forms
-flair's pair scores and decodes as flair does, so prediction is flair's number for number.
+flair's pair scores and decodes them with flair's tensor operations, so prediction is flair's number
+for number, without flair's per-token Python.
 
 The loss is flair's function, the negative log-likelihood of the gold path summed over the batch:
 
@@ -44,12 +45,45 @@ class EmissionCRF(nn.Module):
 
 
 class PairDecoder(ViterbiDecoder):
-    """flair's Viterbi decoder, given the pair scores flair's CRF module would have formed."""
+    """flair's Viterbi decoding (`ViterbiDecoder.decode`) of the pair scores flair's CRF module would
+    have formed, step for step the same tensor operations, so the same tags and confidences to the
+    bit; what flair does per element in Python (each step's running and ending sentences counted over
+    the lengths tensor, each token's tag and confidence read with `.item()`) is done once per batch
+    on plain lists."""
 
     def decode(self, features_tuple: tuple, probabilities_for_all_classes: bool, sentences: list):
         emissions, lengths, transitions = features_tuple
         pairs = emissions.unsqueeze(-1) + transitions  # [b, t, to, from] = e[b, t, to] + T[to, from]
-        return super().decode((pairs, lengths, transitions), probabilities_for_all_classes, sentences)
+        sizes = [int(n) for n in lengths]  # longest first, as flair's tagger sorts a batch
+        batch, steps, tags = emissions.shape
+        scores = pairs.new_zeros(batch, steps + 1, tags)
+        pointers = torch.full((batch, steps + 1, tags), self.stop_tag, dtype=torch.long, device=pairs.device)
+        for t in range(steps):
+            running = sum(n > t for n in sizes)
+            ending = [i for i, n in enumerate(sizes) if n == t + 1]
+            if t == 0:
+                scores[:running, 0] = pairs[:running, 0, :, self.start_tag]
+                pointers[:running, 0] = self.start_tag
+            else:
+                scores[:running, t], pointers[:running, t] = torch.max(
+                    pairs[:running, t] + scores[:running, t - 1].unsqueeze(1), dim=2)
+            if ending:
+                scores[ending, t + 1], pointers[ending, t + 1] = torch.max(
+                    scores[ending, t].unsqueeze(1) + transitions[self.stop_tag].unsqueeze(0), dim=2)
+        decoded = torch.empty((batch, steps + 1), dtype=torch.long, device=pairs.device)
+        pointer = torch.full((batch, 1), self.stop_tag, dtype=torch.long, device=pairs.device)
+        for t in reversed(range(steps + 1)):  # back along the pointers from <STOP>
+            decoded[:, t] = torch.gather(pointers[:, t], 1, pointer).squeeze(1)
+            pointer = decoded[:, t].unsqueeze(1)
+        decoded = decoded[:, 1:]  # without <START>
+        probabilities = torch.softmax(scores[:, :-1], dim=2)
+        confidences = probabilities.max(dim=2).values
+        item = self.tag_dictionary.get_item_for_index
+        found = [[(item(tag), confidence) for tag, confidence in zip(path[:n], sure[:n])]
+                 for path, sure, n in zip(decoded.tolist(), confidences.tolist(), sizes)]
+        every = (self._all_scores_for_token(probabilities.cpu(), decoded.cpu(), lengths, sentences)
+                 if probabilities_for_all_classes else [])
+        return found, every
 
 
 class CRFLoss(ViterbiLoss):

@@ -26,6 +26,7 @@ def test_tagger_epoch_matches_the_lstm_to_the_cell_and_times_both():
     assert (record["flair_lstm_hidden_size"], record["flair_lstm_rnn_parameters"]) == (6, 5184)
     assert record["darts_v2_epoch_s"] >= 0 and record["flair_lstm_predict_sentences_per_s"] > 0
     assert record["flair_stock_epoch_s"] > 0 and record["epoch_time_ratio_vs_flair_stock"] > 0
+    assert record["flair_stock_predict_sentences_per_s"] > 0 and record["predict_speed_ratio_vs_flair_stock"] > 0
 
 
 def test_tagger_learning_records_dev_f1_at_each_evaluation(tmp_path):

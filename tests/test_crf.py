@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 import torch
-from flair.data import Dictionary
+from flair.data import Dictionary, Sentence
 from flair.models.sequence_tagger_utils.viterbi import ViterbiDecoder, ViterbiLoss
 
 from tagger.crf import CRFLoss, PairDecoder
@@ -88,10 +88,25 @@ def test_loss_and_gradients_equal_flairs_viterbi_loss(size, steps, scale):
         assert float((ours.double() - expected).abs().max()) <= max(5 * flairs_error, 1e-4 * max(1.0, float(expected.abs().max())))
 
 
-def test_decoding_is_flairs_on_the_pair_scores_flair_forms():
+@pytest.mark.parametrize("size, steps, scale, seed", [(6, 9, 1.0, 0), (1, 4, 1.0, 1), (32, 25, 5.0, 2), (7, 1, 1.0, 3)])
+def test_decoding_is_flairs_on_the_pair_scores_flair_forms(size, steps, scale, seed):
+    """The same tags and the same confidences, to the bit, as flair's decoder on flair's pair scores."""
     d = chunk_tags()
-    emissions, transitions, lengths, _ = batch(d, 6, 9)
-    sentences = [None] * 6  # read only for probabilities of every class, off here
+    emissions, transitions, lengths, _ = batch(d, size, steps, scale=scale, seed=seed)
+    sentences = [None] * size  # read only for probabilities of every class, off here
     ours = PairDecoder(d).decode((emissions, lengths, transitions), False, sentences)
     flairs = ViterbiDecoder(d).decode((pair_scores(emissions, transitions), lengths, transitions), False, sentences)
     assert ours == flairs
+    assert [len(tags) for tags in ours[0]] == lengths.tolist()
+
+
+def test_decoding_gives_flairs_probabilities_of_every_tag():
+    d = dictionary(["B-PER", "I-PER", "O"])
+    emissions, transitions, lengths, _ = batch(d, 3, 5, seed=4)
+    sentences = [Sentence(["w"] * n) for n in lengths.tolist()]
+    ours = PairDecoder(d).decode((emissions, lengths, transitions), True, sentences)
+    flairs = ViterbiDecoder(d).decode((pair_scores(emissions, transitions), lengths, transitions), True, sentences)
+    assert ours[0] == flairs[0]
+    as_tuples = [[[(label.value, label.score) for label in token] for token in sentence] for sentence in ours[1]]
+    assert as_tuples == [[[(label.value, label.score) for label in token] for token in sentence] for sentence in flairs[1]]
+    assert len(as_tuples[0][0]) == len(d)
