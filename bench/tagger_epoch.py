@@ -17,9 +17,11 @@ ratios against flair as shipped.
 
 An epoch is the loop of flair's `ModelTrainer` without its logging and evaluation: shuffled
 mini-batches of --batch-size, `forward_loss`, backward, gradient clipping at 5, SGD lr 0.1.
-Prediction is `model.predict` on the test sentences under `torch.inference_mode`, as `bin/tag`
-runs it, --predict-repeats times after each epoch. The two models alternate epoch by epoch, so
-load on a shared machine hits both alike.
+Prediction tags the test sentences under `torch.inference_mode`, --predict-repeats times after each
+epoch: the two taggers of this toolkit as `bin/tag` and `bin/evaluate` run them
+(`tagger.prediction.predict_entities`, flair's `predict` one batch at a time), `flair_stock` with one
+call of flair's `predict` on the whole list, as flair's users call it. The models alternate epoch
+by epoch, so load on a shared machine hits them alike.
 Prints one JSON line of medians.
 
     bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--predict-repeats 3] [--charlm FWD.pt:BWD.pt]
@@ -41,6 +43,7 @@ from nas.cells.genotype import load  # noqa: E402
 from tagger.config import TaggerConfig  # noqa: E402
 from tagger.corpora import load_corpus, to_sentences  # noqa: E402
 from tagger.embeddings import build_embeddings  # noqa: E402
+from tagger.prediction import LABEL, predict_entities  # noqa: E402
 from tagger.sizing import match_layer, rnn_parameters  # noqa: E402
 from tagger.synthetic import generate  # noqa: E402
 from tagger.train import build_model  # noqa: E402
@@ -57,10 +60,15 @@ def write_vectors(path: Path, words: set[str], dim: int, seed: int) -> None:
             out.write(word + " " + " ".join(f"{v:.5f}" for v in vector) + "\n")
 
 
-def predict(model, sentences: list, batch_size: int) -> None:
+def predict(model, sentences: list, batch_size: int, flairs_way: bool) -> None:
+    """Tag the sentences as `bin/tag` and `bin/evaluate` do (`tagger.prediction.predict_entities`), or,
+    `flairs_way`, with one call of flair's `predict` on the whole list, as a flair user does."""
     model.eval()
     with torch.inference_mode():
-        model.predict(sentences, mini_batch_size=batch_size, label_name="predicted")
+        if flairs_way:
+            model.predict(sentences, mini_batch_size=batch_size, label_name=LABEL)
+        else:
+            predict_entities(model, sentences, batch_size)
 
 
 def as_flair_ships(model) -> None:
@@ -128,12 +136,13 @@ def main() -> None:
     predict_s = {name: [] for name in models}
     for name, (model, optimizer) in models.items():  # warm-up: allocator, embedding caches
         train_tagger_epoch(model, train[:2 * args.batch_size], args.batch_size, optimizer, random.Random(args.seed))
-        predict(model, test[:args.eval_batch_size], args.eval_batch_size)
+        predict(model, test[:args.eval_batch_size], args.eval_batch_size, name == "flair_stock")
     for rep in range(args.repeats):
         for name, (model, optimizer) in models.items():
             epoch_s[name].append(timed(lambda: train_tagger_epoch(model, train, args.batch_size, optimizer, random.Random(rep)), device))
             for _ in range(args.predict_repeats):
-                predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size), device))
+                predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size, name == "flair_stock"),
+                                                  device))
     record = {"bench": "tagger_epoch", "device": str(device), "cell": args.cell, "hidden_size": args.hidden_size,
               "flair_lstm_hidden_size": lstm_hidden, "match_params": args.match_params,
               f"{args.cell}_rnn_parameters": rnn_parameters(cell, embeddings.embedding_length, args.hidden_size),

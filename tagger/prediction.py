@@ -1,8 +1,9 @@
 """What a tagger predicts: entities in sentences, on one path for scoring (`evaluation`) and for
 tagging text (`bin/tag`).
 
-`predict_entities` runs flair's `SequenceTagger.predict` on flair sentences and reads the spans
-it stores under `LABEL`; `predict_tags` turns them into IOB2 tags for scoring against gold tags.
+`predict_entities` runs flair's `SequenceTagger.predict` on flair sentences, one of flair's
+batches at a time, and reads the spans it stores under `LABEL`; `predict_tags` turns them into IOB2
+tags for scoring against gold tags.
 
 `tag` streams: sentences in, (sentence, entities) out, in input order, a few batches at a time.
 Nothing is collected: sentences are read as they are needed and handed on as soon as every part
@@ -54,9 +55,22 @@ def entity_tags(length: int, entities: list[Entity]) -> list[str]:
 
 
 def predict_entities(model, sentences: list, batch_size: int) -> list[list[Entity]]:
-    """The entities the model finds in each of a list of flair sentences (token indices of that sentence)."""
+    """The entities the model finds in each of a list of flair sentences (token indices of that sentence).
+
+    flair's `predict` clears the embeddings of every sentence it was given after each of its batches,
+    work that grows with the square of the list's length (on 1,000 sentences a tenth of a prediction).
+    So it is given one batch at a time: the batches it would have formed (the non-empty sentences
+    sorted longest first, `batch_size` at a time), with the sentences' context (their neighbours in
+    the list, read by context-aware embeddings) set first on the list's own order, as flair sets it.
+    The predictions are those of one call on the whole list.
+    """
+    from flair.data import Sentence
+
     model.eval()
-    model.predict(sentences, mini_batch_size=batch_size, label_name=LABEL)
+    Sentence.set_context_for_sentences(sentences)
+    ordered = sorted((sentence for sentence in sentences if len(sentence) > 0), key=len, reverse=True)
+    for start in range(0, len(ordered), batch_size):
+        model.predict(ordered[start:start + batch_size], mini_batch_size=batch_size, label_name=LABEL)
     found = []
     for sentence in sentences:
         entities = []

@@ -310,3 +310,30 @@ def test_live_curves_go_to_tensorboard_when_it_is_installed(setup, tmp_path, mon
     names = {name for _, name, _ in written}
     assert any("loss" in name for name in names) and any("score" in name for name in names), names
     assert {step for _, name, step in written if "score" in name} == {1, 2}
+
+
+def test_prediction_one_batch_at_a_time_is_flairs_on_the_whole_list(darts_run, setup, monkeypatch):
+    """predict_entities gives flair's predictions on the whole list (the same batches, in flair's
+    length order, context set on the list's order), clearing each sentence's embeddings once rather
+    than once per batch of the list."""
+    from flair.data import Sentence
+
+    corpus = setup[1]
+    model = load_tagger(darts_run[0])
+    texts = [" ".join(tokens) for tokens in corpus.test.tokens] + [""]  # an empty sentence, as flair skips it
+
+    def entities(sentences):
+        return [sorted((span[0].idx - 1, span[-1].idx, span.get_label(prediction.LABEL).value,
+                        span.get_label(prediction.LABEL).score) for span in s.get_spans(prediction.LABEL))
+                for s in sentences]
+
+    whole = [Sentence(text) for text in texts]
+    model.predict(whole, mini_batch_size=3, label_name=prediction.LABEL)
+    cleared = []
+    clear = Sentence.clear_embeddings
+    monkeypatch.setattr(Sentence, "clear_embeddings", lambda self, *a: (cleared.append(self), clear(self, *a))[1])
+    ours = [Sentence(text) for text in texts]
+    found = prediction.predict_entities(model, ours, batch_size=3)
+    assert entities(ours) == entities(whole) and any(entities(ours))
+    assert [[(e.start, e.end, e.label, e.score) for e in sorted(f, key=lambda e: e.start)] for f in found] == entities(whole)
+    assert len(cleared) == len(texts) - 1  # each non-empty sentence once (flair's one call: once per batch each)
