@@ -58,7 +58,7 @@ def predict_entities(model, sentences: list, batch_size: int) -> list[list[Entit
     """The entities the model finds in each of a list of flair sentences (token indices of that sentence).
 
     flair's `predict` clears the embeddings of every sentence it was given after each of its batches,
-    work that grows with the square of the list's length (on 1,000 sentences a tenth of a prediction).
+    work that grows with the square of the list's length (on 1,000 sentences, 5% of a prediction).
     So it is given one batch at a time: the batches it would have formed (the non-empty sentences
     sorted longest first, `batch_size` at a time), with the sentences' context (their neighbours in
     the list, read by context-aware embeddings) set first on the list's own order, as flair sets it.
