@@ -135,7 +135,18 @@ def test_alpha_that_stopped_moving_is_called_a_stall():
     # DARTS decayed to epoch 50 moved α 0.14 in its last epochs against 0.21 before: still searching
     settling = health.alpha_stall(_alpha_log([0.2, 0.21, 0.15, 0.14, 0.12, 0.13, 0.138]))
     assert not settling["stalled"] and health.alpha_stall_warning(settling) is None
-    assert health.alpha_stall(_alpha_log([0.1] * 5)) is None  # too few epochs to tell
+    assert health.alpha_stall(_alpha_log([0.1] * 4)) is None  # too few epochs to tell
+
+
+def test_alpha_that_moved_only_in_its_first_epoch_is_called_a_stall():
+    """The first epoch's change counts from α = 0, where α starts: an ESS search of 2026-11-26 moved α
+    by 0.27 in its first round and by under 0.007 a round after it."""
+    log = _alpha_log([0.0067, 0.0016, 0.0007, 0.0006, 0.0006, 0.0005, 0.0004])
+    for record in log:
+        record["alpha"] = (torch.tensor(record["alpha"]) + torch.tensor([[0.0, 0, 0, 0, 0], [0, 0, 0, 0.27, 0]])).tolist()
+    stalled = health.alpha_stall(log)
+    assert stalled["stalled"] and stalled["earlier_epoch"] == 1
+    assert stalled["earlier"] == pytest.approx(0.27, rel=1e-4) and stalled["recent"] == pytest.approx(0.0007, rel=1e-3)
     assert health.alpha_stall([{"epoch": e, "valid_ppl": 300.0} for e in range(1, 9)]) is None  # no α (ENAS)
 
 

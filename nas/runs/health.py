@@ -178,18 +178,22 @@ def convergence(log: Sequence[dict], window: int = WINDOW) -> dict:
 def alpha_stall(log: Sequence[dict], window: int = WINDOW) -> dict | None:
     """α's largest change (any entry, absolute) in one epoch over the last `window` epochs and over
     the epochs before them, from the α each log line records; `stalled` when the first is under
-    `ALPHA_STALL` of the second. None without α or with fewer than window + 2 epochs.
+    `ALPHA_STALL` of the second. None without α or with fewer than window + 1 epochs.
+
+    The first epoch's change is counted from α = 0: α starts at 10⁻³·N(0, 1) (`nas.cells.search_cell`,
+    `nas.cells.gates`), which the log does not record, and a search whose α moved in its first epoch
+    and hardly ever after has stalled as surely as one whose α stopped later.
 
     Adam moves α by about its learning rate a step whatever the gradient's size, so a search that
-    has settled still moves α every epoch (by 30 to 65% of its earlier largest change in our DARTS
+    has settled still moves α every epoch (by 15 to 65% of its earlier largest change in our DARTS
     and ESS studies, decayed or not); a change under a tenth of it means Adam's steps have shrunk.
     """
     alphas = [torch.tensor(record["alpha"]) for record in log if "alpha" in record]
-    if len(alphas) < window + 2:
+    if len(alphas) < window + 1:
         return None
-    moves = [float((after - before).abs().max()) for before, after in zip(alphas, alphas[1:])]
+    moves = [float((after - before).abs().max()) for before, after in zip([torch.zeros_like(alphas[0])] + alphas, alphas)]
     recent, earlier = max(moves[-window:]), max(moves[:-window])
-    return {"recent": recent, "earlier": earlier, "earlier_epoch": moves.index(earlier) + 2,
+    return {"recent": recent, "earlier": earlier, "earlier_epoch": moves.index(earlier) + 1,
             "stalled": recent < ALPHA_STALL * earlier}
 
 
