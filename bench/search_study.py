@@ -32,6 +32,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from nas.methods import method_class  # noqa: E402
 from nas.runs.health import EarlyStop, alpha_stall, convergence, identity_share  # noqa: E402
 
 FILES = ("config.json", "log.jsonl", "metrics.json", "genotype.json")
@@ -74,7 +75,8 @@ def summarise(run: dict) -> dict:
     return {"name": run["name"], "method": method, "H": c["nhid"], "lr": c["lr"], "epochs": len(log),
             "tokens": sum(r.get("tokens", 0) for r in log), "minutes": round(run["minutes"], 1),
             "search_valid_ppl": metrics.get("search_valid_ppl"), "finished": bool(metrics),
-            "converged": verdict["converged"], "convergence": verdict, "alpha_stall": alpha_stall(log),
+            "converged": verdict["converged"], "convergence": verdict,
+            "alpha_stall": alpha_stall(log, lambda alpha: method_class(c["method"]).rule.normalise(alpha, c["nodes"])),
             "eigenvalue_first": eigen[0] if eigen else None, "eigenvalue_last": eigen[-1] if eigen else None,
             "darts_es": would_stop(log) if eigen else None, "identity_share": identity_share(nodes),
             "genotype": nodes}

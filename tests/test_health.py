@@ -12,7 +12,7 @@ from nas.cells.search_cell import SearchRNN
 from nas.cli.search_lm import main as search_lm
 from nas.fast import gemm
 from nas.lm.model import RNNModel, lm_loss
-from nas.methods.darts import Darts
+from nas.methods.darts import Darts, SoftmaxPerEdge
 from nas.runs import health
 
 SIZES = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
@@ -115,39 +115,50 @@ def test_op_shares_and_identity_warning():
     assert "Hessian" not in health.identity_warning(collapsed, has_alpha=False)  # random search, ENAS: no α
 
 
-def _alpha_log(moves: list[float]) -> list[dict]:
-    """A log whose α (2 edges × 5 ops) changes by moves[i] in its largest entry between epochs i + 1 and i + 2."""
-    alpha, log = torch.zeros(2, 5), [{"epoch": 1, "alpha": torch.zeros(2, 5).tolist()}]
-    for epoch, move in enumerate(moves, start=2):
-        alpha = alpha + torch.tensor([[move, move / 2, 0, 0, 0], [0, 0, -move / 3, 0, 0]])
+def _alpha_log(moves: list[float], start: float = 0.0) -> list[dict]:
+    """A log of one node with one edge (α 1 × 5 ops, DARTS's softmax) whose mixing weight of the
+    first op changes by moves[i] between epochs i + 1 and i + 2, from `start` at epoch 1 (α = 0, all
+    weights 0.2, before it), with α's values shifted by one per epoch, which a softmax ignores."""
+    log, weight = [], 0.2 + start
+    for epoch, move in enumerate([0.0] + moves, start=1):
+        weight += move
+        rest = (1 - weight) / 4
+        alpha = torch.tensor([[weight, rest, rest, rest, rest]]).log() + epoch  # softmax(alpha) = the weights
         log.append({"epoch": epoch, "alpha": alpha.tolist()})
     return log
+
+
+def _darts_weights(alpha: torch.Tensor) -> torch.Tensor:
+    return SoftmaxPerEdge().normalise(alpha, 1)
 
 
 def test_alpha_that_stopped_moving_is_called_a_stall():
     # the I-DARTS search of the study: about 0.3 an epoch until epoch 6, then 0.055 shrinking to 0.005
     moves = [0.114, 0.284, 0.296, 0.185, 0.317, 0.055, 0.028, 0.011, 0.011, 0.010, 0.009, 0.007, 0.005]
-    stalled = health.alpha_stall(_alpha_log(moves))
+    moves = [m / 2 for m in moves]  # mixing weights stay in (0, 1)
+    stalled = health.alpha_stall(_alpha_log(moves), _darts_weights)
     assert stalled["stalled"] and stalled["earlier_epoch"] == 6
-    assert stalled["recent"] == pytest.approx(0.011, rel=1e-4) and stalled["earlier"] == pytest.approx(0.317, rel=1e-4)
+    assert stalled["recent"] == pytest.approx(0.0055, rel=1e-4) and stalled["earlier"] == pytest.approx(0.1585, rel=1e-4)
     warning = health.alpha_stall_warning(stalled)
-    assert warning.startswith("warning: α has nearly stopped moving") and "0.011, against 0.32 in epoch 6" in warning
-    # DARTS decayed to epoch 50 moved α 0.14 in its last epochs against 0.21 before: still searching
-    settling = health.alpha_stall(_alpha_log([0.2, 0.21, 0.15, 0.14, 0.12, 0.13, 0.138]))
+    assert warning.startswith("warning: α has nearly stopped moving") and "0.0055, against 0.16 in epoch 6" in warning
+    # DARTS decayed to epoch 50 moved its weights by 70% of their earlier largest: still searching
+    settling = health.alpha_stall(_alpha_log([0.1, 0.105, -0.075, 0.07, -0.06, 0.065, -0.069]), _darts_weights)
     assert not settling["stalled"] and health.alpha_stall_warning(settling) is None
-    assert health.alpha_stall(_alpha_log([0.1] * 4)) is None  # too few epochs to tell
+    assert health.alpha_stall(_alpha_log([0.05] * 4), _darts_weights) is None  # too few epochs to tell
+    no_alpha = [{"epoch": e, "valid_ppl": 300.0} for e in range(1, 9)]  # ENAS
+    assert health.alpha_stall(no_alpha, _darts_weights) is None
 
 
-def test_alpha_that_moved_only_in_its_first_epoch_is_called_a_stall():
-    """The first epoch's change counts from α = 0, where α starts: an ESS search of 2026-11-26 moved α
-    by 0.27 in its first round and by under 0.007 a round after it."""
-    log = _alpha_log([0.0067, 0.0016, 0.0007, 0.0006, 0.0006, 0.0005, 0.0004])
-    for record in log:
-        record["alpha"] = (torch.tensor(record["alpha"]) + torch.tensor([[0.0, 0, 0, 0, 0], [0, 0, 0, 0.27, 0]])).tolist()
-    stalled = health.alpha_stall(log)
+def test_mixing_weights_that_moved_only_in_the_first_epoch_are_called_a_stall():
+    """The first epoch's change counts from α = 0, where α starts, and α's shifts that leave the
+    mixing weights alone count for nothing: an ESS search of 2026-11-26 moved its weights by 0.05 in its
+    first round and by 0.001 at most a round in its last five, while α itself moved 0.03 a round."""
+    log = _alpha_log([0.003, 0.001, 0.0008, 0.001, 0.0009, 0.0007, 0.0005], start=0.05)
+    stalled = health.alpha_stall(log, _darts_weights)
     assert stalled["stalled"] and stalled["earlier_epoch"] == 1
-    assert stalled["earlier"] == pytest.approx(0.27, rel=1e-4) and stalled["recent"] == pytest.approx(0.0007, rel=1e-3)
-    assert health.alpha_stall([{"epoch": e, "valid_ppl": 300.0} for e in range(1, 9)]) is None  # no α (ENAS)
+    assert stalled["earlier"] == pytest.approx(0.05, rel=1e-4) and stalled["recent"] == pytest.approx(0.001, rel=1e-3)
+    raw = [torch.tensor(r["alpha"]) for r in log]
+    assert max(float((b - a).abs().max()) for a, b in zip(raw, raw[1:])) > 0.99  # α shifted by 1 an epoch
 
 
 def _search(args):

@@ -12,7 +12,7 @@
 - `op_shares`: the share of each op in α's mixing mass and in the derived cell; `identity_share`
   the part of the derived cell's edges that apply no nonlinearity.
 - `convergence`: the rule this toolkit applies the same to every search's log (`CONVERGENCE_RULE`).
-- `alpha_stall`: whether α has all but stopped moving, which the rule cannot tell from a search
+- `alpha_stall`: whether α (its mixing weights) has all but stopped moving, which the rule cannot tell from a search
   that has settled: one exploding gradient fills Adam's second moment, and α's steps stay near
   zero for dozens of epochs after it (an I-DARTS search did this; docs/results.md).
 """
@@ -29,7 +29,7 @@ from nas.cells.ops import OPS
 WINDOW = 5  # epochs: the DARTS-ES window k and the convergence rule's window
 ES_RATIO = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
 IDENTITY_WARNING = 0.5  # warn when more than this share of the derived cell's edges are identity
-ALPHA_STALL = 0.1  # warn when α's largest change in an epoch, over the last WINDOW, is under this part of its largest before
+ALPHA_STALL = 0.1  # warn when the mixing weights' largest change in an epoch, over the last WINDOW, is under this part of their largest before
 CONVERGENCE_RULE = (
     "over the last 5 epochs: the derived genotype unchanged, the MAD of the intra-cell weights "
     "changing by under 5% (relative to its value 5 epochs back), and the search validation "
@@ -175,23 +175,28 @@ def convergence(log: Sequence[dict], window: int = WINDOW) -> dict:
     return {"converged": bool(ok), **tests, "rule": CONVERGENCE_RULE}
 
 
-def alpha_stall(log: Sequence[dict], window: int = WINDOW) -> dict | None:
-    """α's largest change (any entry, absolute) in one epoch over the last `window` epochs and over
-    the epochs before them, from the α each log line records; `stalled` when the first is under
-    `ALPHA_STALL` of the second. None without α or with fewer than window + 1 epochs.
+def alpha_stall(log: Sequence[dict], mixing_weights: Callable[[torch.Tensor], torch.Tensor],
+                window: int = WINDOW) -> dict | None:
+    """The largest change of any mixing weight in one epoch over the last `window` epochs and over the
+    epochs before them, from the α each log line records and the search's own rule
+    (`mixing_weights(α)`, e.g. a softmax per edge); `stalled` when the first is under `ALPHA_STALL` of
+    the second. None without α or with fewer than window + 1 epochs.
 
-    The first epoch's change is counted from α = 0: α starts at 10⁻³·N(0, 1) (`nas.cells.search_cell`,
-    `nas.cells.gates`), which the log does not record, and a search whose α moved in its first epoch
-    and hardly ever after has stalled as surely as one whose α stopped later.
+    Mixing weights, not α: a softmax ignores a shift of all of an edge's α together (α's weight decay
+    and Adam's steps make such shifts), which moved α by 0.03 a round in an ESS search whose weights
+    moved by 0.0002. The first epoch's change is counted from α = 0: α starts at 10⁻³·N(0, 1)
+    (`nas.cells.search_cell`, `nas.cells.gates`), which the log does not record, and a search whose
+    weights moved in its first epoch and hardly ever after has stalled as surely as one that stopped later.
 
     Adam moves α by about its learning rate a step whatever the gradient's size, so a search that
-    has settled still moves α every epoch (by 15 to 65% of its earlier largest change in our DARTS
-    and ESS studies, decayed or not); a change under a tenth of it means Adam's steps have shrunk.
+    has settled still moves its weights every epoch (by 15 to 75% of their earlier largest change in
+    our DARTS and ESS studies, decayed or not); a change under a tenth of it means Adam's steps have shrunk.
     """
-    alphas = [torch.tensor(record["alpha"]) for record in log if "alpha" in record]
+    alphas = [torch.tensor(record["alpha"], dtype=torch.float64) for record in log if "alpha" in record]
     if len(alphas) < window + 1:
         return None
-    moves = [float((after - before).abs().max()) for before, after in zip([torch.zeros_like(alphas[0])] + alphas, alphas)]
+    weights = [mixing_weights(alpha) for alpha in [torch.zeros_like(alphas[0])] + alphas]
+    moves = [float((after - before).abs().max()) for before, after in zip(weights, weights[1:])]
     recent, earlier = max(moves[-window:]), max(moves[:-window])
     return {"recent": recent, "earlier": earlier, "earlier_epoch": moves.index(earlier) + 1,
             "stalled": recent < ALPHA_STALL * earlier}
@@ -201,7 +206,7 @@ def alpha_stall_warning(stall: dict | None, window: int = WINDOW) -> str | None:
     """A one-line warning when `alpha_stall` found α stalled, else None."""
     if stall is None or not stall["stalled"]:
         return None
-    return (f"warning: α has nearly stopped moving: its largest change in one epoch over the last {window} epochs is "
+    return (f"warning: α has nearly stopped moving: the largest change of a mixing weight in one epoch over the last {window} epochs is "
             f"{stall['recent']:.2g}, against {stall['earlier']:.2g} in epoch {stall['earlier_epoch']}; a search that "
             "meets the convergence rule this way has stalled, not settled (one exploding gradient, a spike of the "
             "log's train ppl or eigenvalue, can hold Adam's steps on α near zero for many epochs)")

@@ -229,7 +229,8 @@ class Searcher(LMLoop):
         """What provenance and metrics.json say of the search's health: the convergence verdict, whether
         α has stalled, the eigenvalue at the first and last epoch, DARTS-ES's stop."""
         eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
-        summary = {"convergence": convergence(log), "alpha_stall": alpha_stall(log),
+        weights = lambda alpha: self.rnn.rule.normalise(alpha, self.rnn.steps)  # noqa: E731  (as the log's MAD)
+        summary = {"convergence": convergence(log), "alpha_stall": alpha_stall(log, weights),
                    "eigenvalue_first": eigen[0] if eigen else None, "eigenvalue_last": eigen[-1] if eigen else None}
         if self.stopped_early():
             summary["early_stop"] = {"stopped_at": self.early_stop.stopped_at, "derive_epoch": self.early_stop.derive_epoch,
