@@ -227,15 +227,10 @@ def _barrier() -> None:
 def _random_states() -> dict:
     """The states of the generators flair seeds (`flair.set_seed`): torch's, Python's global one, numpy's."""
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    states = {**rng_state(random), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached]}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
+    return {**rng_state(random), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached]}
 
 
 def _set_random_states(states: dict) -> None:
     set_rng_state(states, random)
     kind, keys, pos, has_gauss, cached = states["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])

@@ -168,3 +168,19 @@ def test_search_tagger_killed_around_an_epoch_end_loses_no_epoch(tmp_path, resto
                    for line, r in zip((straight / "log.jsonl").read_text().splitlines(), log)]
     assert json.loads((cut / "genotype.json").read_text())["nodes"] == json.loads(
         (straight / "genotype.json").read_text())["nodes"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("module, args", [("nas.cli.search_lm", TINY_SEARCH), ("nas.cli.train_lm", TINY_LM)])
+def test_a_run_on_the_gpu_killed_after_a_checkpoint_resumes_where_the_straight_run_ends(module, args, corpus, tmp_path):
+    """The checkpoint loads onto the GPU, generator states too (torch takes those back on the CPU only), and the
+    GPU's generator, which draws the dropout masks there, goes on where it was. Equal up to the GPU's
+    non-deterministic sums: masks drawn afresh would move the perplexities far more."""
+    straight, cut, args = tmp_path / "straight", tmp_path / "cut", [*args, "--device", "cuda"]
+    straight_run(module, ["--data", str(corpus), "--run-dir", str(straight), *args])
+    run_killed(module, ["--data", str(corpus), "--run-dir", str(cut), *args], at=2, when="after")
+    resumed = run(module, ["--resume", str(cut)])
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ours, theirs = ([json.loads(line) for line in (d / "log.jsonl").read_text().splitlines()] for d in (cut, straight))
+    assert [r["epoch"] for r in ours] == [r["epoch"] for r in theirs] == [1, 2, 3]
+    assert [r["valid_ppl"] for r in ours] == pytest.approx([r["valid_ppl"] for r in theirs], rel=1e-4)

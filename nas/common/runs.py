@@ -186,13 +186,21 @@ def _ends_torn(path: Path) -> bool:
 
 
 def rng_state(py_rng: random.Random | ModuleType) -> dict:
-    """torch's generator and a Python one (a `random.Random`, or the module `random` for its global generator)."""
+    """torch's generators (the CPU's, and each GPU's once CUDA is in use: dropout on a GPU draws there) and a
+    Python one (a `random.Random`, or the module `random` for its global generator)."""
     version, internal, gauss = py_rng.getstate()
-    return {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
+    state = {"torch": torch.get_rng_state(), "python": [version, list(internal), gauss]}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 def set_rng_state(state: dict, py_rng: random.Random | ModuleType) -> None:
-    torch.set_rng_state(state["torch"])
+    """The generators of `rng_state`. torch takes generator states as CPU tensors, so states that a checkpoint
+    loaded onto a GPU (`map_location`) come back to the CPU first."""
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
     version, internal, gauss = state["python"]
     py_rng.setstate((version, tuple(internal), gauss))
 
