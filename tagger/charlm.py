@@ -81,6 +81,9 @@ def train_charlm(corpus: str | Path, out: str | Path, direction: str = "forward"
                  sequence_length: int = 250, batch_size: int = 100, lr: float = 20.0, seed: int = 1,
                  device: str = "cpu", split_chars: int = 2_000_000) -> dict:
     """Train a character LM; writes OUT/best-lm.pt (flair's format, loadable with weights_only=True)."""
+    if torch.device(device).type == "cpu" and torch.cuda.is_available():
+        raise InputError("--device cpu: flair's LanguageModelTrainer refuses to train on the CPU where CUDA is "
+                         "available; use --device cuda")
     out = Path(out)
     splits = read_corpus(corpus)
     flair.device = torch.device(device)

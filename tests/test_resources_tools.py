@@ -45,6 +45,17 @@ def test_train_charlm_gives_a_pt_that_flair_embeddings_loads_and_embeds(tiny_tex
     assert "bin/train-charlm" in provenance["command"] and provenance["corpus"] == str(tiny_text)
 
 
+def test_train_charlm_on_the_cpu_where_cuda_is_available_is_one_line_naming_the_fix(tiny_text, tmp_path, monkeypatch):
+    """flair's LanguageModelTrainer raises "data isnt on cuda" on a CPU run wherever CUDA is available (seen on an
+    H100 machine); the command says so before it starts, and without --device it picks the GPU there."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    args = ["--data", str(tiny_text), "--direction", "forward", "--run-dir", str(tmp_path / "fwd"), "--epochs", "1"]
+    result = CliRunner().invoke(train_charlm, [*args, "--device", "cpu"])
+    assert result.exit_code == 2 and result.output == ("error: --device cpu: flair's LanguageModelTrainer refuses to "
+                                                       "train on the CPU where CUDA is available; use --device cuda\n")
+    assert not (tmp_path / "fwd").exists()
+
+
 def test_load_charlm_refuses_a_pickle_that_would_run_code(tmp_path):
     marker = tmp_path / "pwned"
 

@@ -25,7 +25,8 @@ from nas.common.ranges import MINUTES, POSITIVE
 @click.option("--lr", type=bounded(POSITIVE), default=20.0, help="SGD learning rate (flair's default).")
 @click.option("--split-chars", type=COUNT, default=2_000_000, help="Characters per train split; flair validates and keeps the best model after each.")
 @click.option("--seed", type=SEED_VALUE, default=1)
-@click.option("--device", type=DEVICE, default="cpu")
+@click.option("--device", type=DEVICE, default=None,
+              help="[default: cuda where CUDA is available (flair's trainer refuses the CPU there), else cpu]")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 @config_option("bin/train-charlm")
 def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
@@ -46,6 +47,9 @@ def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_l
     if epochs is None and time_budget is None:
         raise InputError("give --epochs N or --time-budget MIN")
     use_threads(threads)
+    if device is None:
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     command = command_line("bin/train-charlm")
     settings = {"data": str(absolute(data)), "direction": direction, "hidden": hidden, "embedding": embedding,
                 "epochs": epochs, "time_budget": time_budget, "seq_len": seq_len, "batch_size": batch_size, "lr": lr,
