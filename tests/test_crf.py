@@ -2,12 +2,20 @@
 from emissions and transitions) and its decoder (flair's, on the pair scores flair forms)."""
 import itertools
 
+import flair
 import pytest
 import torch
 from flair.data import Dictionary, Sentence
 from flair.models.sequence_tagger_utils.viterbi import ViterbiDecoder, ViterbiLoss
 
 from tagger.crf import CRFLoss, PairDecoder
+
+
+@pytest.fixture(autouse=True)
+def flair_on_the_cpu(monkeypatch):
+    """flair's Viterbi modules make their index tensors on `flair.device`, which flair sets to the GPU wherever
+    one exists; these comparisons run on the CPU."""
+    monkeypatch.setattr(flair, "device", torch.device("cpu"))
 
 
 def dictionary(tags: list[str]) -> Dictionary:
