@@ -17,7 +17,7 @@ measures that faster) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
 
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
 the fused padded LSTM kernel is invisible to it and is counted analytically with the same
-formula, and so are oneDNN's matmuls in the fused loop: every FrozenRNN variant is counted on
+formula, and so are oneDNN's matmuls in the fused loop and, on a GPU, cuDNN's LSTM (counted on a CPU copy): every FrozenRNN variant is counted on
 the autograd path, which runs the same products as aten matmuls. "useful" GFLOP/s divide the
 FLOPs that the real tokens need (the packed LSTM's, or
 FrozenRNN's on each sentence alone) by the time, so work spent on padding earns nothing.
@@ -45,6 +45,19 @@ from nas.cells.genotype import load  # noqa: E402
 def lstm_forward_flops(positions: int, ninp: int, nhid: int, directions: int = 2) -> float:
     """Forward GEMM FLOPs of an LSTM: per position and direction, [x | h]·W of (ninp+nhid) × 4·nhid."""
     return 2.0 * (ninp + nhid) * 4 * nhid * positions * directions
+
+
+def lstm_flops(lstm: nn.LSTM, x: torch.Tensor, lengths: torch.Tensor, grad_out: torch.Tensor) -> int:
+    """FLOPs of the packed LSTM's forward and backward, counted on a CPU copy: on the CPU it runs as aten
+    matrix products that FlopCounterMode sees, on a GPU as one cuDNN kernel that it does not (it counts 0)."""
+    cpu = nn.LSTM(lstm.input_size, lstm.hidden_size, bidirectional=lstm.bidirectional).train()
+    x, grad_out = x.cpu(), grad_out.cpu()
+
+    def run() -> None:
+        out, _ = cpu(pack_padded_sequence(x, lengths, enforce_sorted=False))
+        (pad_packed_sequence(out, total_length=x.size(0))[0] * grad_out).sum().backward()
+
+    return count_flops(run)
 
 
 def main() -> None:
@@ -109,7 +122,7 @@ def main() -> None:
             "frozen_autograd": lambda: run_frozen(False), "lstm": run_lstm, "lstm_padded": run_lstm_padded}
     ours = [name for name in runs if name.startswith("frozen")]
     tokens = int(lengths.sum())
-    flops = {name: count_flops(runs[name]) for name in ("frozen_autograd", "lstm")}
+    flops = {"frozen_autograd": count_flops(runs["frozen_autograd"]), "lstm": lstm_flops(lstm, x, lengths, grad_out)}
     flops.update(dict.fromkeys(ours, flops["frozen_autograd"]))
     # Same executed work per position as the packed LSTM (measured), over every padded position.
     flops["lstm_padded"] = flops["lstm"] * (T * B) / tokens
