@@ -154,6 +154,7 @@ def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype:
 def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
                out: Path, multi_gpu: bool, resume: bool, on_epoch: Callable | None) -> dict:
     import flair
+    import torch
     from flair.data import Corpus
     from flair.datasets import FlairDatapointDataset
     from flair.distributed_utils import is_main_process
@@ -163,6 +164,8 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
 
     from . import resume as resuming
 
+    if not multi_gpu:  # flair trains on flair.device, which flair sets to the GPU wherever one exists; the
+        flair.device = torch.device(config.device)  # config's device decides (flair's GPU processes set their own)
     flair.set_seed(seed)
     out.mkdir(parents=True, exist_ok=True)
     run = RunDir(out)

@@ -103,6 +103,18 @@ def test_a_tagger_new_or_reloaded_trains_on_flairs_crf_loss(darts_run, setup):
         torch.testing.assert_close(ours, flairs, rtol=1e-5, atol=0)
 
 
+def test_training_runs_on_the_configs_device_whatever_flair_device_says(setup, tmp_path, monkeypatch):
+    """flair trains on `flair.device`, which flair sets to the GPU wherever one exists; a library caller's
+    TaggerConfig(device="cpu") trains on the CPU there. Stood in for by the meta device, where training cannot run."""
+    import flair
+
+    root, corpus, embeddings = setup
+    monkeypatch.setattr(flair, "device", torch.device("meta"))
+    config = TaggerConfig(cell="darts_v2", corpus="conll03", hidden_size=8, batch_size=4, max_epochs=1, seed=3)
+    metrics = train_runs(config, corpus, embeddings, load("darts_v2"), tmp_path / "run")
+    assert flair.device == torch.device("cpu") and 0 <= metrics["test"]["f1"] <= 1
+
+
 def test_flair_trains_on_the_bioes_of_our_iob2(setup):
     _, corpus, embeddings = setup
     model = build_model(TaggerConfig(hidden_size=8), corpus, embeddings, load("darts_v2"))
