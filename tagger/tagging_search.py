@@ -29,6 +29,7 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from typing import Iterator
 
+import flair
 import torch
 import torch.nn as nn
 from flair.training_utils import store_embeddings
@@ -165,6 +166,7 @@ class TaggingSearch(TrainingLoop):
 
     def __init__(self, config: TaggingSearchConfig, run_dir: RunDir, corpus: TaggingCorpus, embeddings):
         super().__init__(config, run_dir, config.time_budget, config.max_rollbacks)
+        flair.device = self.device  # flair embeds on it, and sets it to the GPU wherever one exists: the config decides
         c = config
         self.corpus = corpus
         weight_split, alpha_split = split_for_alpha(corpus.train, c.arch_split, c.seed)

@@ -95,6 +95,17 @@ def test_alpha_moves_and_steps_on_held_apart_training_sentences_only(setup, tmp_
     assert s.layer.directions[1].alpha is s.layer.cell.alpha  # both directions mix with the one α
 
 
+def test_the_search_runs_on_the_configs_device_whatever_flair_device_says(setup, tmp_path, monkeypatch):
+    """flair embeds on `flair.device`, which flair sets to the GPU wherever one exists; a library caller's
+    config with device cpu searches on the CPU there. Stood in for by the meta device, where nothing computes."""
+    import flair
+
+    monkeypatch.setattr(flair, "device", torch.device("meta"))
+    s = search(setup, tmp_path, epochs=1)
+    s.start()
+    assert s.run().steps == 3 and flair.device == torch.device("cpu")
+
+
 def test_resumed_search_equals_uninterrupted(setup, tmp_path):
     whole = search(setup, tmp_path / "whole")
     whole.start()
