@@ -17,8 +17,9 @@ measures that faster) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
 
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
 the fused padded LSTM kernel is invisible to it and is counted analytically with the same
-formula, and so are oneDNN's matmuls in the fused loop and, on a GPU, cuDNN's LSTM (counted on a CPU copy): every FrozenRNN variant is counted on
-the autograd path, which runs the same products as aten matmuls. "useful" GFLOP/s divide the
+formula, and so are oneDNN's matmuls in the fused loop: every FrozenRNN variant is counted on
+the autograd path, which runs the same products as aten matmuls; on a GPU, where cuDNN runs the
+packed LSTM as one kernel, its products are counted on a CPU copy. "useful" GFLOP/s divide the
 FLOPs that the real tokens need (the packed LSTM's, or
 FrozenRNN's on each sentence alone) by the time, so work spent on padding earns nothing.
 Prints one JSON line of medians.
