@@ -81,7 +81,7 @@ class FusedSearchCell(torch.autograd.Function):
         H, N = H2 // 2, ws.size(0)
         off = edge_offsets(N)
         A0 = torch.empty_like(xproj)  # [σ(c0) | tanh(h0)] per step
-        A = xproj.new_empty(T, off[-1], B, H2)  # [σ(c) | h] per step and edge
+        acts = []  # per step and node, [σ(c) | h] of its edges: the product's output, σ(c) written over c
         S = xproj.new_empty(T, N + 1, B, H)  # s0 and the nodes, after BatchNorm
         rstd = xproj.new_empty(T, N + 1, H)
         means, variances = xproj.new_empty(T, N + 1, H), xproj.new_empty(T, N + 1, H)
@@ -104,7 +104,8 @@ class FusedSearchCell(torch.autograd.Function):
                     torch.mul(S[t, i], mh, out=masked[i])
                 x = states if mh is None else masked[:k]
                 ch = product(x.view(k * B, H), ws_t[i]).view(k, B, H2)
-                kernels.mixed_node_forward(ch, states, mix[off[i]:off[k]], A[t, off[i]:off[k]], pre)
+                kernels.mixed_node_forward(ch, states, mix[off[i]:off[k]], ch, pre)
+                acts.append(ch)
                 kernels.batch_norm_forward(pre, eps, S[t, k], means[t, k], variances[t, k], rstd[t, k])
             h = torch.mean(S[t, 1:], 0, out=out[t])
         for k, norm in enumerate(bn):
@@ -112,19 +113,20 @@ class FusedSearchCell(torch.autograd.Function):
                 _mean_var_update(norm.running_mean, means[:, k], norm.momentum)
                 _mean_var_update(norm.running_var, variances[:, k] * (B / (B - 1)), norm.momentum)
                 norm.num_batches_tracked.add_(T)
-        ctx.save_for_backward(h0, w0h, ws, mix, mh, out, A0, A, S, rstd)
+        ctx.save_for_backward(h0, w0h, ws, mix, mh, out, A0, S, rstd)
+        ctx.acts = acts
         return out
 
     @staticmethod
     @once_differentiable  # a second derivative (create_graph) needs the autograd path, `SearchRNN(fused=False)`
     def backward(ctx, grad_out: torch.Tensor):
-        h0, w0h, ws, mix, mh, out, A0, A, S, rstd = ctx.saved_tensors
+        h0, w0h, ws, mix, mh, out, A0, S, rstd = ctx.saved_tensors
         kernels = compiled()
         T, N1, B, H = S.shape
         N, off = N1 - 1, edge_offsets(N1 - 1)
         need_h0, need_w0h, need_ws, need_mix = ctx.needs_input_grad[1:5]
         G0 = torch.empty_like(A0)  # ∂[c0 | h0] per step: ∂xproj, and ∂W0h's right factor
-        G = A.new_empty(off[-1], B, 2 * H)  # one step's ∂[c | h]
+        G = S.new_empty(off[-1], B, 2 * H)  # one step's ∂[c | h]
         grad_states = S.new_empty(N1, B, H)
         grad_pre, direct = S.new_empty(B, H), S.new_empty(B, H)
         grad_mix = torch.zeros(off[-1], 5, dtype=torch.float64, device=S.device)
@@ -140,7 +142,7 @@ class FusedSearchCell(torch.autograd.Function):
                 torch.mul(S[t, :N], mh, out=masked)
             for i in reversed(range(N)):
                 k = i + 1
-                states, act, g = S[t, :k], A[t, off[i]:off[k]], G[off[i]:off[k]]
+                states, act, g = S[t, :k], ctx.acts[t * N + i], G[off[i]:off[k]]
                 kernels.batch_norm_backward(grad_states[k], S[t, k], rstd[t, k], grad_pre)
                 kernels.mixed_node_backward(grad_pre, act, states, mix[off[i]:off[k]], g, grad_states[:k],
                                              grad_mix[off[i]:off[k]])
