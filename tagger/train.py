@@ -176,6 +176,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     train = to_sentences(corpus.train, corpus.tag_type)
     dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
     test = to_sentences(corpus.test, corpus.tag_type)
+    embeddings.to(flair.device)  # built where flair.device pointed then (the GPU, wherever one exists)
     states, states_notes = _charlm_states(embeddings, train + (dev or []) + test, config.charlm_states)
     scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
     model = build_model(config, corpus, embeddings, genotype)
