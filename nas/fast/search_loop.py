@@ -19,7 +19,9 @@ passes them detached): ∂W_i one GEMM per step, ∂W0h one GEMM over all steps.
 
 BatchNorm is one module per state (`nas.cells.search_cell.node_norms`, affine off) in training mode:
 each of the 9 calls per step normalises with its batch's statistics and moves its state's running
-statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/fast/csrc/`); without
+statistics, as the autograd path does. The steps themselves run in C++ (`search_forward_steps` and
+`search_backward_steps` in nas/fast/csrc/fused_kernels.cpp), with the elementwise passes there too: at
+8 nodes a step is some 60 views and calls, each a Python dispatch otherwise. Without
 them, on another device, under autocast or with a synced BatchNorm the cell runs its autograd path
 instead (`SearchRNN.fusable`). With ESS gates the cell calls the Function one step at a time (x_t's
 projection needs h_{t-1}), with `loop_weights` packed once per forward.
@@ -33,11 +35,10 @@ import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
 from nas.cells.ops import edge_offsets
-from nas.fast.gemm import pack, product
-from .kernels import OP_CODES, built, compiled, highway_backward, highway_forward
+from nas.fast.gemm import OnMKL, pack, prefers_onednn, product, uses_onednn
+from .kernels import built, compiled
 
 OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels' mixed node knows
-FIRST_NODE = ("tanh",), [OP_CODES["tanh"]]  # s0's edge: its op and the kernels' code for it
 
 
 class LoopWeights(NamedTuple):
@@ -76,38 +77,18 @@ class FusedSearchCell(torch.autograd.Function):
     def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
                 mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
                 packed: LoopWeights | None) -> torch.Tensor:
-        kernels = compiled()
         T, B, H2 = xproj.shape
         H, N = H2 // 2, ws.size(0)
-        off = edge_offsets(N)
         A0 = torch.empty_like(xproj)  # [σ(c0) | tanh(h0)] per step
-        acts = []  # per step and node, [σ(c) | h] of its edges: the product's output, σ(c) written over c
         S = xproj.new_empty(T, N + 1, B, H)  # s0 and the nodes, after BatchNorm
         rstd = xproj.new_empty(T, N + 1, H)
         means, variances = xproj.new_empty(T, N + 1, H), xproj.new_empty(T, N + 1, H)
         out = xproj.new_empty(T, B, H)
-        pre = xproj.new_empty(B, H)
-        masked = None if mh is None else xproj.new_empty(N, B, H)  # this step's S_j⊙m_h, each made once
         mix = mix.contiguous()
         ctx.packed = loop_weights(w0h, ws, B) if packed is None else packed
         w0h_t, ws_t = ctx.packed.forward
-        eps = bn[0].eps
-        h = h0
-        for t in range(T):
-            torch.add(xproj[t], product(h if mh is None else h * mh, w0h_t), out=A0[t])
-            highway_forward(A0[t].view(1, 1, B, H2), h.view(1, 1, B, H), *FIRST_NODE, pre.view(1, 1, B, H))
-            kernels.batch_norm_forward(pre, eps, S[t, 0], means[t, 0], variances[t, 0], rstd[t, 0])
-            for i in range(N):
-                k = i + 1
-                states = S[t, :k]
-                if mh is not None:  # S_i is final from here on
-                    torch.mul(S[t, i], mh, out=masked[i])
-                x = states if mh is None else masked[:k]
-                ch = product(x.view(k * B, H), ws_t[i]).view(k, B, H2)
-                kernels.mixed_node_forward(ch, states, mix[off[i]:off[k]], ch, pre)
-                acts.append(ch)
-                kernels.batch_norm_forward(pre, eps, S[t, k], means[t, k], variances[t, k], rstd[t, k])
-            h = torch.mean(S[t, 1:], 0, out=out[t])
+        acts = compiled().search_forward_steps(xproj, h0, mix, mh, _native(w0h_t), [_native(w) for w in ws_t],
+                                               bn[0].eps, A0, S, means, variances, rstd, out)
         for k, norm in enumerate(bn):
             if norm.track_running_stats and norm.running_mean is not None:
                 _mean_var_update(norm.running_mean, means[:, k], norm.momentum)
@@ -121,47 +102,18 @@ class FusedSearchCell(torch.autograd.Function):
     @once_differentiable  # a second derivative (create_graph) needs the autograd path, `SearchRNN(fused=False)`
     def backward(ctx, grad_out: torch.Tensor):
         h0, w0h, ws, mix, mh, out, A0, S, rstd = ctx.saved_tensors
-        kernels = compiled()
         T, N1, B, H = S.shape
-        N, off = N1 - 1, edge_offsets(N1 - 1)
+        N, edges = N1 - 1, edge_offsets(N1 - 1)[-1]
         need_h0, need_w0h, need_ws, need_mix = ctx.needs_input_grad[1:5]
         G0 = torch.empty_like(A0)  # ∂[c0 | h0] per step: ∂xproj, and ∂W0h's right factor
-        G = S.new_empty(off[-1], B, 2 * H)  # one step's ∂[c | h]
-        grad_states = S.new_empty(N1, B, H)
-        grad_pre, direct = S.new_empty(B, H), S.new_empty(B, H)
-        grad_mix = torch.zeros(off[-1], 5, dtype=torch.float64, device=S.device)
+        grad_mix = torch.zeros(edges, 5, dtype=torch.float64, device=S.device)
         grad_ws = torch.zeros_like(ws) if need_ws else None
-        masked = None if mh is None or not need_ws else S.new_empty(N, B, H)  # S_j⊙m_h for ∂W_i
-        carry = torch.zeros_like(h0)  # ∂h_t from step t + 1
+        # ∂W_i = Σ_t (S⊙m_h)ᵀ·∂[c | h]: on oneDNN where `product` would choose it for the shape
+        wgrad_onednn = [uses_onednn(S) and prefers_onednn(H, (i + 1) * B, 2 * H, packed=False) for i in range(N)]
         w0h_p, ws_p = ctx.packed.backward
-        for t in reversed(range(T)):
-            grad_states[0].zero_()
-            torch.add(grad_out[t], carry, out=grad_states[1]).div_(N)
-            grad_states[2:].copy_(grad_states[1].expand(N - 1, B, H))
-            if masked is not None:
-                torch.mul(S[t, :N], mh, out=masked)
-            for i in reversed(range(N)):
-                k = i + 1
-                states, act, g = S[t, :k], ctx.acts[t * N + i], G[off[i]:off[k]]
-                kernels.batch_norm_backward(grad_states[k], S[t, k], rstd[t, k], grad_pre)
-                kernels.mixed_node_backward(grad_pre, act, states, mix[off[i]:off[k]], g, grad_states[:k],
-                                             grad_mix[off[i]:off[k]])
-                through = product(g.view(k * B, 2 * H), ws_p[i]).view(k, B, H)
-                if mh is None:
-                    grad_states[:k].add_(through)
-                else:
-                    grad_states[:k].addcmul_(through, mh)
-                if need_ws:
-                    x = states if mh is None else masked[:k]
-                    product(x.view(k * B, H).t(), g.view(k * B, 2 * H).t(), grad_ws[i], accumulate=True)
-            h = h0 if t == 0 else out[t - 1]
-            kernels.batch_norm_backward(grad_states[0], S[t, 0], rstd[t, 0], grad_pre)
-            highway_backward(grad_pre.view(1, 1, B, H), h.view(1, 1, B, H), A0[t].view(1, 1, B, 2 * H),
-                             *FIRST_NODE, G0[t].view(1, 1, B, 2 * H), direct.view(1, 1, B, H))
-            carry = product(G0[t], w0h_p)
-            if mh is not None:
-                carry.mul_(mh)
-            carry.add_(direct)
+        carry = compiled().search_backward_steps(grad_out.contiguous(), h0, mix, mh, _native(w0h_p),
+                                                 [_native(w) for w in ws_p], wgrad_onednn, out, A0, S, rstd,
+                                                 ctx.acts, G0, grad_mix, grad_ws)
         grad_w0h = None
         if need_w0h:
             previous = torch.cat([h0.unsqueeze(0), out[:-1]])
@@ -169,6 +121,13 @@ class FusedSearchCell(torch.autograd.Function):
             grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
         grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need_mix else None
         return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None
+
+
+def _native(weight: torch.Tensor | OnMKL) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A `pack`ed weight as the C++ steps take it: (the weight as it is, its oneDNN layout or None)."""
+    if isinstance(weight, OnMKL):
+        return weight.weight, None
+    return (weight, weight) if weight.layout == torch._mkldnn else (weight, None)
 
 
 def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,

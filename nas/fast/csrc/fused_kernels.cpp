@@ -603,6 +603,121 @@ at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64
   });
   return at::cat(carries, 0);
 }
+
+// ---- The search cell's time loop (nas/fast/search_loop.py) -------------------------------------
+// `search_forward_steps` and `search_backward_steps` are the loops of `FusedSearchCell.forward` and
+// `.backward` (that file states the equations and what is kept), run here so that the few dozen
+// views and small calls per step and node cost no Python. Tensors keep that file's shapes.
+
+// A weight multiplied at every step as `nas.fast.search_loop.loop_weights` packs it: (N, K) as it is,
+// and its oneDNN blocked layout where oneDNN measured faster for the step's product (else none).
+using StepWeight = std::tuple<at::Tensor, std::optional<at::Tensor>>;
+
+at::Tensor step_product(const at::Tensor& x, const StepWeight& w) {
+  const auto& [plain, blocked] = w;
+  return blocked ? onednn_linear(x, *blocked) : at::mm(x, plain.t());
+}
+
+constexpr int64_t FIRST_NODE = 1;  // s0's edge: tanh, as OP_CODES in nas/fast/kernels.py
+
+// Runs the forward's steps into A0, S, means, variances, rstd and out; returns each step's and node's
+// [sigmoid(c) | h] of its edges (the product's output, sigmoid(c) written over c), step-major.
+std::vector<at::Tensor> search_forward_steps(const at::Tensor& xproj, const at::Tensor& h0, const at::Tensor& mix,
+                                             const std::optional<at::Tensor>& mh, const StepWeight& w0h,
+                                             const std::vector<StepWeight>& ws, double eps, at::Tensor A0,
+                                             at::Tensor S, at::Tensor means, at::Tensor variances, at::Tensor rstd,
+                                             at::Tensor out) {
+  at::NoGradGuard no_grad;
+  const int64_t T = xproj.size(0), B = xproj.size(1), H = xproj.size(2) / 2, N = ws.size();
+  const std::vector<int64_t> first{FIRST_NODE};
+  at::Tensor pre = at::empty({B, H}, xproj.options());
+  at::Tensor masked = mh ? at::empty({N, B, H}, xproj.options()) : at::Tensor();  // this step's S_j m_h
+  std::vector<at::Tensor> acts;
+  acts.reserve(T * N);
+  at::Tensor h = h0;
+  for (int64_t t = 0; t < T; ++t) {
+    const at::Tensor St = S[t];
+    at::Tensor a0 = A0[t];
+    at::add_out(a0, xproj[t], step_product(mh ? h * *mh : h, w0h));
+    highway_forward(a0.view({1, 1, B, 2 * H}), h.view({1, 1, B, H}), first, pre.view({1, 1, B, H}));
+    batch_norm_forward(pre, eps, St[0], means[t][0], variances[t][0], rstd[t][0]);
+    for (int64_t i = 0, off = 0; i < N; off += ++i) {
+      const int64_t k = i + 1;
+      const at::Tensor states = St.slice(0, 0, k);
+      if (mh) {  // S_i is final from here on
+        at::Tensor mi = masked[i];
+        at::mul_out(mi, St[i], *mh);
+      }
+      const at::Tensor x = mh ? masked.slice(0, 0, k) : states;
+      at::Tensor ch = step_product(x.view({k * B, H}), ws[i]).view({k, B, 2 * H});
+      mixed_node_forward(ch, states, mix.slice(0, off, off + k), ch, pre);
+      acts.push_back(ch);
+      batch_norm_forward(pre, eps, St[k], means[t][k], variances[t][k], rstd[t][k]);
+    }
+    h = out[t];
+    at::mean_out(h, St.slice(0, 1, N + 1), {0});
+  }
+  return acts;
+}
+
+// The backward's steps: G0 (the input projection's gradient), grad_mix (edges x 5, double, as
+// mixed_node_backward sums it) and grad_ws (when given, += each step's product) filled; returns dh0.
+// A weight gradient's product runs on oneDNN where `wgrad_onednn[i]` says (as `product` decides).
+at::Tensor search_backward_steps(const at::Tensor& grad_out, const at::Tensor& h0, const at::Tensor& mix,
+                                 const std::optional<at::Tensor>& mh, const StepWeight& w0h,
+                                 const std::vector<StepWeight>& ws, const std::vector<bool>& wgrad_onednn,
+                                 const at::Tensor& out, const at::Tensor& A0, const at::Tensor& S,
+                                 const at::Tensor& rstd, const std::vector<at::Tensor>& acts, at::Tensor G0,
+                                 at::Tensor grad_mix, std::optional<at::Tensor> grad_ws) {
+  at::NoGradGuard no_grad;
+  static const auto linear = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
+  const int64_t T = S.size(0), N = S.size(1) - 1, B = S.size(2), H = S.size(3);
+  const std::vector<int64_t> first{FIRST_NODE};
+  at::Tensor G = at::empty({N * (N + 1) / 2, B, 2 * H}, S.options());  // one step's [dc | dh]
+  at::Tensor grad_states = at::empty({N + 1, B, H}, S.options());
+  at::Tensor grad_pre = at::empty({B, H}, S.options()), direct = at::empty({B, H}, S.options());
+  at::Tensor masked = mh && grad_ws ? at::empty({N, B, H}, S.options()) : at::Tensor();  // S_j m_h for dW_i
+  at::Tensor carry = at::zeros_like(h0);  // dh_t from step t + 1
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const at::Tensor St = S[t];
+    grad_states[0].zero_();
+    at::Tensor mean_grad = grad_states[1];
+    at::add_out(mean_grad, grad_out[t], carry).div_(N);
+    grad_states.slice(0, 2).copy_(mean_grad.expand({N - 1, B, H}));
+    if (masked.defined()) at::mul_out(masked, St.slice(0, 0, N), *mh);
+    for (int64_t i = N - 1; i >= 0; --i) {
+      const int64_t k = i + 1, off = i * k / 2;
+      const at::Tensor states = St.slice(0, 0, k), g = G.slice(0, off, off + k);
+      at::Tensor grad_in = grad_states.slice(0, 0, k);
+      batch_norm_backward(grad_states[k], St[k], rstd[t][k], grad_pre);
+      mixed_node_backward(grad_pre, acts[t * N + i], states, mix.slice(0, off, off + k), g, grad_in,
+                          grad_mix.slice(0, off, off + k));
+      const at::Tensor through = step_product(g.view({k * B, 2 * H}), ws[i]).view({k, B, H});
+      mh ? grad_in.addcmul_(through, *mh) : grad_in.add_(through);
+      if (grad_ws) {
+        const at::Tensor x = (mh ? masked.slice(0, 0, k) : states).view({k * B, H}).t();
+        const at::Tensor gt = g.view({k * B, 2 * H});
+        at::Tensor target = (*grad_ws)[i];
+        if (wgrad_onednn[i]) {
+          torch::jit::Stack stack{x, gt.t(), c10::IValue(), std::string("none"),
+                                  c10::List<std::optional<at::Scalar>>(), std::string("")};
+          linear.callBoxed(&stack);
+          target.add_(stack[0].toTensor());
+        } else {
+          at::addmm_out(target, target, x, gt);
+        }
+      }
+    }
+    const at::Tensor h = t == 0 ? h0 : out[t - 1];
+    batch_norm_backward(grad_states[0], St[0], rstd[t][0], grad_pre);
+    highway_backward(grad_pre.view({1, 1, B, H}), h.view({1, 1, B, H}), A0[t].view({1, 1, B, 2 * H}), first,
+                     G0[t].view({1, 1, B, 2 * H}), direct.view({1, 1, B, H}));
+    carry = step_product(G0[t], w0h);
+    if (mh) carry.mul_(*mh);
+    carry.add_(direct);
+  }
+  return carry;
+}
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -617,6 +732,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("frozen_plan", &make_plan, "a frozen cell's Plan in the loop's own form: waves (edge start, stop), "
         "their nodes, predecessors and activation codes, groups (wave, edge start, stop, X slot, S slot, first), concat");
   m.def("frozen_forward_steps", &frozen_forward_steps, "frozen_loop._forward_steps, every direction",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("search_forward_steps", &search_forward_steps, "FusedSearchCell.forward's steps; each node's [sigmoid(c) | h]",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("search_backward_steps", &search_backward_steps, "FusedSearchCell.backward's steps; dh0",
         py::call_guard<py::gil_scoped_release>());
   m.def("frozen_backward_steps", &frozen_backward_steps, "frozen_loop._backward_steps, every direction; dh0",
         py::call_guard<py::gil_scoped_release>());
