@@ -16,7 +16,7 @@ export PYTHONPATH=/tmp/site
 python3 -m pip install --no-index --no-deps --no-build-isolation -e . >> $R/install.log 2>&1; echo "install rc $?"
 python3 -c "import flair, torch, nas.fast.kernels as k; print('flair', flair.__version__, 'cuda', torch.cuda.is_available(), 'C++ kernels built:', k.compiled() is not None)" 2>&1 | tail -1
 step "tests (-m 'not slow'), 15 workers, -v"
-timeout 330 env OMP_NUM_THREADS=1 python3 -m pytest -v -n 15 -p no:cacheprovider --timeout 200 -rfE > $R/tests.log 2>&1
+timeout 280 env OMP_NUM_THREADS=1 python3 -m pytest -v -n 15 -p no:cacheprovider --timeout 200 -rfE > $R/tests.log 2>&1
 echo "tests rc $?"
 grep -E "^(FAILED|ERROR)" $R/tests.log | cut -c1-200; tail -1 $R/tests.log
 grep -E "test_kill_resume.*cuda|gpu" $R/tests.log | grep -E "PASSED|FAILED|SKIPPED" | cut -c1-160
