@@ -3,7 +3,7 @@ node, `nas.cells.search_cell`), and is checked against them and the slow referen
 and tests/test_fused_search_cell.py. A reader of the definition need not open these.
 
 - `frozen_loop`: the frozen cell's time loop as one autograd Function with a hand-written backward.
-- `search_loop`: the same for the search cell, for any mixing rule, over the op set it declares.
+- `search_loop`: the same for the search cell, for any mixing rule, over the op set it declares (its steps in C++).
 - `kernels`: the elementwise passes both loops share, in C++ (`nas/fast/csrc/`) where the install built
   them, else PyTorch ops.
 

@@ -19,9 +19,7 @@ passes them detached): ∂W_i one GEMM per step, ∂W0h one GEMM over all steps.
 
 BatchNorm is one module per state (`nas.cells.search_cell.node_norms`, affine off) in training mode:
 each of the 9 calls per step normalises with its batch's statistics and moves its state's running
-statistics, as the autograd path does. The steps themselves run in C++ (`search_forward_steps` and
-`search_backward_steps` in nas/fast/csrc/fused_kernels.cpp), with the elementwise passes there too: at
-8 nodes a step is some 60 views and calls, each a Python dispatch otherwise. Without
+statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/fast/csrc/`); without
 them, on another device, under autocast or with a synced BatchNorm the cell runs its autograd path
 instead (`SearchRNN.fusable`). With ESS gates the cell calls the Function one step at a time (x_t's
 projection needs h_{t-1}), with `loop_weights` packed once per forward.
