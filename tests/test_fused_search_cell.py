@@ -130,6 +130,24 @@ def _spy(function, seen: list):
     return staticmethod(spy)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_the_search_cell_gives_what_the_cpu_gives():
+    """On a GPU the cell runs its autograd path (cuDNN's BatchNorm among its ops), on a CPU the fused
+    Function: in float64, from the same weights and inputs (no dropout: the devices draw different
+    masks), the same outputs, gradients and BatchNorm statistics."""
+    cell, _ = _pair("darts", 0.0, torch.float64)
+    x, hidden = _inputs(torch.float64)
+    assert cell.fusable(x)
+    on_cpu = _run(cell, x, hidden) + _statistics(cell)
+    for bn in cell.bn:
+        bn.reset_running_stats()
+    cell.cuda()
+    x, hidden = (t.detach().cuda().requires_grad_() for t in (x, hidden))
+    assert not cell.fusable(x)
+    for a, b in zip(on_cpu, _run(cell, x, hidden) + _statistics(cell)):
+        torch.testing.assert_close(b.cpu(), a, rtol=1e-9, atol=1e-11)
+
+
 @pytest.mark.parametrize("masked", [False, True])
 def test_fused_search_cell_passes_gradcheck(masked):
     torch.manual_seed(0)
