@@ -33,7 +33,8 @@ import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
 from nas.cells.ops import edge_offsets
-from nas.fast.gemm import OnMKL, pack, prefers_onednn, product, uses_onednn
+from nas.fast import gemm
+from nas.fast.gemm import OnMKL, pack, product
 from .kernels import built, compiled
 
 OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels' mixed node knows
@@ -107,7 +108,7 @@ class FusedSearchCell(torch.autograd.Function):
         grad_mix = torch.zeros(edges, 5, dtype=torch.float64, device=S.device)
         grad_ws = torch.zeros_like(ws) if need_ws else None
         # ∂W_i = Σ_t (S⊙m_h)ᵀ·∂[c | h]: on oneDNN where `product` would choose it for the shape
-        wgrad_onednn = [uses_onednn(S) and prefers_onednn(H, (i + 1) * B, 2 * H, packed=False) for i in range(N)]
+        wgrad_onednn = [gemm.uses_onednn(S) and gemm.prefers_onednn(H, (i + 1) * B, 2 * H, packed=False) for i in range(N)]
         w0h_p, ws_p = ctx.packed.backward
         carry = compiled().search_backward_steps(grad_out.contiguous(), h0, mix, mh, _native(w0h_p),
                                                  [_native(w) for w in ws_p], wgrad_onednn, out, A0, S, rstd,

@@ -672,7 +672,6 @@ at::Tensor search_backward_steps(const at::Tensor& grad_out, const at::Tensor& h
                                  const at::Tensor& rstd, const std::vector<at::Tensor>& acts, at::Tensor G0,
                                  at::Tensor grad_mix, std::optional<at::Tensor> grad_ws) {
   at::NoGradGuard no_grad;
-  static const auto linear = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
   const int64_t T = S.size(0), N = S.size(1) - 1, B = S.size(2), H = S.size(3);
   const std::vector<int64_t> first{FIRST_NODE};
   at::Tensor G = at::empty({N * (N + 1) / 2, B, 2 * H}, S.options());  // one step's [dc | dh]
@@ -700,7 +699,8 @@ at::Tensor search_backward_steps(const at::Tensor& grad_out, const at::Tensor& h
         const at::Tensor x = (mh ? masked.slice(0, 0, k) : states).view({k * B, H}).t();
         const at::Tensor gt = g.view({k * B, 2 * H});
         at::Tensor target = (*grad_ws)[i];
-        if (wgrad_onednn[i]) {
+        if (wgrad_onednn[i]) {  // the op looked up only here: a torch built without oneDNN lacks it
+          static const auto linear = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
           torch::jit::Stack stack{x, gt.t(), c10::IValue(), std::string("none"),
                                   c10::List<std::optional<at::Scalar>>(), std::string("")};
           linear.callBoxed(&stack);
