@@ -122,11 +122,13 @@ class FusedSearchCell(torch.autograd.Function):
         return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None
 
 
-def _native(weight: torch.Tensor | OnMKL) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """A `pack`ed weight as the C++ steps take it: (the weight as it is, its oneDNN layout or None)."""
+def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
+    """A `pack`ed weight as the C++ steps take it: a LoopWeight used packed for every product, or never."""
     if isinstance(weight, OnMKL):
-        return weight.weight, None
-    return (weight, weight) if weight.layout == torch._mkldnn else (weight, None)
+        return gemm.LoopWeight(weight.weight, None, gemm.NEVER)
+    if weight.layout == torch._mkldnn:
+        return gemm.LoopWeight(weight, weight, 0)
+    return gemm.LoopWeight(weight, None, gemm.NEVER)
 
 
 def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,

@@ -413,13 +413,20 @@ struct Pick {
   }
 };
 
-// oneDNN's matmul on a weight packed in its blocked layout (`nas.fast.gemm.pack`), as `product` calls it.
-at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& packed) {
+// x · wᵀ on oneDNN's matmul, as `nas.fast.gemm.product` calls it: w plain or packed in oneDNN's blocked
+// layout (`nas.fast.gemm.pack`), x as it is (a transposed x is read in place). The op is looked up at the
+// first call: a torch built without oneDNN lacks it, and the callers then never get here.
+at::Tensor linear_pointwise(const at::Tensor& x, const at::Tensor& w) {
   static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
-  torch::jit::Stack stack{x.is_contiguous() ? x : x.contiguous(), packed, c10::IValue(), std::string("none"),
-                          c10::List<std::optional<at::Scalar>>(), std::string("")};
+  torch::jit::Stack stack{x, w, c10::IValue(), std::string("none"), c10::List<std::optional<at::Scalar>>(),
+                          std::string("")};
   op.callBoxed(&stack);
   return stack[0].toTensor();
+}
+
+// The same on a packed weight, which oneDNN multiplies with a contiguous x only.
+at::Tensor onednn_linear(const at::Tensor& x, const at::Tensor& packed) {
+  return linear_pointwise(x.is_contiguous() ? x : x.contiguous(), packed);
 }
 
 // out (=, or += with accumulate) x (n, K) · W (N, K)ᵀ: on oneDNN with W packed (`blocked`) where x has at
@@ -428,6 +435,19 @@ struct LoopWeight {
   at::Tensor plain, blocked;
   int64_t min_rows;
 };
+
+// `nas.fast.gemm.LoopWeight` as Python passes it: plain, blocked (None where not packed), min_rows.
+using PyLoopWeight = std::tuple<at::Tensor, std::optional<at::Tensor>, int64_t>;
+
+LoopWeight loop_weight(const PyLoopWeight& given) {
+  const auto& [plain, blocked, min_rows] = given;
+  return {plain, blocked.value_or(plain), min_rows};
+}
+
+// x (n, K) · W (N, K)ᵀ as a new tensor, on the backend `product_into` would use.
+at::Tensor loop_product(const at::Tensor& x, const LoopWeight& w) {
+  return x.size(0) >= w.min_rows ? onednn_linear(x, w.blocked) : at::mm(x, w.plain.t());
+}
 
 void product_into(const at::Tensor& x, const LoopWeight& w, at::Tensor out, bool accumulate) {
   if (x.size(0) >= w.min_rows) {
@@ -471,13 +491,12 @@ FrozenPlan make_plan(const std::vector<std::vector<int64_t>>& waves, const std::
 }
 
 using GroupWeights = std::vector<std::vector<LoopWeight>>;  // per wave's group in order, per direction
-// `nas.fast.gemm.LoopWeight` as Python passes it: plain, blocked (None where not packed), min_rows.
-using PyLoopWeights = std::vector<std::vector<std::tuple<at::Tensor, std::optional<at::Tensor>, int64_t>>>;
+using PyLoopWeights = std::vector<std::vector<PyLoopWeight>>;
 
 GroupWeights group_weights(const PyLoopWeights& given) {
   GroupWeights weights(given.size());
   for (size_t g = 0; g < given.size(); ++g)
-    for (const auto& [plain, blocked, min_rows] : given[g]) weights[g].push_back({plain, blocked.value_or(plain), min_rows});
+    for (const PyLoopWeight& w : given[g]) weights[g].push_back(loop_weight(w));
   return weights;
 }
 
@@ -611,27 +630,25 @@ at::Tensor frozen_backward_steps(const FrozenPlan& plan, const std::vector<int64
 // `.backward` (that file states the equations and what is kept), run here so that the few dozen
 // views and small calls per step and node cost no Python. Tensors keep that file's shapes.
 
-// A weight multiplied at every step as `nas.fast.search_loop.loop_weights` packs it: (N, K) as it is,
-// and its oneDNN blocked layout where oneDNN measured faster for the step's product (else none).
-using StepWeight = std::tuple<at::Tensor, std::optional<at::Tensor>>;
-
-at::Tensor step_product(const at::Tensor& x, const StepWeight& w) {
-  const auto& [plain, blocked] = w;
-  return blocked ? onednn_linear(x, *blocked) : at::mm(x, plain.t());
+// The weights multiplied at every step come as `nas.fast.gemm.LoopWeight`s (`search_loop._native`).
+std::vector<LoopWeight> loop_weights(const std::vector<PyLoopWeight>& given) {
+  std::vector<LoopWeight> weights;
+  for (const PyLoopWeight& w : given) weights.push_back(loop_weight(w));
+  return weights;
 }
-
-constexpr int64_t FIRST_NODE = 1;  // s0's edge: tanh, as OP_CODES in nas/fast/kernels.py
 
 // Runs the forward's steps into A0, S, means, variances, rstd and out; returns each step's and node's
 // [sigmoid(c) | h] of its edges (the product's output, sigmoid(c) written over c), step-major.
 std::vector<at::Tensor> search_forward_steps(const at::Tensor& xproj, const at::Tensor& h0, const at::Tensor& mix,
-                                             const std::optional<at::Tensor>& mh, const StepWeight& w0h,
-                                             const std::vector<StepWeight>& ws, double eps, at::Tensor A0,
+                                             const std::optional<at::Tensor>& mh, const PyLoopWeight& w0h_given,
+                                             const std::vector<PyLoopWeight>& ws_given, double eps, at::Tensor A0,
                                              at::Tensor S, at::Tensor means, at::Tensor variances, at::Tensor rstd,
                                              at::Tensor out) {
   at::NoGradGuard no_grad;
+  const LoopWeight w0h = loop_weight(w0h_given);
+  const std::vector<LoopWeight> ws = loop_weights(ws_given);
   const int64_t T = xproj.size(0), B = xproj.size(1), H = xproj.size(2) / 2, N = ws.size();
-  const std::vector<int64_t> first{FIRST_NODE};
+  const std::vector<int64_t> first{TANH};  // s0's edge
   at::Tensor pre = at::empty({B, H}, xproj.options());
   at::Tensor masked = mh ? at::empty({N, B, H}, xproj.options()) : at::Tensor();  // this step's S_j m_h
   std::vector<at::Tensor> acts;
@@ -640,7 +657,7 @@ std::vector<at::Tensor> search_forward_steps(const at::Tensor& xproj, const at::
   for (int64_t t = 0; t < T; ++t) {
     const at::Tensor St = S[t];
     at::Tensor a0 = A0[t];
-    at::add_out(a0, xproj[t], step_product(mh ? h * *mh : h, w0h));
+    at::add_out(a0, xproj[t], loop_product(mh ? h * *mh : h, w0h));
     highway_forward(a0.view({1, 1, B, 2 * H}), h.view({1, 1, B, H}), first, pre.view({1, 1, B, H}));
     batch_norm_forward(pre, eps, St[0], means[t][0], variances[t][0], rstd[t][0]);
     for (int64_t i = 0, off = 0; i < N; off += ++i) {
@@ -651,7 +668,7 @@ std::vector<at::Tensor> search_forward_steps(const at::Tensor& xproj, const at::
         at::mul_out(mi, St[i], *mh);
       }
       const at::Tensor x = mh ? masked.slice(0, 0, k) : states;
-      at::Tensor ch = step_product(x.view({k * B, H}), ws[i]).view({k, B, 2 * H});
+      at::Tensor ch = loop_product(x.view({k * B, H}), ws[i]).view({k, B, 2 * H});
       mixed_node_forward(ch, states, mix.slice(0, off, off + k), ch, pre);
       acts.push_back(ch);
       batch_norm_forward(pre, eps, St[k], means[t][k], variances[t][k], rstd[t][k]);
@@ -666,14 +683,16 @@ std::vector<at::Tensor> search_forward_steps(const at::Tensor& xproj, const at::
 // mixed_node_backward sums it) and grad_ws (when given, += each step's product) filled; returns dh0.
 // A weight gradient's product runs on oneDNN where `wgrad_onednn[i]` says (as `product` decides).
 at::Tensor search_backward_steps(const at::Tensor& grad_out, const at::Tensor& h0, const at::Tensor& mix,
-                                 const std::optional<at::Tensor>& mh, const StepWeight& w0h,
-                                 const std::vector<StepWeight>& ws, const std::vector<bool>& wgrad_onednn,
+                                 const std::optional<at::Tensor>& mh, const PyLoopWeight& w0h_given,
+                                 const std::vector<PyLoopWeight>& ws_given, const std::vector<bool>& wgrad_onednn,
                                  const at::Tensor& out, const at::Tensor& A0, const at::Tensor& S,
                                  const at::Tensor& rstd, const std::vector<at::Tensor>& acts, at::Tensor G0,
                                  at::Tensor grad_mix, std::optional<at::Tensor> grad_ws) {
   at::NoGradGuard no_grad;
+  const LoopWeight w0h = loop_weight(w0h_given);
+  const std::vector<LoopWeight> ws = loop_weights(ws_given);
   const int64_t T = S.size(0), N = S.size(1) - 1, B = S.size(2), H = S.size(3);
-  const std::vector<int64_t> first{FIRST_NODE};
+  const std::vector<int64_t> first{TANH};  // s0's edge
   at::Tensor G = at::empty({N * (N + 1) / 2, B, 2 * H}, S.options());  // one step's [dc | dh]
   at::Tensor grad_states = at::empty({N + 1, B, H}, S.options());
   at::Tensor grad_pre = at::empty({B, H}, S.options()), direct = at::empty({B, H}, S.options());
@@ -693,28 +712,20 @@ at::Tensor search_backward_steps(const at::Tensor& grad_out, const at::Tensor& h
       batch_norm_backward(grad_states[k], St[k], rstd[t][k], grad_pre);
       mixed_node_backward(grad_pre, acts[t * N + i], states, mix.slice(0, off, off + k), g, grad_in,
                           grad_mix.slice(0, off, off + k));
-      const at::Tensor through = step_product(g.view({k * B, 2 * H}), ws[i]).view({k, B, H});
+      const at::Tensor through = loop_product(g.view({k * B, 2 * H}), ws[i]).view({k, B, H});
       mh ? grad_in.addcmul_(through, *mh) : grad_in.add_(through);
       if (grad_ws) {
         const at::Tensor x = (mh ? masked.slice(0, 0, k) : states).view({k * B, H}).t();
         const at::Tensor gt = g.view({k * B, 2 * H});
         at::Tensor target = (*grad_ws)[i];
-        if (wgrad_onednn[i]) {  // the op looked up only here: a torch built without oneDNN lacks it
-          static const auto linear = c10::Dispatcher::singleton().findSchemaOrThrow("mkldnn::_linear_pointwise", "");
-          torch::jit::Stack stack{x, gt.t(), c10::IValue(), std::string("none"),
-                                  c10::List<std::optional<at::Scalar>>(), std::string("")};
-          linear.callBoxed(&stack);
-          target.add_(stack[0].toTensor());
-        } else {
-          at::addmm_out(target, target, x, gt);
-        }
+        wgrad_onednn[i] ? target.add_(linear_pointwise(x, gt.t())) : at::addmm_out(target, target, x, gt);
       }
     }
     const at::Tensor h = t == 0 ? h0 : out[t - 1];
     batch_norm_backward(grad_states[0], St[0], rstd[t][0], grad_pre);
     highway_backward(grad_pre.view({1, 1, B, H}), h.view({1, 1, B, H}), A0[t].view({1, 1, B, 2 * H}), first,
                      G0[t].view({1, 1, B, 2 * H}), direct.view({1, 1, B, H}));
-    carry = step_product(G0[t], w0h);
+    carry = loop_product(G0[t], w0h);
     if (mh) carry.mul_(*mh);
     carry.add_(direct);
   }
