@@ -7,13 +7,16 @@ products of a training step. A zero row's output is the bias, whatever the weigh
 nothing to the weight's gradient; so here the rows that are not all zero are multiplied and every
 other row gets the bias. The outputs are the same numbers (a token whose vector word dropout
 zeroed is such a row too, and also gets the bias), the weight and bias the same gradients up to the
-order floats are summed in.
+order floats are summed in. Its products run through `nas.fast.gemm.linear`, on oneDNN where that
+measures faster for their shape on this host (about twice MKL's speed where oneDNN runs AVX-512 at
+full width), as the recurrent layer's own do.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
+
+from nas.fast import gemm
 
 
 class Reprojection(nn.Linear):
@@ -24,12 +27,12 @@ class Reprojection(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.requires_grad or x.dim() < 2:
-            return super().forward(x)
+            return gemm.linear(x, self.weight, self.bias)
         flat = x.reshape(-1, x.size(-1))
         rows = (flat.abs().amax(dim=1) != 0).nonzero().squeeze(1)  # twice as fast as any(); NaN rows kept
         if rows.numel() == flat.size(0):
-            return super().forward(x)
-        products = F.linear(flat.index_select(0, rows), self.weight, self.bias)
+            return gemm.linear(x, self.weight, self.bias)
+        products = gemm.linear(flat.index_select(0, rows), self.weight, self.bias)
         bias = products.new_zeros(()) if self.bias is None else self.bias.to(products.dtype)  # autocast: bf16 products
         out = bias.expand(flat.size(0), self.out_features)
         return out.index_copy(0, rows, products).view(*x.shape[:-1], self.out_features)
