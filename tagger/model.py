@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from flair.models import SequenceTagger
 
@@ -38,6 +38,7 @@ from nas.cells.ops import INIT_RANGE
 from . import model_file
 from .config import CELL_INITS
 from .crf import CRFLoss, EmissionCRF, PairDecoder
+from .packed import padded
 from .reprojection import skipping_padding
 
 
@@ -60,8 +61,8 @@ class PackedCellRNN(nn.Module):
                               dropout_h=dropout_h, init_range=cell_init_range(cell_init, hidden_size))
 
     def forward(self, packed: PackedSequence) -> tuple[PackedSequence, torch.Tensor]:
-        padded, lengths = pad_packed_sequence(packed)  # (T, B, input)
-        out, hidden = self.cell(padded, lengths=lengths)
+        x, lengths = padded(packed)  # (T, B, input)
+        out, hidden = self.cell(x, lengths=lengths)
         return pack_padded_sequence(out, lengths, enforce_sorted=False), hidden
 
 

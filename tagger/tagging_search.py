@@ -34,7 +34,7 @@ import torch
 import torch.nn as nn
 from flair.training_utils import store_embeddings
 from torch.func import functional_call
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
@@ -51,6 +51,7 @@ from tagger.embeddings import build_embeddings
 from tagger.evaluation import evaluate
 from tagger.train import build_model
 
+from .packed import padded
 from .tagging_search_config import TaggingSearchConfig
 
 
@@ -88,10 +89,10 @@ class BiSearchRNN(nn.Module):
         return self.directions[0]
 
     def forward(self, packed: PackedSequence) -> tuple[PackedSequence, None]:
-        padded, lengths = pad_packed_sequence(packed)  # (T, B, input)
+        x, lengths = padded(packed)  # (T, B, input)
         forward, backward = self.directions
-        out_forward, _ = forward(padded)
-        out_backward, _ = backward(reverse_padded(padded, lengths))
+        out_forward, _ = forward(x)
+        out_backward, _ = backward(reverse_padded(x, lengths))
         out = torch.cat([out_forward, reverse_padded(out_backward, lengths)], -1)
         return pack_padded_sequence(out, lengths, enforce_sorted=False), None
 
