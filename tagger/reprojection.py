@@ -18,9 +18,14 @@ import torch.nn as nn
 
 from nas.fast import gemm
 
+# Rows multiplied are a multiple of this: oneDNN keeps a primitive (with its own copy of the weight)
+# for every product shape it has run, and a row count per batch held hundreds of megabytes of them.
+ROWS = 64
+
 
 class Reprojection(nn.Linear):
-    """`nn.Linear` that multiplies only the rows of its input that are not all zero.
+    """`nn.Linear` that multiplies only the rows of its input that are not all zero (and as many zero
+    rows as make their count a multiple of `ROWS`).
 
     An input that needs a gradient (fine-tuned embeddings) runs the plain product, whose gradient for
     the zero rows is not zero."""
@@ -29,7 +34,10 @@ class Reprojection(nn.Linear):
         if x.requires_grad or x.dim() < 2:
             return gemm.linear(x, self.weight, self.bias)
         flat = x.reshape(-1, x.size(-1))
-        rows = (flat.abs().amax(dim=1) != 0).nonzero().squeeze(1)  # twice as fast as any(); NaN rows kept
+        kept = flat.abs().amax(dim=1) != 0  # twice as fast as any(); NaN rows kept
+        rows = kept.nonzero().squeeze(1)
+        if rows.numel() % ROWS:  # a few zero rows more (their products are the bias too), so shapes repeat
+            rows = torch.cat([rows, (~kept).nonzero().squeeze(1)[:ROWS - rows.numel() % ROWS]])
         if rows.numel() == flat.size(0):
             return gemm.linear(x, self.weight, self.bias)
         products = gemm.linear(flat.index_select(0, rows), self.weight, self.bias)

@@ -1,7 +1,9 @@
 """The tagger's reprojection skips the padding's products and gives flair's linear layer's numbers."""
+import pytest
 import torch
 from flair.models import SequenceTagger
 
+from tagger import reprojection as reprojection_module
 from tagger.reprojection import Reprojection, skipping_padding
 
 
@@ -15,7 +17,9 @@ def _padded_batch() -> torch.Tensor:
     return x
 
 
-def test_outputs_and_gradients_equal_the_linear_layers():
+@pytest.mark.parametrize("rows", [1, 5, 64])  # multiplied: the 8 non-zero rows, 8 + 2 zero rows, all 12
+def test_outputs_and_gradients_equal_the_linear_layers(monkeypatch, rows):
+    monkeypatch.setattr(reprojection_module, "ROWS", rows)
     torch.manual_seed(1)
     linear = torch.nn.Linear(6, 5)
     reprojection = skipping_padding(linear)
@@ -32,13 +36,16 @@ def test_outputs_and_gradients_equal_the_linear_layers():
     assert torch.equal(outputs[1][0][1, 3], linear.bias.detach())  # a padding row is the bias
 
 
-def test_products_are_formed_for_the_rows_that_are_not_zero_only(monkeypatch):
+@pytest.mark.parametrize("rows, multiplied", [(1, 8), (4, 8), (5, 10), (64, 12)])
+def test_products_are_formed_for_the_rows_that_are_not_zero_and_a_few_more_so_shapes_repeat(monkeypatch, rows,
+                                                                                           multiplied):
+    monkeypatch.setattr(reprojection_module, "ROWS", rows)
     layer = skipping_padding(torch.nn.Linear(6, 5))
     seen = []
     real = torch.nn.functional.linear
     monkeypatch.setattr(torch.nn.functional, "linear", lambda x, w, b=None: seen.append(x.shape[0]) or real(x, w, b))
     layer(_padded_batch())
-    assert seen == [8]  # 12 rows, 3 padding, 1 dropped word
+    assert seen == [multiplied]  # 12 rows, 3 padding, 1 dropped word: 8 not zero
 
 
 def test_an_input_that_needs_its_gradient_gets_the_plain_product():
