@@ -6,11 +6,11 @@ from nas.cells import genotype
 from nas.common.errors import InputError
 from nas.cells.genotype import Genotype
 
-NOTES_DARTS_V2_ENAS = "0 2 1 1 1 1 1 3 2 0 5 2 3 0 5 1"  # the ENAS fixed-arc form of DARTS_V2
+DARTS_V2_ENAS_ARC = "0 2 1 1 1 1 1 3 2 0 5 2 3 0 5 1"  # the ENAS fixed-arc form of DARTS_V2
 
 
 def test_darts_v2_matches_the_enas_notation_in_notes():
-    assert genotype.load("darts_v2").to_enas() == NOTES_DARTS_V2_ENAS
+    assert genotype.load("darts_v2").to_enas() == DARTS_V2_ENAS_ARC
 
 
 @pytest.mark.parametrize("name,first,concat", [
