@@ -2,8 +2,8 @@
 
 flair hands its recurrent layer a `PackedSequence`. torch's `pad_packed_sequence` pads it by copying
 one time step's slice at a time into the padded tensor, and autograd differentiates each of those
-in-place copies by cloning the whole padded gradient: T clones of a T × B × width tensor per batch.
-At a pooled-Flair tagger's width (1,074) that was about a sixth of a training step. `padded` places
+in-place copies by cloning the whole padded gradient: T clones of a T × B × width tensor per batch,
+at a pooled-Flair tagger's width (1,074) the largest copies of its training step. `padded` places
 every packed row with one `index_copy`, whose gradient is one `index_select`: the same tensor and
 lengths, the same gradient.
 """

@@ -19,7 +19,7 @@ import torch.nn as nn
 from nas.fast import gemm
 
 # Rows multiplied are a multiple of this: oneDNN keeps a primitive (with its own copy of the weight)
-# for every product shape it has run, and a row count per batch held hundreds of megabytes of them.
+# for every product shape it has run, so a row count that changed from batch to batch kept one per batch.
 ROWS = 64
 
 
