@@ -69,7 +69,6 @@ def _char_lm(kind: str, spec: str, pooling: str):
     from flair.embeddings import FlairEmbeddings, PooledFlairEmbeddings
 
     from .charlm import load_charlm
-    from .pooling import pool_by_batch
 
     path = Path(spec)
     if not path.exists() and "/" not in spec and not path.suffix:
@@ -81,11 +80,7 @@ def _char_lm(kind: str, spec: str, pooling: str):
                              f"download this model, which this toolkit never does. Give local forward and backward "
                              f".pt files ({kind}:fwd.pt:bwd.pt), e.g. character LMs trained with bin/train-charlm")
     embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path))
-    if kind != "pooled-flair":
-        return embedding
-    pooled = PooledFlairEmbeddings(embedding, pooling=pooling)
-    pool_by_batch(pooled)
-    return pooled
+    return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
 
 
 def _transformer(spec: str):

@@ -39,7 +39,6 @@ from . import model_file
 from .config import CELL_INITS
 from .crf import CRFLoss, EmissionCRF, PairDecoder
 from .packed import padded
-from .pooling import pool_by_batch
 from .reprojection import skipping_padding
 
 
@@ -212,7 +211,6 @@ def _from_state(state: dict, where: str, device: str | None = None) -> CellTagge
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise InputError(f"{where}: the tagger model does not rebuild ({str(err)[:200]})") from None
     model.model_card = card
-    pool_by_batch(model)
     model.eval()
     model.to(torch.device(device) if device else flair.device)
     return model
