@@ -1,7 +1,11 @@
-"""Process memory: glibc's malloc kept from handing freed blocks back to the system between steps."""
+"""Process memory: glibc's malloc kept from handing freed blocks back to the system between steps,
+and long-lived objects kept out of the cyclic garbage collector's way."""
 from __future__ import annotations
 
 import ctypes
+import gc
+from contextlib import contextmanager
+from typing import Iterator
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt parameters (malloc.h)
 
@@ -20,3 +24,21 @@ def keep_freed_memory(limit: int = 1 << 30) -> None:
         libc.mallopt(M_TRIM_THRESHOLD, ctypes.c_int(limit))
     except (OSError, AttributeError):
         pass
+
+
+@contextmanager
+def long_lived_frozen() -> Iterator[None]:
+    """Leave the objects alive now out of the cyclic garbage collector until the block ends.
+
+    A loaded tagger holds hundreds of thousands of objects the collector tracks (flair's embeddings
+    and vocabularies, torch's modules), and tagging creates and drops many small ones (sentences,
+    tokens, tensors), so the collector's full collections, each walking every tracked object, were a
+    large share of a prediction's time (docs/speed.md). Frozen objects are still freed by reference
+    counting; only cycles among them wait for the end of the block, where they rejoin the oldest
+    generation."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()

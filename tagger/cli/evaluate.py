@@ -10,6 +10,7 @@ import click
 from nas.common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, SEED_VALUE, THREAD_COUNT, command,
                         output_problem)
 from nas.common.errors import InputError
+from nas.common.memory import long_lived_frozen
 
 from ..corpus_formats import FORMATS, SPLITS
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
@@ -80,7 +81,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     warn_if_unfinished(tagger, model)
     _check_types(tagger, part, model_path)
     bound_pooled_memory(tagger, pooled_memory)
-    with torch.inference_mode():
+    with long_lived_frozen(), torch.inference_mode():  # the loaded model out of the collector's way
         report, predicted = evaluation.evaluate(tagger, to_sentences(part, gold.tag_type), part.tags, batch_size)
     made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
     try:  # both files or neither

@@ -13,6 +13,7 @@ import click
 
 from nas.common.cli import BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_OR_FOLDER, THREAD_COUNT, command
 from nas.common.errors import InputError
+from nas.common.memory import long_lived_frozen
 
 from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
@@ -81,6 +82,7 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
         tagger = load_tagger(model, device)
         warn_if_unfinished(tagger, model)
         bound_pooled_memory(tagger, pooled_memory)
+        stack.enter_context(long_lived_frozen())  # the loaded model out of the collector's way (nas.common.memory)
         for destination, names in plan:
             _write(tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size,
                    encoding_errors)
