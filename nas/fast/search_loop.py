@@ -126,7 +126,7 @@ def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
     """A `pack`ed weight as the C++ steps take it: a LoopWeight used packed for every product, or never."""
     if isinstance(weight, OnMKL):
         return gemm.LoopWeight(weight.weight, None, gemm.NEVER)
-    if weight.layout == torch._mkldnn:
+    if gemm._packed(weight):
         return gemm.LoopWeight(weight, weight, 0)
     return gemm.LoopWeight(weight, None, gemm.NEVER)
 
