@@ -109,13 +109,13 @@ class SearchRNN(nn.Module):
                 h = out[-1]
                 return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
 
-            packed = search_loop.loop_weights(w0h, ws, B)
+            packed, stats = search_loop.loop_weights(w0h, ws, B), search_loop.RunningStats(self.bn)
 
             def cell_step(xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
                 # with gates, x_t's projection needs h_{t-1..t-m}: the fused Function one step at a time
-                return search_loop.fused_search_cell(xp.unsqueeze(0), h, w0h, ws, mix, mh, self.bn, packed)[0]
+                return search_loop.fused_search_cell(xp.unsqueeze(0), h, w0h, ws, mix, mh, self.bn, packed, stats)[0]
         else:
-            cell_step = self.step_function(mh, w0h)
+            cell_step, stats = self.step_function(mh, w0h), None
         xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
 
         def step(t: int, x_gate: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
@@ -123,6 +123,8 @@ class SearchRNN(nn.Module):
             return cell_step(xp, h)
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history)
+        if stats is not None:
+            stats.update()
         if self.attention is not None:
             out = self.attention(out, causal=True)
         return out, (h.unsqueeze(0) if history is None else (h.unsqueeze(0), *history))

@@ -63,19 +63,51 @@ def _mean_var_update(running: torch.Tensor, batch: torch.Tensor, momentum: float
     running.mul_((1 - momentum) ** calls).add_((momentum * decay).to(batch) @ batch)
 
 
+def _update_running(bn: nn.ModuleList, means: torch.Tensor, variances: torch.Tensor) -> None:
+    """Move each BatchNorm's running statistics by its batch means and unbiased variances, (T, N + 1, H)
+    for T calls of every norm in turn."""
+    for k, norm in enumerate(bn):
+        if norm.track_running_stats and norm.running_mean is not None:
+            _mean_var_update(norm.running_mean, means[:, k], norm.momentum)
+            _mean_var_update(norm.running_var, variances[:, k], norm.momentum)
+            norm.num_batches_tracked.add_(means.size(0))
+
+
+class RunningStats:
+    """The batch statistics of a forward that calls the Function one step at a time (ESS gates),
+    moved into the BatchNorms' running statistics once, by `update`, as one call over all the steps
+    would: per step and norm, a dozen small ops cost more than the step's own BatchNorm."""
+
+    def __init__(self, bn: nn.ModuleList):
+        self.bn = bn
+        self.means: list[torch.Tensor] = []
+        self.variances: list[torch.Tensor] = []
+
+    def add(self, means: torch.Tensor, variances: torch.Tensor) -> None:
+        self.means.append(means)
+        self.variances.append(variances)
+
+    def update(self) -> None:
+        if self.means:
+            _update_running(self.bn, torch.cat(self.means), torch.cat(self.variances))
+            self.means.clear()
+            self.variances.clear()
+
+
 class FusedSearchCell(torch.autograd.Function):
     """Outputs h_1..h_T (T, B, H) of the search cell.
 
     Inputs: xproj (T, B, 2H) the input projection (x⊙m_x)·W0x, h0 (B, H), w0h (H, 2H),
     ws (N, H, 2H), mix (E, 4) the normalised weights of identity, tanh, relu, sigmoid per edge,
     mh (B, H) or None, the BatchNorm modules of s0 and each node, whose running statistics the forward
-    moves, and `loop_weights(w0h, ws, B)` or None to form them here.
+    moves (or, given `stats`, leaves to `stats.update`), and `loop_weights(w0h, ws, B)` or None to form
+    them here.
     """
 
     @staticmethod
     def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
                 mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
-                packed: LoopWeights | None) -> torch.Tensor:
+                packed: LoopWeights | None, stats: RunningStats | None = None) -> torch.Tensor:
         T, B, H2 = xproj.shape
         H, N = H2 // 2, ws.size(0)
         A0 = torch.empty_like(xproj)  # [σ(c0) | tanh(h0)] per step
@@ -88,11 +120,11 @@ class FusedSearchCell(torch.autograd.Function):
         w0h_t, ws_t = ctx.packed.forward
         acts = compiled().search_forward_steps(xproj, h0, mix, mh, _native(w0h_t), [_native(w) for w in ws_t],
                                                bn[0].eps, A0, S, means, variances, rstd, out)
-        for k, norm in enumerate(bn):
-            if norm.track_running_stats and norm.running_mean is not None:
-                _mean_var_update(norm.running_mean, means[:, k], norm.momentum)
-                _mean_var_update(norm.running_var, variances[:, k] * (B / (B - 1)), norm.momentum)
-                norm.num_batches_tracked.add_(T)
+        variances.mul_(B / (B - 1))  # what BatchNorm's running variance takes (the forward has used rstd)
+        if stats is None:
+            _update_running(bn, means, variances)
+        else:
+            stats.add(means, variances)
         ctx.save_for_backward(h0, w0h, ws, mix, mh, out, A0, S, rstd)
         ctx.acts = acts
         return out
@@ -119,7 +151,7 @@ class FusedSearchCell(torch.autograd.Function):
             previous = previous if mh is None else previous * mh
             grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
         grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need_mix else None
-        return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None
+        return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None, None
 
 
 def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
@@ -133,9 +165,9 @@ def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
 
 def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
                       mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
-                      packed: LoopWeights | None = None) -> torch.Tensor:
+                      packed: LoopWeights | None = None, stats: RunningStats | None = None) -> torch.Tensor:
     """FusedSearchCell.apply: the outputs h_1..h_T (T, B, H)."""
-    return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn, packed)
+    return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn, packed, stats)
 
 
 def supports(ops: tuple[str, ...]) -> bool:
