@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from nas.cells.genotype import GATES, predecessors
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES
 from nas.cells.step_weights import StepWeight
+from nas.fast import gate_dag
 from nas.methods.mixing import MixingRule
 
 
@@ -77,6 +78,7 @@ class SearchGate(nn.Module):
         self.w_hist = _uniform(history, self.d_in, d_gate)
         self.w_node = _uniform(nodes - 1, d_gate, d_gate)
         self.alpha = nn.Parameter(1e-3 * torch.randn(sum(self.layout), len(OPS)))
+        self.fused = True  # the DAG as one Function (`nas.fast.gate_dag`) where it can; False: op by op
 
     def mixing_weights(self) -> torch.Tensor:
         return self.rule.normalise(self.alpha, self.layout)
@@ -100,6 +102,9 @@ class SearchGate(nn.Module):
 
     def _nodes(self, e: list[torch.Tensor], w_node: list, weights: torch.Tensor) -> torch.Tensor:
         """The DAG over the projected history vectors e_i: every edge mixes the ops by `weights`."""
+        if self.fused and gate_dag.supports(e[0]):  # the same values and gradients, written out by hand
+            w_node = [w if isinstance(w, StepWeight) else StepWeight(w) for w in w_node]
+            return gate_dag.mixed_gate(e, w_node, weights[:, 1:], self.squash)
         rows = 0
         projected: list[torch.Tensor] = []  # s_j·W_{s_j}
         states = []

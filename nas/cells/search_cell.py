@@ -44,7 +44,7 @@ class SearchRNN(nn.Module):
                  dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
                  attention: nn.Module | None = None, compile: bool = False, fused: bool = True):
         super().__init__()
-        self.compile, self.fused = compile, fused
+        self.compile = compile
         self.ninp, self.nhid, self.steps, self.rule = ninp, nhid, steps, rule
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
@@ -53,6 +53,18 @@ class SearchRNN(nn.Module):
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
         self.bn = node_norms(nhid, steps)
         self.inter, self.attention = inter, attention
+        self.fused = fused
+
+    @property
+    def fused(self) -> bool:
+        return self._fused
+
+    @fused.setter
+    def fused(self, value: bool) -> None:
+        """The cell's fused Function and, with searchable ESS gates, the gates' (`SearchGate.fused`)."""
+        self._fused = value
+        if self.inter is not None and self.inter.searchable:
+            self.inter.f.fused = self.inter.g.fused = value
 
     @property
     def output_size(self) -> int:

@@ -731,6 +731,134 @@ at::Tensor search_backward_steps(const at::Tensor& grad_out, const at::Tensor& h
   }
   return carry;
 }
+// An ESS search gate's DAG (nas/fast/gate_dag.py). Node i mixes identity, tanh, relu and sigmoid of
+// each of its sources (its history vector e_i if i <= m, then p_1..p_{i-1}, p_j = s_j W_j) by its
+// rows of mix (edges, 4); out = squash(mean of s_1..s_N), squash 0 none, 1 sigmoid, 2 2sigmoid.
+// Every tensor is (n, d) and contiguous, W_j (d, d).
+void check_gate(const at::Tensor& t, const at::Tensor& like, const char* name) {
+  TORCH_CHECK(t.device().is_cpu() && t.dim() == 2 && t.is_contiguous() && t.scalar_type() == like.scalar_type() &&
+                  t.sizes() == like.sizes(),
+              name, ": a contiguous CPU tensor of the gate's dtype and shape");
+}
+
+std::vector<at::Tensor> gate_sources(const std::vector<at::Tensor>& e, const std::vector<at::Tensor>& p, int64_t i) {
+  std::vector<at::Tensor> sources;
+  if (i <= static_cast<int64_t>(e.size())) sources.push_back(e[i - 1]);
+  sources.insert(sources.end(), p.begin(), p.begin() + (i - 1));
+  return sources;
+}
+
+// Returns out, then s_1..s_N, then p_1..p_{N-1}.
+std::vector<at::Tensor> gate_forward(const std::vector<at::Tensor>& e, const std::vector<at::Tensor>& w_node,
+                                     const at::Tensor& mix, int64_t squash) {
+  TORCH_CHECK(!e.empty(), "a gate reads at least one history vector");
+  const at::Tensor& like = e[0];
+  for (const auto& t : e) check_gate(t, like, "e");
+  const int64_t N = static_cast<int64_t>(w_node.size()) + 1, size = like.numel();
+  TORCH_CHECK(static_cast<int64_t>(e.size()) <= N, "more history vectors than nodes");
+  TORCH_CHECK(mix.is_contiguous() && mix.dim() == 2 && mix.size(1) == 4 && mix.scalar_type() == like.scalar_type(),
+              "mix: (edges, 4) contiguous, of the gate's dtype");
+  std::vector<at::Tensor> states, p;
+  at::Tensor mean = at::zeros_like(like);
+  int64_t rows = 0;
+  for (int64_t i = 1; i <= N; ++i) {
+    const auto sources = gate_sources(e, p, i);
+    TORCH_CHECK(rows + static_cast<int64_t>(sources.size()) <= mix.size(0), "mix: too few rows for the gate's edges");
+    at::Tensor s = at::empty_like(like);
+    AT_DISPATCH_FLOATING_TYPES(like.scalar_type(), "gate_forward", [&] {
+      using V = Vectorized<scalar_t>;
+      scalar_t* sp = s.data_ptr<scalar_t>();
+      scalar_t* mp = mean.data_ptr<scalar_t>();
+      for (size_t j = 0; j < sources.size(); ++j) {
+        const scalar_t* w = mix.data_ptr<scalar_t>() + 4 * (rows + static_cast<int64_t>(j));
+        const scalar_t* x = sources[j].data_ptr<scalar_t>();
+        for (int64_t q = 0; q < size; q += V::size()) {
+          const int64_t m = std::min<int64_t>(V::size(), size - q);
+          const V v = V::loadu(x + q, m), acc = j == 0 ? V(0) : V::loadu(sp + q, m);
+          (acc + V(w[0]) * v + V(w[1]) * tanh(v) + V(w[2]) * at::vec::clamp_min(v, V(0)) + V(w[3]) * sigmoid(v))
+              .store(sp + q, m);
+        }
+      }
+      for (int64_t q = 0; q < size; q += V::size()) {
+        const int64_t m = std::min<int64_t>(V::size(), size - q);
+        (V::loadu(mp + q, m) + V::loadu(sp + q, m)).store(mp + q, m);
+      }
+    });
+    rows += static_cast<int64_t>(sources.size());
+    states.push_back(s);
+    if (i < N) p.push_back(at::mm(s, w_node[i - 1]));
+  }
+  TORCH_CHECK(rows == mix.size(0), "mix: more rows than the gate's edges");
+  mean.div_(static_cast<double>(N));
+  at::Tensor out = squash == 0 ? mean : squash == 1 ? mean.sigmoid() : mean.sigmoid().mul_(2);
+  std::vector<at::Tensor> result{out};
+  result.insert(result.end(), states.begin(), states.end());
+  result.insert(result.end(), p.begin(), p.end());
+  return result;
+}
+
+// From grad = d out: returns d mix (edges, 4), then d e_1..d e_m, then d p_1..d p_{N-1} (whose
+// products with the states are the node matrices' gradients, formed by the caller).
+std::vector<at::Tensor> gate_backward(const at::Tensor& grad, const at::Tensor& out, const std::vector<at::Tensor>& e,
+                                      const std::vector<at::Tensor>& p, const std::vector<at::Tensor>& w_node,
+                                      const at::Tensor& mix, int64_t squash) {
+  const at::Tensor& like = e[0];
+  check_gate(grad, like, "grad");
+  check_gate(out, like, "out");
+  const int64_t N = static_cast<int64_t>(w_node.size()) + 1, size = like.numel();
+  TORCH_CHECK(static_cast<int64_t>(p.size()) == N - 1, "p: one projection per node but the last");
+  at::Tensor grad_mean = squash == 0 ? grad / static_cast<double>(N)
+                         : squash == 1 ? grad * out * (1 - out) / static_cast<double>(N)
+                                       : grad * out * (1 - out / 2) / static_cast<double>(N);
+  at::Tensor grad_mix = at::zeros({mix.size(0), 4}, mix.options().dtype(at::kDouble));
+  std::vector<at::Tensor> grad_e(e.size()), grad_p(N - 1);
+  int64_t rows = mix.size(0);
+  for (int64_t i = N; i >= 1; --i) {
+    at::Tensor grad_s = grad_mean;
+    if (i < N && grad_p[i - 1].defined()) grad_s = at::addmm(grad_mean, grad_p[i - 1], w_node[i - 1].t());
+    const auto sources = gate_sources(e, p, i);
+    const int64_t k = static_cast<int64_t>(sources.size());
+    rows -= k;
+    for (int64_t j = 0; j < k; ++j) {
+      at::Tensor grad_src = at::empty_like(like);
+      AT_DISPATCH_FLOATING_TYPES(like.scalar_type(), "gate_backward", [&] {
+        using V = Vectorized<scalar_t>;
+        const scalar_t* w = mix.data_ptr<scalar_t>() + 4 * (rows + j);
+        const scalar_t* x = sources[j].data_ptr<scalar_t>();
+        const scalar_t* d = grad_s.data_ptr<scalar_t>();
+        scalar_t* gp = grad_src.data_ptr<scalar_t>();
+        V acc_id(0), acc_tanh(0), acc_relu(0), acc_sig(0);
+        for (int64_t q = 0; q < size; q += V::size()) {
+          const int64_t m = std::min<int64_t>(V::size(), size - q);
+          const V v = V::loadu(x + q, m), ds = V::loadu(d + q, m);
+          const V t = tanh(v), r = at::vec::clamp_min(v, V(0)), sg = sigmoid(v);
+          const V slope = V(w[0]) + V(w[1]) * (V(1) - t * t) + V::blendv(V(0), V(w[2]), v > V(0)) +
+                          V(w[3]) * (sg - sg * sg);
+          (ds * slope).store(gp + q, m);
+          acc_id = acc_id + ds * v;  // loadu fills lanes past m with zeros, so they add nothing
+          acc_tanh = acc_tanh + ds * t;
+          acc_relu = acc_relu + ds * r;
+          acc_sig = acc_sig + ds * sg;
+        }
+        double* gw = grad_mix.data_ptr<double>() + 4 * (rows + j);
+        gw[0] += lanes_sum(acc_id);
+        gw[1] += lanes_sum(acc_tanh);
+        gw[2] += lanes_sum(acc_relu);
+        gw[3] += lanes_sum(acc_sig);
+      });
+      if (j == 0 && i <= static_cast<int64_t>(e.size())) {
+        grad_e[i - 1] = grad_src;
+      } else {
+        const int64_t source = j - (i <= static_cast<int64_t>(e.size()) ? 1 : 0);  // p_{source + 1}
+        grad_p[source] = grad_p[source].defined() ? grad_p[source].add_(grad_src) : grad_src;
+      }
+    }
+  }
+  std::vector<at::Tensor> result{grad_mix.to(mix.scalar_type())};
+  result.insert(result.end(), grad_e.begin(), grad_e.end());
+  result.insert(result.end(), grad_p.begin(), grad_p.end());
+  return result;
+}
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -739,6 +867,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("highway_backward", &highway_backward, "g = [dc | dh] and direct = grad (1 - sigmoid(c)) of the highway");
   m.def("mixed_node_forward", &mixed_node_forward, "a search-cell node: every op over every edge, mixed");
   m.def("mixed_node_backward", &mixed_node_backward, "its [dc | dh], the states' direct gradient, the mixing weights' sums");
+  m.def("gate_forward", &gate_forward, "an ESS search gate's DAG: out, the node states, their projections",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("gate_backward", &gate_backward, "its d mix, d e (history vectors) and d p (node projections)",
+        py::call_guard<py::gil_scoped_release>());
   m.def("batch_norm_forward", &batch_norm_forward, "BatchNorm over rows with batch statistics, no affine");
   m.def("batch_norm_backward", &batch_norm_backward, "its derivative through the normalised rows");
   py::class_<FrozenPlan>(m, "FrozenPlan");
