@@ -128,10 +128,11 @@ class SearchRNN(nn.Module):
                 return search_loop.fused_search_cell(xp.unsqueeze(0), h, w0h, ws, mix, mh, self.bn, packed, stats)[0]
         else:
             cell_step, stats = self.step_function(mh, w0h), None
-        xsteps = None if xproj is None else xproj.unbind(0)  # one backward node, not a zero-filled (T, B, 2H) per step
+        # unbound once: one backward node, not a zero-filled (T, B, ·) gradient per step
+        xsteps = xin.unbind(0) if xproj is None else xproj.unbind(0)
 
         def step(t: int, x_gate: torch.Tensor | None, h: torch.Tensor) -> torch.Tensor:
-            xp = xsteps[t] if x_gate is None else (xin[t] * x_gate) @ w0x
+            xp = xsteps[t] if x_gate is None else (xsteps[t] * x_gate) @ w0x
             return cell_step(xp, h)
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history)
