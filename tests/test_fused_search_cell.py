@@ -13,7 +13,7 @@ import torch
 
 from nas.fast import kernels
 from nas.runs.distributed import SyncedBatchNorm
-from nas.fast.search_loop import FusedSearchCell
+from nas.fast.search_loop import FusedGatedSearchCell, FusedSearchCell
 from nas.cells.gates import InterGates
 from nas.methods import method_class
 from nas.methods.darts import Darts
@@ -90,32 +90,41 @@ def test_fused_search_cell_equals_the_autograd_path():
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
-def test_with_ess_gates_the_fused_cell_step_by_step_equals_the_autograd_path():
-    """The gates read h_{t-1..t-m}, so the fused Function runs one step per call: the same outputs,
-    history, gradients (gate weights and both α included) and BatchNorm statistics as the autograd path."""
+@pytest.mark.parametrize("steps, history", [(6, 2), (2, 3)])  # the second reads the carried history at every step
+@pytest.mark.parametrize("size_match, function, per_step", [("project", FusedGatedSearchCell, False),
+                                                           ("pad", FusedSearchCell, True)])
+def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, size_match, function, per_step):
+    """The gates read h_{t-1..t-m}: with g′'s history projected the whole loop runs in C++ (one call),
+    otherwise the fused cell one step per call. Either way: the same outputs, history, gradients (gate
+    weights and both α included) and BatchNorm statistics as the autograd path."""
     torch.manual_seed(0)
     rule = Darts.rule
-    cell = SearchRNN(5, 4, 3, rule, dropout_x=0.3, dropout_h=0.3, inter=InterGates.search(5, 4, rule, 2, 3)).double()
+    gates = InterGates.search(5, 4, rule, history, 3, size_match=size_match)
+    cell = SearchRNN(5, 4, 3, rule, dropout_x=0.3, dropout_h=0.3, inter=gates).double()
     with torch.no_grad():
         for name, p in cell.named_parameters():
             p.normal_(0, 1) if "alpha" in name else p.uniform_(-0.5, 0.5)
     torch.manual_seed(2)
-    x = torch.randn(6, 4, 5, dtype=torch.float64, requires_grad=True)
-    hidden = tuple(torch.randn(*shape, dtype=torch.float64) for shape in ((1, 4, 4), (2, 4, 5), (2, 4, 4)))
+    x = torch.randn(steps, 4, 5, dtype=torch.float64, requires_grad=True)
+    hidden = tuple(torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+                   for shape in ((1, 4, 4), (history, 4, 5), (history, 4, 4)))
 
     def run():
         torch.manual_seed(1)
         out, (h, x_hist, h_hist) = cell(x, hidden)
         loss = (out * torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)).sum() + (h * h).sum()
-        return [out, h, x_hist, h_hist, *torch.autograd.grad(loss, [x, *cell.parameters()])] + _statistics(cell)
+        loss = loss + (h_hist * torch.linspace(-2, 1, h_hist.numel(), dtype=out.dtype).view_as(h_hist)).sum()
+        grads = torch.autograd.grad(loss, [x, *hidden, *cell.parameters()])
+        return [out, h, x_hist, h_hist, *grads] + _statistics(cell)
 
-    names = ["out", "h", "x_hist", "h_hist", "x"] + [n for n, _ in cell.named_parameters()] + ["mean", "var"]
+    names = (["out", "h", "x_hist", "h_hist", "x", "h0", "x_hist0", "h_hist0"] + [n for n, _ in cell.named_parameters()]
+             + ["mean", "var"])
     assert cell.fusable(x) and "inter.g.alpha" in names
     seen = []
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(FusedSearchCell, "forward", _spy(FusedSearchCell.forward, seen))
+        patch.setattr(function, "forward", _spy(function.forward, seen))
         fused = run()
-    assert len(seen) == 6  # one call per step
+    assert len(seen) == (steps if per_step else 1)
     cell.fused = False
     for bn in cell.bn:
         bn.reset_running_stats()

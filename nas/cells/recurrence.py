@@ -153,6 +153,14 @@ class PaddedBatch:
         return x.flip(0) if self.packing is None else reverse_padded(x, self.packing.lengths)
 
 
+def input_gate(gates: nn.Module, x: torch.Tensor, x_hist: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """f′(x_{t-m..t-1}) for every step t < `steps` (it reads inputs only, so all at once), and
+    x_{-m}..x_{T-1}: the zero (or carried) past `x_hist` (most recent first), then x."""
+    m = x_hist.size(0)
+    xs = torch.cat([x_hist.flip(0), x])
+    return gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])), xs  # [i-1][t] = x_{t-i}
+
+
 def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | None = None,
                    x: torch.Tensor | None = None, history: tuple[torch.Tensor, torch.Tensor] | None = None,
                    packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
@@ -176,8 +184,8 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
     if gates is not None:
         x_hist, h_hist = history
         m = x_hist.size(0)
-        xs = torch.cat([x_hist.flip(0), x])  # x_{-m} .. x_{T-1}: the zero (or carried) past, then x
-        f_gate = gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])).unbind(0)  # [i-1][t] = x_{t-i}
+        f_all, xs = input_gate(gates, x, x_hist, steps)
+        f_gate = f_all.unbind(0)
         g_gate = gates.g.stepwise()
     for t, n in enumerate(counts):
         if n < h.size(-2):  # the sequences that ended drop out

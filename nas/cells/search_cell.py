@@ -24,7 +24,7 @@ from nas.cells.cell import first_node
 from nas.cells.genotype import Genotype
 from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
-from nas.cells.recurrence import run_recurrence
+from nas.cells.recurrence import input_gate, run_recurrence
 from nas.fast import search_loop
 from nas.fast.gemm import linear
 from nas.methods.mixing import MixingRule
@@ -120,6 +120,8 @@ class SearchRNN(nn.Module):
                 out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, self.bn)
                 h = out[-1]
                 return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
+            if self.inter.size_match == "project":  # g′'s products and the cell's steps: the whole loop in C++
+                return self._finish(*self._gated_loop(x, xin, h, history, w0x, w0h, ws, mix, mh))
 
             packed, stats = search_loop.loop_weights(w0h, ws, B), search_loop.RunningStats(self.bn)
 
@@ -138,6 +140,19 @@ class SearchRNN(nn.Module):
         out, h, history = run_recurrence(step, h, T, self.inter, x, history)
         if stats is not None:
             stats.update()
+        return self._finish(out, h, history)
+
+    def _gated_loop(self, x: torch.Tensor, xin: torch.Tensor, h: torch.Tensor, history: tuple, w0x: torch.Tensor,
+                    w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, mh: torch.Tensor | None) -> tuple:
+        """`run_recurrence`'s gated loop as one Function (`search_loop.FusedGatedSearchCell`): f′ for every
+        step first, then g′, x̂_t·W0x and the cell per step in C++. Returns (out, last h, history)."""
+        x_hist, h_hist = history
+        m = h_hist.size(0)
+        f, xs = input_gate(self.inter, x, x_hist, x.size(0))
+        out = search_loop.fused_gated_search_cell(xin, h, h_hist, f, w0x, w0h, ws, mix, self.inter.g, mh, self.bn)
+        return out, out[-1], (xs.flip(0)[:m], torch.cat([out.flip(0), h_hist])[:m])
+
+    def _finish(self, out: torch.Tensor, h: torch.Tensor, history: tuple | None):
         if self.attention is not None:
             out = self.attention(out, causal=True)
         return out, (h.unsqueeze(0) if history is None else (h.unsqueeze(0), *history))

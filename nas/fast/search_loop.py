@@ -35,6 +35,7 @@ from torch.autograd.function import once_differentiable
 from nas.cells.ops import edge_offsets
 from nas.fast import gemm
 from nas.fast.gemm import OnMKL, pack, product
+from .gate_dag import SQUASH_CODES
 from .kernels import built, compiled
 
 OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels' mixed node knows
@@ -152,6 +153,77 @@ class FusedSearchCell(torch.autograd.Function):
             grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
         grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need_mix else None
         return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None, None
+
+
+class FusedGatedSearchCell(torch.autograd.Function):
+    """Outputs h_1..h_T (T, B, H) of the search cell with searchable ESS gates, the whole time loop in C++.
+
+    At each step g′ reads the layer's own states, so the input projection cannot be formed before the
+    loop: the C++ steps (`search_gated_forward_steps`) run, per step, g′ on the gate kernels of
+    `nas.fast.gate_dag`, x̂_t = x_t ⊙ g′ and its projection x̂_t·W0x, ĥ = h_{t-1} ⊙ f_t, and the cell's
+    step as `FusedSearchCell` runs it; the backward runs the same steps in reverse, the gradients of
+    the states the gate read carried to their steps. f′ reads the inputs only: it is computed for
+    every step before the loop (`f`, through autograd and its own Function).
+
+    Inputs: xin (T, B, ninp) the masked input, h0 (B, H), h_hist0 (m, B, H) the states before the
+    batch (most recent first), f (T, B, H), W0x (ninp, 2H), W0h (H, 2H), ws, mix, then g′'s W_hist
+    (m, H, ninp), node matrices (N_g − 1, ninp, ninp) and mixing weights (edges, 4), mh, the
+    BatchNorms, and g′'s squash (`gate_dag.SQUASH_CODES`).
+    """
+
+    @staticmethod
+    def forward(ctx, xin, h0, h_hist0, f, w0x, w0h, ws, mix, w_hist, w_node, mixg, mh, bn, squash):
+        T, B, _ = xin.shape
+        H, N = h0.size(-1), ws.size(0)
+        A0 = xin.new_empty(T, B, 2 * H)
+        S = xin.new_empty(T, N + 1, B, H)
+        rstd, means, variances = (xin.new_empty(T, N + 1, H) for _ in range(3))
+        out, h_in, xhat = xin.new_empty(T, B, H), xin.new_empty(T, B, H), torch.empty_like(xin)
+        weights = loop_weights(w0h, ws, B)
+        w0h_t, ws_t = weights.forward
+        contiguous = [t.contiguous() for t in (xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg)]
+        mix = mix.contiguous()
+        saved = compiled().search_gated_forward_steps(*contiguous, squash, mix, mh, _native(w0h_t),
+                                                      [_native(w) for w in ws_t], bn[0].eps, A0, S, means, variances,
+                                                      rstd, out, h_in, xhat)
+        _update_running(bn, means, variances.mul_(B / (B - 1)))
+        ctx.save_for_backward(*contiguous, w0h, ws, mix, mh, out, A0, S, rstd, h_in, xhat)
+        ctx.saved, ctx.weights, ctx.squash = saved, weights, squash
+        return out
+
+    @staticmethod
+    @once_differentiable  # a second derivative (create_graph) needs the autograd path, `SearchRNN(fused=False)`
+    def backward(ctx, grad_out: torch.Tensor):
+        xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, w0h, ws, mix, mh, out, A0, S, rstd, h_in, xhat = ctx.saved_tensors
+        T, N1, B, H = S.shape
+        need = dict(zip(("w0x", "w0h", "ws", "mix", "w_hist", "w_node", "mixg"), ctx.needs_input_grad[4:11]))
+        G0 = torch.empty_like(A0)
+        grad_mix = torch.zeros(edge_offsets(N1 - 1)[-1], 5, dtype=torch.float64, device=S.device)
+        grad_mixg = torch.zeros(mixg.size(0), 4, dtype=torch.float64, device=S.device)
+        grads = {name: torch.zeros_like(w) if need[name] else None
+                 for name, w in (("ws", ws), ("w0x", w0x), ("w_hist", w_hist), ("w_node", w_node))}
+        w0h_p, ws_p = ctx.weights.backward
+        wgrad_onednn = [gemm.uses_onednn(S) and gemm.prefers_onednn(H, (i + 1) * B, 2 * H, packed=False)
+                        for i in range(N1 - 1)]
+        dxin, df, dh0, dh_hist0 = compiled().search_gated_backward_steps(
+            grad_out.contiguous(), xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, ctx.squash, mix, mh, _native(w0h_p),
+            [_native(w) for w in ws_p], wgrad_onednn, out, A0, S, rstd, h_in, xhat, ctx.saved, G0, grad_mix,
+            grads["ws"], grad_mixg, grads["w0x"], grads["w_hist"], grads["w_node"])
+        grad_w0h = None
+        if need["w0h"]:
+            previous = h_in if mh is None else h_in * mh
+            grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
+        return (dxin, dh0, dh_hist0, df, grads["w0x"], grad_w0h, grads["ws"],
+                (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
+                grads["w_hist"], grads["w_node"], grad_mixg.to(mixg.dtype) if need["mixg"] else None, None, None, None)
+
+
+def fused_gated_search_cell(xin: torch.Tensor, h0: torch.Tensor, h_hist0: torch.Tensor, f: torch.Tensor,
+                            w0x: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, gate: nn.Module,
+                            mh: torch.Tensor | None, bn: nn.ModuleList) -> torch.Tensor:
+    """FusedGatedSearchCell.apply with g′ = `gate` (a `SearchGate` whose history is projected)."""
+    return FusedGatedSearchCell.apply(xin, h0, h_hist0, f, w0x, w0h, ws, mix, gate.w_hist, gate.w_node,
+                                      gate.mixing_weights()[:, 1:], mh, bn, SQUASH_CODES[gate.squash])
 
 
 def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:

@@ -797,11 +797,12 @@ std::vector<at::Tensor> gate_forward(const std::vector<at::Tensor>& e, const std
   return result;
 }
 
-// From grad = d out: returns d mix (edges, 4), then d e_1..d e_m, then d p_1..d p_{N-1} (whose
-// products with the states are the node matrices' gradients, formed by the caller).
-std::vector<at::Tensor> gate_backward(const at::Tensor& grad, const at::Tensor& out, const std::vector<at::Tensor>& e,
-                                      const std::vector<at::Tensor>& p, const std::vector<at::Tensor>& w_node,
-                                      const at::Tensor& mix, int64_t squash) {
+// From grad = d out: adds d mix to grad_mix (edges, 4, double); returns d e_1..d e_m, then
+// d p_1..d p_{N-1} (whose products with the states are the node matrices' gradients).
+std::vector<at::Tensor> gate_backward_into(const at::Tensor& grad, const at::Tensor& out,
+                                           const std::vector<at::Tensor>& e, const std::vector<at::Tensor>& p,
+                                           const std::vector<at::Tensor>& w_node, const at::Tensor& mix, int64_t squash,
+                                           at::Tensor grad_mix) {
   const at::Tensor& like = e[0];
   check_gate(grad, like, "grad");
   check_gate(out, like, "out");
@@ -810,7 +811,9 @@ std::vector<at::Tensor> gate_backward(const at::Tensor& grad, const at::Tensor& 
   at::Tensor grad_mean = squash == 0 ? grad / static_cast<double>(N)
                          : squash == 1 ? grad * out * (1 - out) / static_cast<double>(N)
                                        : grad * out * (1 - out / 2) / static_cast<double>(N);
-  at::Tensor grad_mix = at::zeros({mix.size(0), 4}, mix.options().dtype(at::kDouble));
+  TORCH_CHECK(grad_mix.is_contiguous() && grad_mix.scalar_type() == at::kDouble && grad_mix.size(0) == mix.size(0) &&
+                  grad_mix.size(1) == 4,
+              "grad_mix: (edges, 4) contiguous double");
   std::vector<at::Tensor> grad_e(e.size()), grad_p(N - 1);
   int64_t rows = mix.size(0);
   for (int64_t i = N; i >= 1; --i) {
@@ -854,10 +857,107 @@ std::vector<at::Tensor> gate_backward(const at::Tensor& grad, const at::Tensor& 
       }
     }
   }
-  std::vector<at::Tensor> result{grad_mix.to(mix.scalar_type())};
-  result.insert(result.end(), grad_e.begin(), grad_e.end());
+  std::vector<at::Tensor> result(grad_e);
   result.insert(result.end(), grad_p.begin(), grad_p.end());
   return result;
+}
+
+// The same, returning d mix (edges, 4) first.
+std::vector<at::Tensor> gate_backward(const at::Tensor& grad, const at::Tensor& out, const std::vector<at::Tensor>& e,
+                                      const std::vector<at::Tensor>& p, const std::vector<at::Tensor>& w_node,
+                                      const at::Tensor& mix, int64_t squash) {
+  at::Tensor grad_mix = at::zeros({mix.size(0), 4}, mix.options().dtype(at::kDouble));
+  std::vector<at::Tensor> result{at::Tensor()};
+  const auto grads = gate_backward_into(grad, out, e, p, w_node, mix, squash, grad_mix);
+  result.insert(result.end(), grads.begin(), grads.end());
+  result[0] = grad_mix.to(mix.scalar_type());
+  return result;
+}
+// The ESS joint search's time loop (nas/fast/search_loop.py, FusedGatedSearchCell). At step t:
+//   g_t = g'(h_{t-1..t-m}), the gate above with history vectors e_i = h_{t-i} W_hist_i (h_{-i} = h_hist0[i-1]),
+//   xp_t = (x_t * g_t) W0x,   h_in = h_{t-1} * f_t   (f = f'(x_{t-m..t-1}), given),
+//   h_t = the search cell's step from (xp_t, h_in), as search_forward_steps runs it.
+// Fills A0, S, means, variances, rstd and out as search_forward_steps does, and h_in, xhat (x_t * g_t);
+// returns, step after step, the cell's N acts, then g_t, e_1..e_m, the gate's states and projections.
+std::vector<at::Tensor> search_gated_forward_steps(
+    const at::Tensor& xin, const at::Tensor& h0, const at::Tensor& h_hist0, const at::Tensor& f, const at::Tensor& w0x,
+    const at::Tensor& w_hist, const at::Tensor& w_node, const at::Tensor& mixg, int64_t squash, const at::Tensor& mix,
+    const std::optional<at::Tensor>& mh, const PyLoopWeight& w0h, const std::vector<PyLoopWeight>& ws, double eps,
+    at::Tensor A0, at::Tensor S, at::Tensor means, at::Tensor variances, at::Tensor rstd, at::Tensor out,
+    at::Tensor h_in, at::Tensor xhat) {
+  at::NoGradGuard no_grad;
+  const int64_t T = xin.size(0), m = h_hist0.size(0);
+  const std::vector<at::Tensor> w_hist_list = w_hist.unbind(0), w_node_list = w_node.unbind(0);
+  std::vector<at::Tensor> saved;
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<at::Tensor> e;
+    for (int64_t i = 1; i <= m; ++i) e.push_back(at::mm(t - i >= 0 ? out[t - i] : h_hist0[i - 1 - t], w_hist_list[i - 1]));
+    const std::vector<at::Tensor> gate = gate_forward(e, w_node_list, mixg, squash);  // g_t, states, projections
+    at::Tensor xh = xhat[t], hin = h_in[t];
+    at::mul_out(xh, xin[t], gate[0]);
+    at::mul_out(hin, t == 0 ? h0 : out[t - 1], f[t]);
+    const std::vector<at::Tensor> acts =
+        search_forward_steps(at::mm(xh, w0x).unsqueeze(0), hin, mix, mh, w0h, ws, eps, A0.narrow(0, t, 1),
+                             S.narrow(0, t, 1), means.narrow(0, t, 1), variances.narrow(0, t, 1), rstd.narrow(0, t, 1),
+                             out.narrow(0, t, 1));
+    saved.insert(saved.end(), acts.begin(), acts.end());
+    saved.push_back(gate[0]);
+    saved.insert(saved.end(), e.begin(), e.end());
+    saved.insert(saved.end(), gate.begin() + 1, gate.end());
+  }
+  return saved;
+}
+
+// Its backward: returns d xin, d f, d h0, d h_hist0; fills G0 (d xp per step) and adds to grad_mix and
+// grad_ws as search_backward_steps does, to grad_mixg (the gate's, (edges, 4) double), and, where given,
+// to the gradients of W0x, W_hist and the gate's node matrices (one product per step each).
+std::vector<at::Tensor> search_gated_backward_steps(
+    const at::Tensor& grad_out, const at::Tensor& xin, const at::Tensor& h0, const at::Tensor& h_hist0,
+    const at::Tensor& f, const at::Tensor& w0x, const at::Tensor& w_hist, const at::Tensor& w_node,
+    const at::Tensor& mixg, int64_t squash, const at::Tensor& mix, const std::optional<at::Tensor>& mh,
+    const PyLoopWeight& w0h, const std::vector<PyLoopWeight>& ws, const std::vector<bool>& wgrad_onednn,
+    const at::Tensor& out, const at::Tensor& A0, const at::Tensor& S, const at::Tensor& rstd, const at::Tensor& h_in,
+    const at::Tensor& xhat, const std::vector<at::Tensor>& saved, at::Tensor G0, at::Tensor grad_mix,
+    std::optional<at::Tensor> grad_ws, at::Tensor grad_mixg, std::optional<at::Tensor> grad_w0x,
+    std::optional<at::Tensor> grad_w_hist, std::optional<at::Tensor> grad_w_node) {
+  at::NoGradGuard no_grad;
+  const int64_t T = xin.size(0), m = h_hist0.size(0), N = ws.size(), Ng = w_node.size(0) + 1;
+  const int64_t per = N + 1 + m + Ng + (Ng - 1);
+  TORCH_CHECK(static_cast<int64_t>(saved.size()) == T * per, "saved: not what search_gated_forward_steps returned");
+  const std::vector<at::Tensor> w_hist_list = w_hist.unbind(0), w_node_list = w_node.unbind(0);
+  at::Tensor extra = at::zeros_like(out);  // d h_t from the later steps (their h_in and their gate's history)
+  at::Tensor dh0 = at::zeros_like(h0), dh_hist0 = at::zeros_like(h_hist0);
+  at::Tensor dxin = at::empty_like(xin), df = at::empty_like(f);
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const auto base = saved.begin() + t * per;
+    const std::vector<at::Tensor> acts(base, base + N), e(base + N + 1, base + N + 1 + m),
+        states(base + N + 1 + m, base + N + 1 + m + Ng), p(base + N + 1 + m + Ng, base + per);
+    const at::Tensor& g = base[N];
+    const at::Tensor dh_in =
+        search_backward_steps((grad_out[t] + extra[t]).unsqueeze(0), h_in[t], mix, mh, w0h, ws, wgrad_onednn,
+                              out.narrow(0, t, 1), A0.narrow(0, t, 1), S.narrow(0, t, 1), rstd.narrow(0, t, 1), acts,
+                              G0.narrow(0, t, 1), grad_mix, grad_ws);
+    at::Tensor df_t = df[t];
+    at::mul_out(df_t, dh_in, t == 0 ? h0 : out[t - 1]);
+    (t == 0 ? dh0 : extra[t - 1]).addcmul_(dh_in, f[t]);
+    const at::Tensor g0 = G0[t];
+    const at::Tensor dxhat = at::mm(g0, w0x.t());
+    if (grad_w0x) grad_w0x->addmm_(xhat[t].t(), g0);
+    at::Tensor dxin_t = dxin[t];
+    at::mul_out(dxin_t, dxhat, g);
+    const std::vector<at::Tensor> grads =
+        gate_backward_into(dxhat * xin[t], g, e, p, w_node_list, mixg, squash, grad_mixg);  // d e (m), d p
+    for (int64_t j = 0; j < Ng - 1; ++j) {
+      if (grad_w_node && grads[m + j].defined()) (*grad_w_node)[j].addmm_(states[j].t(), grads[m + j]);
+    }
+    for (int64_t i = 1; i <= m; ++i) {
+      const at::Tensor hist = t - i >= 0 ? out[t - i] : h_hist0[i - 1 - t];
+      if (grad_w_hist) (*grad_w_hist)[i - 1].addmm_(hist.t(), grads[i - 1]);
+      at::Tensor target = t - i >= 0 ? extra[t - i] : dh_hist0[i - 1 - t];
+      target.addmm_(grads[i - 1], w_hist_list[i - 1].t());
+    }
+  }
+  return {dxin, df, dh0, dh_hist0};
 }
 }  // namespace
 
@@ -871,6 +971,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("gate_backward", &gate_backward, "its d mix, d e (history vectors) and d p (node projections)",
         py::call_guard<py::gil_scoped_release>());
+  m.def("search_gated_forward_steps", &search_gated_forward_steps,
+        "FusedGatedSearchCell.forward's steps: g', the input projection and the cell per step; what the backward reads",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("search_gated_backward_steps", &search_gated_backward_steps,
+        "FusedGatedSearchCell.backward's steps; d xin, d f, d h0, d h_hist0", py::call_guard<py::gil_scoped_release>());
   m.def("batch_norm_forward", &batch_norm_forward, "BatchNorm over rows with batch statistics, no affine");
   m.def("batch_norm_backward", &batch_norm_backward, "its derivative through the normalised rows");
   py::class_<FrozenPlan>(m, "FrozenPlan");
