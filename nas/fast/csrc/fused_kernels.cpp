@@ -959,6 +959,67 @@ std::vector<at::Tensor> search_gated_backward_steps(
   }
   return {dxin, df, dh0, dh_hist0};
 }
+// Softmax cross-entropy over the rows of logits (R, V), contiguous: the language model's loss
+// (nas/fast/cross_entropy.py). The forward keeps each row's log-sum-exp, not the (R, V) log-softmax;
+// the backward forms (softmax - onehot) * scale in one pass over the logits.
+void check_logits(const at::Tensor& logits, const at::Tensor& targets) {
+  TORCH_CHECK(logits.device().is_cpu() && logits.dim() == 2 && logits.is_contiguous(), "logits: (rows, classes) contiguous");
+  TORCH_CHECK(targets.dim() == 1 && targets.size(0) == logits.size(0) && targets.scalar_type() == at::kLong &&
+                  targets.is_contiguous(),
+              "targets: one int64 class per row");
+}
+
+// Returns the rows' log-sum-exp (R) and the mean of lse_r - logits[r, target_r] (a 0-d tensor).
+std::vector<at::Tensor> cross_entropy_forward(const at::Tensor& logits, const at::Tensor& targets) {
+  check_logits(logits, targets);
+  const int64_t R = logits.size(0), V = logits.size(1);
+  const int64_t* tp = targets.data_ptr<int64_t>();
+  for (int64_t r = 0; r < R; ++r) TORCH_CHECK(tp[r] >= 0 && tp[r] < V, "target ", tp[r], " is out of bounds");
+  at::Tensor lse = at::empty({R}, logits.options());
+  std::vector<double> losses(R);
+  AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "cross_entropy_forward", [&] {
+    using V_ = Vectorized<scalar_t>;
+    const scalar_t* x = logits.data_ptr<scalar_t>();
+    scalar_t* lp = lse.data_ptr<scalar_t>();
+    at::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t* row = x + r * V;
+        const scalar_t top = at::vec::reduce_all<scalar_t>([](V_& a, V_& b) { return at::vec::maximum(a, b); }, row, V);
+        const scalar_t sum = at::vec::map_reduce_all<scalar_t>(
+            [top](V_ v) { return (v - V_(top)).exp(); }, [](V_ a, V_ b) { return a + b; }, row, V);
+        lp[r] = top + std::log(sum);
+        losses[r] = static_cast<double>(lp[r]) - static_cast<double>(row[tp[r]]);
+      }
+    });
+  });
+  double total = 0;
+  for (double l : losses) total += l;
+  return {lse, at::scalar_tensor(total / static_cast<double>(R), logits.options())};
+}
+
+// d logits = (exp(logits - lse) - onehot(targets)) * scale, scale = d loss / R.
+at::Tensor cross_entropy_backward(const at::Tensor& logits, const at::Tensor& targets, const at::Tensor& lse,
+                                  double scale) {
+  check_logits(logits, targets);
+  const int64_t R = logits.size(0), V = logits.size(1);
+  at::Tensor grad = at::empty_like(logits);
+  AT_DISPATCH_FLOATING_TYPES(logits.scalar_type(), "cross_entropy_backward", [&] {
+    using V_ = Vectorized<scalar_t>;
+    const scalar_t* x = logits.data_ptr<scalar_t>();
+    const scalar_t* lp = lse.data_ptr<scalar_t>();
+    const int64_t* tp = targets.data_ptr<int64_t>();
+    scalar_t* g = grad.data_ptr<scalar_t>();
+    const scalar_t s = static_cast<scalar_t>(scale);
+    at::parallel_for(0, R, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t shift = lp[r];
+        at::vec::map([shift, s](V_ v) { return (v - V_(shift)).exp() * V_(s); }, g + r * V, x + r * V, V);
+        g[r * V + tp[r]] -= s;
+      }
+    });
+  });
+  return grad;
+}
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -976,6 +1037,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("search_gated_backward_steps", &search_gated_backward_steps,
         "FusedGatedSearchCell.backward's steps; d xin, d f, d h0, d h_hist0", py::call_guard<py::gil_scoped_release>());
+  m.def("cross_entropy_forward", &cross_entropy_forward, "softmax cross-entropy: each row's log-sum-exp, the mean loss",
+        py::call_guard<py::gil_scoped_release>());
+  m.def("cross_entropy_backward", &cross_entropy_backward, "its d logits, (softmax - onehot) * scale",
+        py::call_guard<py::gil_scoped_release>());
   m.def("batch_norm_forward", &batch_norm_forward, "BatchNorm over rows with batch statistics, no affine");
   m.def("batch_norm_backward", &batch_norm_backward, "its derivative through the normalised rows");
   py::class_<FrozenPlan>(m, "FrozenPlan");
