@@ -26,7 +26,7 @@ from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
 from nas.cells.recurrence import input_gate, run_recurrence
 from nas.fast import search_loop
-from nas.fast.gemm import linear
+from nas.fast.gemm import PackedCache, linear
 from nas.methods.mixing import MixingRule
 
 
@@ -53,6 +53,7 @@ class SearchRNN(nn.Module):
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
         self.bn = node_norms(nhid, steps)
         self.inter, self.attention = inter, attention
+        self._packed = PackedCache()  # the loop weights packed, kept while the weights are unchanged
         self.fused = fused
 
     @property
@@ -116,14 +117,16 @@ class SearchRNN(nn.Module):
         xproj = None if self.inter is not None else linear(xin, w0x.t())
         if self.fusable(x):
             mix, ws = self.mixing_weights()[:, 1:], torch.stack(list(self.ws))  # `none` adds nothing
+            # packed once for a search step's two forwards (α and weights), which see the same weights
+            packed = self._packed.get((self.w0, *self.ws), lambda: search_loop.loop_weights(w0h, ws, B), tag=B)
             if self.inter is None:
-                out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, self.bn)
+                out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, self.bn, packed)
                 h = out[-1]
                 return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
             if self.inter.size_match == "project":  # g′'s products and the cell's steps: the whole loop in C++
-                return self._finish(*self._gated_loop(x, xin, h, history, w0x, w0h, ws, mix, mh))
+                return self._finish(*self._gated_loop(x, xin, h, history, w0x, w0h, ws, mix, mh, packed))
 
-            packed, stats = search_loop.loop_weights(w0h, ws, B), search_loop.RunningStats(self.bn)
+            stats = search_loop.RunningStats(self.bn)
 
             def cell_step(xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
                 # with gates, x_t's projection needs h_{t-1..t-m}: the fused Function one step at a time
@@ -143,13 +146,15 @@ class SearchRNN(nn.Module):
         return self._finish(out, h, history)
 
     def _gated_loop(self, x: torch.Tensor, xin: torch.Tensor, h: torch.Tensor, history: tuple, w0x: torch.Tensor,
-                    w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, mh: torch.Tensor | None) -> tuple:
+                    w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, mh: torch.Tensor | None,
+                    packed: search_loop.LoopWeights) -> tuple:
         """`run_recurrence`'s gated loop as one Function (`search_loop.FusedGatedSearchCell`): f′ for every
         step first, then g′, x̂_t·W0x and the cell per step in C++. Returns (out, last h, history)."""
         x_hist, h_hist = history
         m = h_hist.size(0)
         f, xs = input_gate(self.inter, x, x_hist, x.size(0))
-        out = search_loop.fused_gated_search_cell(xin, h, h_hist, f, w0x, w0h, ws, mix, self.inter.g, mh, self.bn)
+        out = search_loop.fused_gated_search_cell(xin, h, h_hist, f, w0x, w0h, ws, mix, self.inter.g, mh, self.bn,
+                                                  packed)
         return out, out[-1], (xs.flip(0)[:m], torch.cat([out.flip(0), h_hist])[:m])
 
     def _finish(self, out: torch.Tensor, h: torch.Tensor, history: tuple | None):

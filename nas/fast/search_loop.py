@@ -168,18 +168,18 @@ class FusedGatedSearchCell(torch.autograd.Function):
     Inputs: xin (T, B, ninp) the masked input, h0 (B, H), h_hist0 (m, B, H) the states before the
     batch (most recent first), f (T, B, H), W0x (ninp, 2H), W0h (H, 2H), ws, mix, then g′'s W_hist
     (m, H, ninp), node matrices (N_g − 1, ninp, ninp) and mixing weights (edges, 4), mh, the
-    BatchNorms, and g′'s squash (`gate_dag.SQUASH_CODES`).
+    BatchNorms, g′'s squash (`gate_dag.SQUASH_CODES`), and `loop_weights(w0h, ws, B)` or None to form them here.
     """
 
     @staticmethod
-    def forward(ctx, xin, h0, h_hist0, f, w0x, w0h, ws, mix, w_hist, w_node, mixg, mh, bn, squash):
+    def forward(ctx, xin, h0, h_hist0, f, w0x, w0h, ws, mix, w_hist, w_node, mixg, mh, bn, squash, packed):
         T, B, _ = xin.shape
         H, N = h0.size(-1), ws.size(0)
         A0 = xin.new_empty(T, B, 2 * H)
         S = xin.new_empty(T, N + 1, B, H)
         rstd, means, variances = (xin.new_empty(T, N + 1, H) for _ in range(3))
         out, h_in, xhat = xin.new_empty(T, B, H), xin.new_empty(T, B, H), torch.empty_like(xin)
-        weights = loop_weights(w0h, ws, B)
+        weights = loop_weights(w0h, ws, B) if packed is None else packed
         w0h_t, ws_t = weights.forward
         contiguous = [t.contiguous() for t in (xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg)]
         mix = mix.contiguous()
@@ -215,15 +215,16 @@ class FusedGatedSearchCell(torch.autograd.Function):
             grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
         return (dxin, dh0, dh_hist0, df, grads["w0x"], grad_w0h, grads["ws"],
                 (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
-                grads["w_hist"], grads["w_node"], grad_mixg.to(mixg.dtype) if need["mixg"] else None, None, None, None)
+                grads["w_hist"], grads["w_node"], grad_mixg.to(mixg.dtype) if need["mixg"] else None, None, None, None,
+                None)
 
 
 def fused_gated_search_cell(xin: torch.Tensor, h0: torch.Tensor, h_hist0: torch.Tensor, f: torch.Tensor,
                             w0x: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, gate: nn.Module,
-                            mh: torch.Tensor | None, bn: nn.ModuleList) -> torch.Tensor:
+                            mh: torch.Tensor | None, bn: nn.ModuleList, packed: LoopWeights | None = None) -> torch.Tensor:
     """FusedGatedSearchCell.apply with g′ = `gate` (a `SearchGate` whose history is projected)."""
     return FusedGatedSearchCell.apply(xin, h0, h_hist0, f, w0x, w0h, ws, mix, gate.w_hist, gate.w_node,
-                                      gate.mixing_weights()[:, 1:], mh, bn, SQUASH_CODES[gate.squash])
+                                      gate.mixing_weights()[:, 1:], mh, bn, SQUASH_CODES[gate.squash], packed)
 
 
 def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
