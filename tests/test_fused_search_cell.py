@@ -90,17 +90,19 @@ def test_fused_search_cell_equals_the_autograd_path():
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("dropout", [0.0, 0.3])
 @pytest.mark.parametrize("steps, history", [(6, 2), (2, 3)])  # the second reads the carried history at every step
 @pytest.mark.parametrize("size_match, function, per_step", [("project", FusedGatedSearchCell, False),
                                                            ("pad", FusedSearchCell, True)])
-def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, size_match, function, per_step):
+def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, size_match, function, per_step,
+                                                                dropout):
     """The gates read h_{t-1..t-m}: with g′'s history projected the whole loop runs in C++ (one call),
     otherwise the fused cell one step per call. Either way: the same outputs, history, gradients (gate
     weights and both α included) and BatchNorm statistics as the autograd path."""
     torch.manual_seed(0)
     rule = Darts.rule
     gates = InterGates.search(5, 4, rule, history, 3, size_match=size_match)
-    cell = SearchRNN(5, 4, 3, rule, dropout_x=0.3, dropout_h=0.3, inter=gates).double()
+    cell = SearchRNN(5, 4, 3, rule, dropout_x=dropout, dropout_h=dropout, inter=gates).double()
     with torch.no_grad():
         for name, p in cell.named_parameters():
             p.normal_(0, 1) if "alpha" in name else p.uniform_(-0.5, 0.5)

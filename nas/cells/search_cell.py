@@ -94,9 +94,10 @@ class SearchRNN(nn.Module):
         return lambda xp, h: cell_step(xp, h, mh, w0h, ws, mixes, self.bn)
 
     def fusable(self, x: torch.Tensor) -> bool:
-        """Whether this forward can run as the fused Function (with ESS gates, one step per call): a training
-        forward with gradients, no torch.compile, on a CPU in float32/64 outside autocast, with the cell's own
-        BatchNorms (not the data-parallel synced ones), and the C++ kernels built (else one warning line)."""
+        """Whether this forward can run as a fused Function (with ESS gates, the gated loop's, or the cell's one
+        step per call): a training forward with gradients, no torch.compile, on a CPU in float32/64 outside
+        autocast, with the cell's own BatchNorms (not the data-parallel synced ones), and the C++ kernels built
+        (else one warning line)."""
         plain_norms = all(type(bn) is nn.BatchNorm1d and isinstance(bn.momentum, float) for bn in self.bn)
         return (self.fused and self.training and torch.is_grad_enabled() and not self.compile
                 and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1

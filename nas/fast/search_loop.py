@@ -21,8 +21,9 @@ BatchNorm is one module per state (`nas.cells.search_cell.node_norms`, affine of
 each of the 9 calls per step normalises with its batch's statistics and moves its state's running
 statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/fast/csrc/`); without
 them, on another device, under autocast or with a synced BatchNorm the cell runs its autograd path
-instead (`SearchRNN.fusable`). With ESS gates the cell calls the Function one step at a time (x_t's
-projection needs h_{t-1}), with `loop_weights` packed once per forward.
+instead (`SearchRNN.fusable`). With ESS gates x_t's projection needs h_{t-1..t-m}: where g′ projects
+its history `FusedGatedSearchCell` runs the whole gated loop in C++; otherwise the cell calls
+`FusedSearchCell` one step at a time, with `loop_weights` packed once per forward.
 """
 from __future__ import annotations
 
@@ -135,16 +136,13 @@ class FusedSearchCell(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         h0, w0h, ws, mix, mh, out, A0, S, rstd = ctx.saved_tensors
         T, N1, B, H = S.shape
-        N, edges = N1 - 1, edge_offsets(N1 - 1)[-1]
         need_h0, need_w0h, need_ws, need_mix = ctx.needs_input_grad[1:5]
         G0 = torch.empty_like(A0)  # ∂[c0 | h0] per step: ∂xproj, and ∂W0h's right factor
-        grad_mix = torch.zeros(edges, 5, dtype=torch.float64, device=S.device)
+        grad_mix = torch.zeros(edge_offsets(N1 - 1)[-1], 5, dtype=torch.float64, device=S.device)
         grad_ws = torch.zeros_like(ws) if need_ws else None
-        # ∂W_i = Σ_t (S⊙m_h)ᵀ·∂[c | h]: on oneDNN where `product` would choose it for the shape
-        wgrad_onednn = [gemm.uses_onednn(S) and gemm.prefers_onednn(H, (i + 1) * B, 2 * H, packed=False) for i in range(N)]
         w0h_p, ws_p = ctx.packed.backward
         carry = compiled().search_backward_steps(grad_out.contiguous(), h0, mix, mh, _native(w0h_p),
-                                                 [_native(w) for w in ws_p], wgrad_onednn, out, A0, S, rstd,
+                                                 [_native(w) for w in ws_p], _wgrad_onednn(S), out, A0, S, rstd,
                                                  ctx.acts, G0, grad_mix, grad_ws)
         grad_w0h = None
         if need_w0h:
@@ -203,11 +201,9 @@ class FusedGatedSearchCell(torch.autograd.Function):
         grads = {name: torch.zeros_like(w) if need[name] else None
                  for name, w in (("ws", ws), ("w0x", w0x), ("w_hist", w_hist), ("w_node", w_node))}
         w0h_p, ws_p = ctx.weights.backward
-        wgrad_onednn = [gemm.uses_onednn(S) and gemm.prefers_onednn(H, (i + 1) * B, 2 * H, packed=False)
-                        for i in range(N1 - 1)]
         dxin, df, dh0, dh_hist0 = compiled().search_gated_backward_steps(
             grad_out.contiguous(), xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, ctx.squash, mix, mh, _native(w0h_p),
-            [_native(w) for w in ws_p], wgrad_onednn, out, A0, S, rstd, h_in, xhat, ctx.saved, G0, grad_mix,
+            [_native(w) for w in ws_p], _wgrad_onednn(S), out, A0, S, rstd, h_in, xhat, ctx.saved, G0, grad_mix,
             grads["ws"], grad_mixg, grads["w0x"], grads["w_hist"], grads["w_node"])
         grad_w0h = None
         if need["w0h"]:
@@ -225,6 +221,13 @@ def fused_gated_search_cell(xin: torch.Tensor, h0: torch.Tensor, h_hist0: torch.
     """FusedGatedSearchCell.apply with g′ = `gate` (a `SearchGate` whose history is projected)."""
     return FusedGatedSearchCell.apply(xin, h0, h_hist0, f, w0x, w0h, ws, mix, gate.w_hist, gate.w_node,
                                       gate.mixing_weights()[:, 1:], mh, bn, SQUASH_CODES[gate.squash], packed)
+
+
+def _wgrad_onednn(S: torch.Tensor) -> list[bool]:
+    """Per node i, whether ∂W_i = Σ_t (S⊙m_h)ᵀ·∂[c | h] runs on oneDNN (where `product` would choose it
+    for the shape), for the saved states S (T, N + 1, B, H)."""
+    _, N1, B, H = S.shape
+    return [gemm.uses_onednn(S) and gemm.prefers_onednn(H, (i + 1) * B, 2 * H, packed=False) for i in range(N1 - 1)]
 
 
 def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
