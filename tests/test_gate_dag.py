@@ -106,3 +106,21 @@ def test_without_gradients_or_with_the_fused_flag_off_the_gate_runs_op_by_op():
         plain = gate(history)
     assert gate_dag.supports(history)
     torch.testing.assert_close(gate(history).detach(), plain, rtol=1e-12, atol=1e-14)
+
+
+def test_in_eval_mode_a_second_derivative_is_autograd_s():
+    """The search's Hessian eigenvalue (nas.runs.health) differentiates α twice in eval mode; the
+    kernels' Function is once differentiable, so eval mode must not take it."""
+    from nas.runs.health import hessian_vector_product
+
+    gate = _gate(2, 3, "sigmoid", "project")
+    history = torch.randn(2, 4, 3, 5, dtype=torch.float64)
+    v = [torch.randn_like(gate.alpha)]
+
+    def hvp():
+        return hessian_vector_product(gate(history).square().sum(), [gate.alpha], v)[0]
+
+    gate.eval()
+    fused_flag_on = hvp()
+    gate.fused = False
+    torch.testing.assert_close(fused_flag_on, hvp(), rtol=1e-10, atol=1e-12)

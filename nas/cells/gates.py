@@ -78,7 +78,7 @@ class SearchGate(nn.Module):
         self.w_hist = _uniform(history, self.d_in, d_gate)
         self.w_node = _uniform(nodes - 1, d_gate, d_gate)
         self.alpha = nn.Parameter(1e-3 * torch.randn(sum(self.layout), len(OPS)))
-        self.fused = True  # the DAG as one Function (`nas.fast.gate_dag`) where it can; False: op by op
+        self.fused = True  # in training, the DAG as one Function (`nas.fast.gate_dag`) where it can; False: op by op
 
     def mixing_weights(self) -> torch.Tensor:
         return self.rule.normalise(self.alpha, self.layout)
@@ -102,7 +102,9 @@ class SearchGate(nn.Module):
 
     def _nodes(self, e: list[torch.Tensor], w_node: list, weights: torch.Tensor) -> torch.Tensor:
         """The DAG over the projected history vectors e_i: every edge mixes the ops by `weights`."""
-        if self.fused and gate_dag.supports(e[0]):  # the same values and gradients, written out by hand
+        # in training, the same values and gradients written out by hand; evaluation (the search's Hessian
+        # eigenvalue takes a second derivative there) stays on autograd, as the search cell does
+        if self.fused and self.training and gate_dag.supports(e[0]):
             w_node = [w if isinstance(w, StepWeight) else StepWeight(w) for w in w_node]
             return gate_dag.mixed_gate(e, w_node, weights[:, 1:], self.squash)
         rows = 0

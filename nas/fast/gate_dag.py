@@ -11,8 +11,10 @@ to the later nodes, N the node count):
     ∂src = ∂s_i ⊙ Σ_op w_src,op·op′(src),   ∂w_src,op = Σ ∂s_i ⊙ op(src)   (activations recomputed)
     ∂W_i = s_iᵀ·∂p_i, left to the `StepWeight` (one GEMM over every call of the forward pass)
 
-Once differentiable, like the fused search cell: a second derivative (create_graph) takes the
-autograd path, `SearchRNN(fused=False)`.
+Once differentiable, like the fused search cell, and used in training only: a second derivative
+(create_graph: the search's Hessian eigenvalue, taken in eval mode) goes through the gate's autograd
+path, as it does with `SearchRNN(fused=False)`. torch's once_differentiable does not always raise
+where a second derivative would cross it (it can drop the term silently), hence the rule.
 """
 from __future__ import annotations
 
