@@ -149,6 +149,23 @@ def test_measuring_the_choice_leaves_the_global_random_stream_alone():
 
 
 @pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeypatch):
+    """The first-order α step passes the weights detached: the products' inputs (which depend on α)
+    still need their gradients, also where the product runs on oneDNN's packed weight."""
+    import nas.cells.step_weights as step_weights
+    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
+    torch.manual_seed(0)
+    weight, x = torch.randn(5, 7), torch.randn(4, 5, requires_grad=True)
+    sw = step_weights.StepWeight(weight)
+    y = sw.matmul(x)
+    assert sw.packed.ways[False] is not None  # the product ran packed
+    (got,) = torch.autograd.grad(y.square().sum(), x)
+    (expected,) = torch.autograd.grad((x @ weight).square().sum(), x)
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert sw.pairs == []  # no weight gradient to form
+
+
+@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
 @pytest.mark.parametrize("stacked", [False, True])
 def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(stacked: bool, monkeypatch):
     """StepWeight's per-step products on oneDNN (forced here; a host's measurement decides in use)

@@ -30,9 +30,11 @@ class StepWeight:
         self.packed = _Packed(weight)
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.deferred:
-            return self.packed.times(x, self.weight)
-        return _Step.apply(x, self.weight, self.pairs, self.packed)
+        if self.deferred or (torch.is_grad_enabled() and x.requires_grad):
+            # through the Function: oneDNN's op has no autograd kernel, so recorded as it is it would
+            # pass x no gradient (a weight that needs none, as the first-order α step's, still has x's)
+            return _Step.apply(x, self.weight, self.pairs, self.packed)
+        return self.packed.times(x, self.weight)
 
 
 class _Packed:
@@ -88,7 +90,8 @@ class _Step(torch.autograd.Function):
     def backward(ctx, grad):
         x, weight = ctx.saved_tensors
         grad = grad.to(weight.dtype)
-        ctx.pairs.append((x, grad))
+        if ctx.needs_input_grad[1]:
+            ctx.pairs.append((x, grad))
         if not ctx.needs_input_grad[0]:
             grad_x = None
         elif torch.is_grad_enabled():  # create_graph: autograd records the product, which it cannot for oneDNN's op
