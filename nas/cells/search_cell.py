@@ -122,8 +122,7 @@ class SearchRNN(nn.Module):
             packed = self._packed.get((self.w0, *self.ws), lambda: search_loop.loop_weights(w0h, ws, B), tag=B)
             if self.inter is None:
                 out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, self.bn, packed)
-                h = out[-1]
-                return (out if self.attention is None else self.attention(out, causal=True)), h.unsqueeze(0)
+                return self._finish(out, out[-1], None)
             if self.inter.size_match == "project":  # g′'s products and the cell's steps: the whole loop in C++
                 return self._finish(*self._gated_loop(x, xin, h, history, w0x, w0h, ws, mix, mh, packed))
 
