@@ -199,17 +199,20 @@ class FusedGatedSearchCell(torch.autograd.Function):
         grad_mix = torch.zeros(edge_offsets(N1 - 1)[-1], 5, dtype=torch.float64, device=S.device)
         grad_mixg = torch.zeros(mixg.size(0), 4, dtype=torch.float64, device=S.device)
         grads = {name: torch.zeros_like(w) if need[name] else None
-                 for name, w in (("ws", ws), ("w0x", w0x), ("w_hist", w_hist), ("w_node", w_node))}
+                 for name, w in (("ws", ws), ("w_hist", w_hist), ("w_node", w_node))}
         w0h_p, ws_p = ctx.weights.backward
         dxin, df, dh0, dh_hist0 = compiled().search_gated_backward_steps(
             grad_out.contiguous(), xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, ctx.squash, mix, mh, _native(w0h_p),
-            [_native(w) for w in ws_p], _wgrad_onednn(S), out, A0, S, rstd, h_in, xhat, ctx.saved, G0, grad_mix,
-            grads["ws"], grad_mixg, grads["w0x"], grads["w_hist"], grads["w_node"])
+            [_native(w) for w in ws_p], _wgrad_onednn(S), out, A0, S, rstd, h_in, ctx.saved, G0, grad_mix,
+            grads["ws"], grad_mixg, grads["w_hist"], grads["w_node"])
+        # W0x's and W0h's gradients, one GEMM each over every step: x̂ᵀ·∂xp and (ĥ⊙m_h)ᵀ·∂xp
+        rows = G0.view(T * B, 2 * H).t()
+        grad_w0x = product(xhat.view(T * B, -1).t(), rows) if need["w0x"] else None
         grad_w0h = None
         if need["w0h"]:
             previous = h_in if mh is None else h_in * mh
-            grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
-        return (dxin, dh0, dh_hist0, df, grads["w0x"], grad_w0h, grads["ws"],
+            grad_w0h = product(previous.view(T * B, H).t(), rows)
+        return (dxin, dh0, dh_hist0, df, grad_w0x, grad_w0h, grads["ws"],
                 (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
                 grads["w_hist"], grads["w_node"], grad_mixg.to(mixg.dtype) if need["mixg"] else None, None, None, None,
                 None)

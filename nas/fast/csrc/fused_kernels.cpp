@@ -867,11 +867,9 @@ std::vector<at::Tensor> gate_backward(const at::Tensor& grad, const at::Tensor& 
                                       const std::vector<at::Tensor>& p, const std::vector<at::Tensor>& w_node,
                                       const at::Tensor& mix, int64_t squash) {
   at::Tensor grad_mix = at::zeros({mix.size(0), 4}, mix.options().dtype(at::kDouble));
-  std::vector<at::Tensor> result{at::Tensor()};
-  const auto grads = gate_backward_into(grad, out, e, p, w_node, mix, squash, grad_mix);
-  result.insert(result.end(), grads.begin(), grads.end());
-  result[0] = grad_mix.to(mix.scalar_type());
-  return result;
+  std::vector<at::Tensor> grads = gate_backward_into(grad, out, e, p, w_node, mix, squash, grad_mix);
+  grads.insert(grads.begin(), grad_mix.to(mix.scalar_type()));
+  return grads;
 }
 // The ESS joint search's time loop (nas/fast/search_loop.py, FusedGatedSearchCell). At step t:
 //   g_t = g'(h_{t-1..t-m}), the gate above with history vectors e_i = h_{t-i} W_hist_i (h_{-i} = h_hist0[i-1]),
@@ -908,18 +906,19 @@ std::vector<at::Tensor> search_gated_forward_steps(
   return saved;
 }
 
-// Its backward: returns d xin, d f, d h0, d h_hist0; fills G0 (d xp per step) and adds to grad_mix and
-// grad_ws as search_backward_steps does, to grad_mixg (the gate's, (edges, 4) double), and, where given,
-// to the gradients of W0x, W_hist and the gate's node matrices (one product per step each).
+// Its backward: returns d xin, d f, d h0, d h_hist0; fills G0 (d xp per step, the right factor of the
+// W0x and W0h gradients the caller forms) and adds to grad_mix and grad_ws as search_backward_steps does,
+// to grad_mixg (the gate's, (edges, 4) double), and, where given, to the gradients of W_hist and the
+// gate's node matrices (one product per step each).
 std::vector<at::Tensor> search_gated_backward_steps(
     const at::Tensor& grad_out, const at::Tensor& xin, const at::Tensor& h0, const at::Tensor& h_hist0,
     const at::Tensor& f, const at::Tensor& w0x, const at::Tensor& w_hist, const at::Tensor& w_node,
     const at::Tensor& mixg, int64_t squash, const at::Tensor& mix, const std::optional<at::Tensor>& mh,
     const PyLoopWeight& w0h, const std::vector<PyLoopWeight>& ws, const std::vector<bool>& wgrad_onednn,
     const at::Tensor& out, const at::Tensor& A0, const at::Tensor& S, const at::Tensor& rstd, const at::Tensor& h_in,
-    const at::Tensor& xhat, const std::vector<at::Tensor>& saved, at::Tensor G0, at::Tensor grad_mix,
-    std::optional<at::Tensor> grad_ws, at::Tensor grad_mixg, std::optional<at::Tensor> grad_w0x,
-    std::optional<at::Tensor> grad_w_hist, std::optional<at::Tensor> grad_w_node) {
+    const std::vector<at::Tensor>& saved, at::Tensor G0, at::Tensor grad_mix,
+    std::optional<at::Tensor> grad_ws, at::Tensor grad_mixg, std::optional<at::Tensor> grad_w_hist,
+    std::optional<at::Tensor> grad_w_node) {
   at::NoGradGuard no_grad;
   const int64_t T = xin.size(0), m = h_hist0.size(0), N = ws.size(), Ng = w_node.size(0) + 1;
   const int64_t per = N + 1 + m + Ng + (Ng - 1);
@@ -940,9 +939,7 @@ std::vector<at::Tensor> search_gated_backward_steps(
     at::Tensor df_t = df[t];
     at::mul_out(df_t, dh_in, t == 0 ? h0 : out[t - 1]);
     (t == 0 ? dh0 : extra[t - 1]).addcmul_(dh_in, f[t]);
-    const at::Tensor g0 = G0[t];
-    const at::Tensor dxhat = at::mm(g0, w0x.t());
-    if (grad_w0x) grad_w0x->addmm_(xhat[t].t(), g0);
+    const at::Tensor dxhat = at::mm(G0[t], w0x.t());
     at::Tensor dxin_t = dxin[t];
     at::mul_out(dxin_t, dxhat, g);
     const std::vector<at::Tensor> grads =
