@@ -13,7 +13,7 @@ replace, "frozen_mkl" with its GEMMs on torch.mm / torch.bmm (MKL) instead of on
 "frozen_autograd" the same layer and weights op by op through autograd (`fused=False`): all timed
 in one interleaved run. A cell the fused loop does not run (ESS gates) runs on the autograd path
 alone: for it "frozen_autograd" (its per-step products on oneDNN where `nas.fast.gemm.prefers_onednn`
-measures that faster) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
+puts them under the `onednn` rule) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
 
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
 the fused padded LSTM kernel is invisible to it and is counted analytically with the same
@@ -93,7 +93,8 @@ def main() -> None:
     fast_kernels._warned = True  # frozen_torch_ops runs without the kernels on purpose
 
     def run_frozen(fused: bool = True, with_kernels: bool = True, onednn: bool = True) -> None:
-        frozen.fused, fast_kernels._kernels, gemm.ONEDNN = fused, kernels if with_kernels else None, onednn
+        frozen.fused, fast_kernels._kernels = fused, kernels if with_kernels else None
+        gemm.use("onednn" if onednn else "mkl")
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x, lengths=lengths)
         (out * grad_out).sum().backward()

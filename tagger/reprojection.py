@@ -7,8 +7,8 @@ products of a training step. A zero row's output is the bias, whatever the weigh
 nothing to the weight's gradient; so here the rows that are not all zero are multiplied and every
 other row gets the bias. The outputs are the same numbers (a token whose vector word dropout
 zeroed is such a row too, and also gets the bias), the weight and bias the same gradients up to the
-order floats are summed in. Its products run through `nas.fast.gemm.linear`, on oneDNN where that
-measures faster for their shape on this host (about twice MKL's speed where oneDNN runs AVX-512 at
+order floats are summed in. Its products run through `nas.fast.gemm.linear`, on oneDNN where the
+GEMM rule puts their shape there (about twice MKL's speed where oneDNN runs AVX-512 at
 full width), as the recurrent layer's own do.
 """
 from __future__ import annotations

@@ -59,7 +59,8 @@ def restore_flair_logging():
 @pytest.fixture(params=["onednn", "mkl"])
 def gemm_backend(request, monkeypatch):
     """Runs a test with oneDNN chosen for every shape (the fused loops' per-step weights packed), then torch.mm (MKL):
-    which one a shape gets is measured on the host (`nas.fast.gemm.prefers_onednn`, `packing_pays`), so both are tested."""
+    which one a shape gets depends on the run's setting, the host and the shape (`nas.fast.gemm.prefers_onednn`,
+    `packing_pays`), so both are tested."""
     from nas.fast import gemm
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: request.param == "onednn")
     monkeypatch.setattr(gemm, "packing_pays", lambda counts, K, N: request.param == "onednn")

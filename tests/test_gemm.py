@@ -88,47 +88,57 @@ def test_packed_weights_give_the_same_products_and_their_cache_survives_copies()
     assert len(made) == 4
 
 
-def test_the_backend_choice_is_measured_once_per_shape_and_rows_rounded_up(monkeypatch):
-    measured = []
-    monkeypatch.setattr(gemm, "_timings", {})
-    monkeypatch.setattr(gemm, "_measure", lambda rows, K, N, packed: measured.append((rows, K, N, packed))
-                        or ((2.0, 1.0) if rows > 32 else (1.0, 1.0)))  # seconds on torch.mm, on oneDNN
+AMD = "vendor_id\t: AuthenticAMD\nflags\t\t: fpu sse avx2 avx512f avx512bw\n"
+
+
+def test_the_backend_is_a_rule_of_the_setting_and_the_shape_never_a_timing(monkeypatch):
     monkeypatch.setattr(gemm, "_AVAILABLE", True)
     monkeypatch.setattr(gemm, "_PACKING", True)
-    assert gemm.prefers_onednn(30, 8, 16) is False and gemm.prefers_onednn(32, 8, 16) is False
-    assert gemm.prefers_onednn(33, 8, 16) is True
-    # unpacked, K is rounded too (a weight gradient's K is the rows of all steps, new with each batch)
-    assert gemm.prefers_onednn(33, 9, 16, packed=False) is True and gemm.prefers_onednn(64, 16, 16, packed=False)
-    assert measured == [(32, 8, 16, True), (64, 8, 16, True), (64, 16, 16, False)]
-    monkeypatch.setattr(gemm, "ONEDNN", False)  # what the benchmarks' MKL variants set
-    assert gemm.prefers_onednn(33, 8, 16) is False and len(measured) == 3
+    monkeypatch.setattr(gemm, "_backend", None)
+    assert gemm.use("onednn") == "onednn" and gemm.backend() == "onednn"
+    assert gemm.prefers_onednn(64, 128, 128) and gemm.prefers_onednn(64, 128, 128, packed=False)
+    assert not gemm.prefers_onednn(63, 128, 128)  # below MIN_ONEDNN multiply-adds: torch.mm
+    assert gemm.use("mkl") == "mkl" and not gemm.prefers_onednn(4096, 4096, 4096)
+    assert not gemm.uses_onednn(torch.zeros(1))
+    monkeypatch.setattr(gemm, "host_backend", lambda cpuinfo=None: "onednn")
+    assert gemm.use("auto") == "onednn"
+    with pytest.raises(ValueError):
+        gemm.use("fastest")
 
 
-@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
-def test_a_loop_weight_is_packed_from_the_rows_where_onednn_leads_and_only_where_that_pays(monkeypatch):
-    """Over steps of 32, 32, 20, 9 and 3 rows, with oneDNN measured faster from 16 rows on (saving 1 s a
-    product) and slower below: packed for products of 9 rows or more, which save 4 s in all, where
-    packing costs 3 s; torch.mm throughout where it costs 5 s. Either way the products are torch's."""
-    monkeypatch.setattr(gemm, "_timings", {})
-    monkeypatch.setattr(gemm, "_measure", lambda rows, K, N, packed: (2.0, 1.0) if rows >= 16 else (1.0, 2.0))
-    counts, w = [32, 32, 20, 9, 3], torch.randn(12, 10)
-    monkeypatch.setattr(gemm, "_pack_seconds", lambda K, N: 3.0)
+def test_auto_is_onednn_on_amd_cpus_with_avx512_and_torch_mm_elsewhere():
+    assert gemm.host_backend(AMD) == "onednn"
+    assert gemm.host_backend(AMD.replace(" avx512f", "")) == "mkl"  # AMD with AVX2 only
+    assert gemm.host_backend(AMD.replace("AuthenticAMD", "GenuineIntel")) == "mkl"
+    assert gemm.host_backend("") == "mkl"
+    assert gemm.host_backend() in ("onednn", "mkl")
+
+
+@pytest.mark.skipif(not gemm._AVAILABLE, reason="no oneDNN here")
+def test_a_loop_weight_is_packed_from_the_rows_the_rule_puts_on_onednn_and_only_where_that_pays(monkeypatch):
+    """A 64 × 128 weight (2^13 multiply-adds a row): products of 128 rows or more run on oneDNN. Over
+    steps of 1024, 1024, 512, 100 and 3 rows it is packed from 512 rows on (2,560 rows in all, over
+    PACK_ROWS); over steps of 1024, 512 and 100 not (1,536 rows). Either way the products are torch's."""
+    monkeypatch.setattr(gemm, "_backend", "onednn")
+    w = torch.randn(128, 64)
+    counts = [1024, 1024, 512, 100, 3]
     packed = gemm.pack_for_steps(w, counts)
-    assert packed.min_rows == 9 and packed.blocked.layout == torch._mkldnn and packed.plain is w
-    monkeypatch.setattr(gemm, "_pack_seconds", lambda K, N: 5.0)
-    assert gemm.pack_for_steps(w, counts) == (w, None, gemm.NEVER)
+    assert packed.min_rows == 512 and packed.blocked.layout == torch._mkldnn and packed.plain is w
+    assert gemm.pack_for_steps(w, [1024, 512, 100]) == (w, None, gemm.NEVER)
     onednn = []
     real = gemm._onednn_product
     monkeypatch.setattr(gemm, "_onednn_product", lambda *a: onednn.append(a[0].size(0)) or real(*a))
     for n in counts:
-        x = torch.randn(n, 10)
+        x = torch.randn(n, 64)
         torch.testing.assert_close(gemm.product(x, packed), x @ w.t(), rtol=1e-5, atol=1e-5)
-    assert onednn == [32, 32, 20, 9]
+    assert onednn == [1024, 1024, 512]  # 100 rows: plain weight, below MIN_ONEDNN, torch.mm
+    monkeypatch.setattr(gemm, "_backend", "mkl")
+    assert gemm.pack_for_steps(w, counts) == (w, None, gemm.NEVER)
 
 
 @pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
 @pytest.mark.parametrize("on_onednn", [False, True])
-def test_an_unpacked_product_follows_the_measured_choice_and_equals_torch(on_onednn: bool, monkeypatch):
+def test_an_unpacked_product_follows_the_rule_and_equals_torch(on_onednn: bool, monkeypatch):
     calls = []
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: calls.append(packed) or on_onednn)
     onednn = []
@@ -137,15 +147,6 @@ def test_an_unpacked_product_follows_the_measured_choice_and_equals_torch(on_one
     x, w = _layouts(6, 7)["contiguous"], _layouts(40, 7)["contiguous"]
     torch.testing.assert_close(gemm.product(x, w), x @ w.t(), rtol=1e-5, atol=1e-5)
     assert calls == [False] and len(onednn) == int(on_onednn)
-
-
-def test_measuring_the_choice_leaves_the_global_random_stream_alone():
-    torch.manual_seed(5)
-    expected = torch.rand(3)
-    torch.manual_seed(5)
-    gemm._measure(8, 16, 24, repeats=1)
-    gemm._measure(8, 16, 24, packed=False, repeats=1)
-    assert torch.equal(torch.rand(3), expected)
 
 
 @pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
@@ -168,7 +169,7 @@ def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeyp
 @pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
 @pytest.mark.parametrize("stacked", [False, True])
 def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(stacked: bool, monkeypatch):
-    """StepWeight's per-step products on oneDNN (forced here; a host's measurement decides in use)
+    """StepWeight's per-step products on oneDNN (forced here; the GEMM rule decides in use)
     equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
     import nas.cells.step_weights as step_weights
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)

@@ -7,8 +7,8 @@ gradients to x_t only and keep (x_t, g_t); once every step's backward has run (a
 the node that produced the loop's W after all its users), W's gradient is formed from all of
 them in one batched GEMM with T·B rows. Forward values are those of `torch.matmul`.
 
-The per-step products x_t·W and g_t·Wᵀ run on oneDNN with W packed once per pass where that
-measures faster on this host for their shape (`nas.fast.gemm.prefers_onednn`: the ESS gates'
+The per-step products x_t·W and g_t·Wᵀ run on oneDNN with W packed once per pass where the
+GEMM rule puts their shape there (`nas.fast.gemm.prefers_onednn`: the ESS gates'
 4,096-wide products at 32 rows), else on `torch.matmul`; under autocast, and in a backward that
 autograd records (`create_graph`), always on `torch.matmul`.
 """

@@ -171,7 +171,7 @@ def _native_weights(weights: LoopWeights) -> list[Sequence[LoopWeight]]:
 
 def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True) -> LoopWeights:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, packed for
-    oneDNN's products from the row count where it measures faster and where that pays for the
+    oneDNN's products from the row count the GEMM rule puts on oneDNN and where that pays for the
     packing, over steps of `counts` rows (`nas.fast.gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
     (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the forward ones while the
     weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""

@@ -1,40 +1,91 @@
-"""Matrix products on oneDNN where torch.mm is slower: CPU, float32.
+"""Matrix products on oneDNN or on torch.mm, by a fixed rule: CPU, float32.
 
 torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX2 path, where
 oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
 (figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
 `Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
-projections; `prefers_onednn` says, measured on this host, whether oneDNN beats torch.mm for a
-product of a given shape, packed or not, and every product asks it. Elsewhere (GPU, float64, bf16,
-a build without oneDNN, `ONEDNN = False`) both are plain torch.
+projections; `prefers_onednn` says whether a product of a given shape, packed or not, runs on oneDNN,
+and every product asks it.
+
+Which backend a product gets is a rule of the run's setting (`use`: `onednn`, `mkl`, or `auto`, the
+host's rule, `host_backend`) and of the product's shape, never a timing: the two backends differ in
+the last bits, so a choice measured at run time made a run's floats depend on the machine's load (a
+neighbour process), and a seed no longer fixed the run. The commands that train record the setting
+in config.json and resume with it. Elsewhere (GPU, float64, bf16, a build without oneDNN, `mkl`)
+both are plain torch.
 
 A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
 oneDNN would otherwise form anew in each call (a cost that weighs most on small products).
-`pack_for_steps` does so only where it pays: a batch's later steps have fewer rows (its shorter
-sentences have ended), where torch.mm can be the faster, and packing costs about as much as a few
-products. `PackedCache` keeps packed weights while their source is unchanged (prediction).
+`pack_for_steps` does so only where the rule says it pays: a batch's later steps have fewer rows
+(its shorter sentences have ended), and packing costs about as much as many rows of products.
+`PackedCache` keeps packed weights while their source is unchanged (prediction).
 """
 from __future__ import annotations
 
 import itertools
-import statistics
+import re
 import sys
-import time
 from typing import Callable, NamedTuple, Sequence, TypeVar
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ONEDNN = True  # benchmarks turn it off to time torch.mm (MKL) instead
-MARGIN = 1.05  # `prefers_onednn`: how much faster oneDNN must measure (packing, once per pass, is not timed): ties stay on torch.mm
+# Products of fewer multiply-adds (rows·K·N) run on torch.mm under `onednn`: below about 2^20 oneDNN's
+# per-call overhead makes it the slower on the hosts measured (64 × 64 × 128: 0.8× torch.mm's speed, docs/speed.md).
+MIN_ONEDNN = 1 << 20
+# A weight is packed for a pass when the products it takes part in on oneDNN add up to this many rows:
+# packing costs about what 800 to 6,000 rows of products save by it (docs/speed.md).
+PACK_ROWS = 2048
 _AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 _PACKING = hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 _T = TypeVar("_T")
+_backend: str | None = None  # "onednn" or "mkl" (`use`); None until then: the host's rule
+
+
+def host_backend(cpuinfo: str | None = None) -> str:
+    """`auto`'s backend, from the CPU's vendor and flags (/proc/cpuinfo, or `cpuinfo`'s text): `onednn` on
+    an AMD CPU with AVX-512, where MKL's sgemm runs its AVX2 path at about half oneDNN's speed; `mkl`
+    elsewhere (on Intel CPUs MKL runs AVX-512 itself and ties with oneDNN; other CPUs are unmeasured)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+                cpuinfo = handle.read()
+        except OSError:
+            cpuinfo = ""
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
+    flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
+    amd_avx512 = vendor is not None and vendor.group(1) == "AuthenticAMD" and flags is not None \
+        and "avx512f" in flags.group(1).split()
+    return "onednn" if amd_avx512 else "mkl"
+
+
+def resolve(backend: str) -> str:
+    """`onednn` or `mkl`: `backend` itself, or for `auto` the host's (`host_backend`)."""
+    if backend == "auto":
+        return host_backend()
+    if backend not in ("onednn", "mkl"):
+        raise ValueError(f"GEMM backend {backend!r}: expected auto, onednn or mkl")
+    return backend
+
+
+def use(backend: str) -> str:
+    """Run every product of this process by `backend`'s rule from now on; returns the rule it resolved to,
+    which a run records so that its resume runs the same products: `onednn`, oneDNN for every product
+    of at least `MIN_ONEDNN` multiply-adds it can run (CPU, float32), torch.mm for the rest; `mkl`,
+    torch.mm (MKL on x86) for all; `auto`, the host's (`host_backend`)."""
+    global _backend
+    _backend = resolve(backend)
+    return _backend
+
+
+def backend() -> str:
+    """The rule products follow now (`use`; the host's until a command sets one)."""
+    return _backend if _backend is not None else use("auto")
 
 
 def uses_onednn(x: torch.Tensor) -> bool:
-    return ONEDNN and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
+    return backend() == "onednn" and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
 
 
 def _gapped(t: torch.Tensor) -> bool:
@@ -58,7 +109,7 @@ def _packed(weight: torch.Tensor) -> bool:
 
 
 class OnMKL(NamedTuple):
-    """A weight (N, K) that `product` multiplies on torch.mm: what `pack` gives where MKL measures faster."""
+    """A weight (N, K) that `product` multiplies on torch.mm: what `pack` gives where `prefers_onednn` says torch.mm."""
 
     weight: torch.Tensor
 
@@ -67,7 +118,7 @@ def pack(weight: torch.Tensor, rows: int | None = None) -> torch.Tensor | OnMKL:
     """weight (N, K) in oneDNN's blocked layout for `product` (which is all it is good for: an opaque
     tensor without views, copies or pickling), or weight itself where `product` would not use oneDNN.
     Given the row count of the products it will take part in, `OnMKL(weight)` where `prefers_onednn`
-    says torch.mm is as fast for that shape on this host."""
+    puts that shape on torch.mm."""
     if uses_onednn(weight) and _PACKING:
         if rows is not None and not prefers_onednn(rows, weight.size(1), weight.size(0)):
             return OnMKL(weight)
@@ -90,93 +141,32 @@ NEVER = sys.maxsize  # `LoopWeight.min_rows` of a weight not packed
 
 def pack_for_steps(weight: torch.Tensor, counts: Sequence[int]) -> LoopWeight:
     """weight (N, K) for one product per step t of counts[t] rows: packed, and used from the fewest rows
-    from which oneDNN measures faster at every larger row count of the batch, where what those
-    products save (measured) exceeds what packing costs (measured); else on torch.mm throughout."""
+    from which `prefers_onednn` puts every larger row count of the batch on oneDNN, where `packing_pays`
+    for those products; else as it is throughout (oneDNN unpacked or torch.mm, as `product` decides)."""
     N, K = weight.shape
     if not (uses_onednn(weight) and _PACKING):
         return LoopWeight(weight, None, NEVER)
-    buckets = sorted({_power_of_two(n) for n in counts}, reverse=True)
-    leading = list(itertools.takewhile(lambda rows: prefers_onednn(rows, K, N), buckets))
-    if not leading or not packing_pays([n for n in counts if _power_of_two(n) >= leading[-1]], K, N):
+    leading = list(itertools.takewhile(lambda rows: prefers_onednn(rows, K, N), sorted(set(counts), reverse=True)))
+    if not leading or not packing_pays([n for n in counts if n >= leading[-1]], K, N):
         return LoopWeight(weight, None, NEVER)
     with torch.no_grad():
         blocked = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
-    return LoopWeight(weight, blocked, leading[-1] // 2 + 1)  # the bucket's fewest rows
+    return LoopWeight(weight, blocked, leading[-1])
 
 
 def packing_pays(counts: Sequence[int], K: int, N: int) -> bool:
-    """Whether products of counts[t] rows by a weight (N, K), on oneDNN packed rather than on
-    torch.mm, save more than packing the weight costs (each measured once per shape and process)."""
-    saved = 0.0
-    for n in counts:
-        mkl, onednn = _seconds((_power_of_two(n), K, N, True))
-        saved += mkl - onednn
-    return saved > _pack_seconds(K, N)
-
-
-_timings: dict[tuple[int, int, int, bool], tuple[float, float]] = {}
-_packing: dict[tuple[int, int], float] = {}
+    """Whether products of counts[t] rows by a weight (N, K) save more on oneDNN packed than packing the
+    weight costs: both grow with K·N, so the rule is a count of rows, `PACK_ROWS`."""
+    return sum(counts) >= PACK_ROWS
 
 
 def prefers_onednn(rows: int, K: int, N: int, packed: bool = True) -> bool:
-    """Whether x (rows, K)·W (K, N) on oneDNN, W packed for it (or as it is, `packed=False`), beats
-    `torch.mm` (MKL) on this host by `MARGIN`.
-
-    Hosts of one machine kind differ most here: oneDNN's lead over MKL ranges from none to 2× with
-    the CPU (on an Intel host MKL's own AVX-512 path was the faster), and on small products
-    (64 × 128) MKL is several times faster. So the choice is measured, once per shape and process,
-    rows (and, unpacked, K: a weight gradient's rows of all steps) rounded up to a power of two (a
-    few milliseconds; the largest products take one call per timing). False wherever `product`
-    would not use oneDNN.
-    """
-    if not (ONEDNN and _AVAILABLE and (_PACKING or not packed)):
-        return False
-    mkl, onednn = _seconds((_power_of_two(rows), K if packed else _power_of_two(K), N, packed))
-    return mkl > MARGIN * onednn
-
-
-def _seconds(key: tuple[int, int, int, bool]) -> tuple[float, float]:
-    if key not in _timings:
-        _timings[key] = _measure(*key)
-    return _timings[key]
-
-
-def _power_of_two(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
-
-
-def _measure(rows: int, K: int, N: int, packed: bool = True, repeats: int = 5) -> tuple[float, float]:
-    """Seconds of one product of this shape on torch.mm and on oneDNN: medians, timed alternately."""
-    with torch.no_grad():
-        gen = torch.Generator().manual_seed(0)  # the global RNG (a run's dropout masks) stays untouched
-        x, w = torch.randn(rows, K, generator=gen), torch.randn(N, K, generator=gen)
-        on_onednn = (lambda p=pack(w): _onednn_product(x, p, None)) if packed else (lambda: _onednn(x, w))
-        calls = min(100, max(1, int(4e7 // (2 * rows * K * N))))  # about 0.4 ms a timing at 100 GFLOP/s
-
-        def seconds(fn: Callable[[], torch.Tensor]) -> float:
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            return time.perf_counter() - start
-
-        mkl, onednn = [], []
-        for _ in range(repeats + 1):  # the first pair warms up
-            mkl.append(seconds(lambda: torch.mm(x, w.t())))
-            onednn.append(seconds(on_onednn))
-    return statistics.median(mkl[1:]) / calls, statistics.median(onednn[1:]) / calls
-
-
-def _pack_seconds(K: int, N: int, repeats: int = 3) -> float:
-    """Seconds to pack a weight (N, K), from a transposed view as the loops' forward weights are."""
-    if (K, N) not in _packing:
-        w = torch.randn(K, N, generator=torch.Generator().manual_seed(0)).t()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), None)
-            times.append(time.perf_counter() - start)
-        _packing[(K, N)] = statistics.median(times)
-    return _packing[(K, N)]
+    """Whether x (rows, K)·W (K, N) runs on oneDNN, W packed for it (or as it is, `packed=False`): under
+    the `onednn` rule, where the product has at least `MIN_ONEDNN` multiply-adds. A rule of the shape,
+    never a timing, so that a run's floats do not depend on the machine's load. False wherever
+    `product` would not use oneDNN."""
+    return (backend() == "onednn" and _AVAILABLE and (_PACKING or not packed)
+            and rows * K * N >= MIN_ONEDNN)
 
 
 class PackedCache:
@@ -204,8 +194,8 @@ class PackedCache:
 def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
             bias: torch.Tensor | None = None) -> torch.Tensor:
     """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
-    weight may be `pack`ed, or a `LoopWeight`. Unpacked, the product runs on oneDNN only where `prefers_onednn` measures
-    it faster for its shape, and never with a `_gapped` operand (the fused loops' per-edge slices in
+    weight may be `pack`ed, or a `LoopWeight`. Unpacked, the product runs on oneDNN only where `prefers_onednn`
+    puts its shape, and never with a `_gapped` operand (the fused loops' per-edge slices in
     their weight gradients): torch.mm reads those in place, where oneDNN would copy them first, and
     the copies cost more than oneDNN gains (a tagger epoch 9% faster without them)."""
     if isinstance(weight, LoopWeight):

@@ -50,8 +50,8 @@ class LoopWeights(NamedTuple):
 
 
 def loop_weights(w0h: torch.Tensor, ws: torch.Tensor, batch: int) -> LoopWeights:
-    """Packed for a batch of `batch` rows (node i's products take (i + 1)·batch), each where oneDNN
-    measures faster for its shape (`nas.fast.gemm.pack`); once per forward when the Function runs
+    """Packed for a batch of `batch` rows (node i's products take (i + 1)·batch), each where the GEMM
+    rule puts its shape on oneDNN (`nas.fast.gemm.pack`); once per forward when the Function runs
     step by step (ESS gates) instead of once per call."""
     rows = [batch * (i + 1) for i in range(ws.size(0))]
     return LoopWeights((pack(w0h.t(), batch), [pack(w.t(), n) for w, n in zip(ws, rows)]),
