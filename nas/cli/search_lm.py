@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import click
 
 from nas.common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded,
-                        check_resume_flags, command, command_line, config_option, defaults_option, flag_types, loaded_config, not_from_config,
-                        use_threads)
+                        check_resume_flags, command, command_line, config_option, defaults_option, flag_types, gemm_option, loaded_config,
+                        not_from_config, use_threads)
 from nas.common.errors import InputError
 from nas.common.presets import preset_values, presets_help
 from nas.common.ranges import MINUTES
@@ -87,6 +87,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@gemm_option()
 @click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
@@ -111,6 +112,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.common.splits import find_splits
     from nas.runs.candidates import RayScoring, check_scoring
     from nas.runs.health import alpha_stall_warning, identity_warning
+    from nas.fast import gemm
     from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
 
@@ -142,6 +144,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         run = RunDir(run_dir or default_run_dir("search"))
     config.validate()
     use_threads(threads)
+    config.gemm = gemm.use(config.gemm)
     if seeds:
         return _search_seeds(config, run, seeds, workers, ray_address, select_budget, select_args, out)
     candidates_on_ray = workers > 1 or bool(ray_address)

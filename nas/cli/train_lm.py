@@ -7,7 +7,7 @@ from dataclasses import fields
 import click
 
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
-                        defaults_option, flag_types, use_threads)
+                        defaults_option, flag_types, gemm_option, use_threads)
 from nas.common.presets import preset_values, presets_help
 from nas.runs.config import PRECISIONS, RetrainConfig
 from .lm_flags import weight_step_options
@@ -48,6 +48,7 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--precision", type=click.Choice(PRECISIONS), default="fp32", help="bf16: the training step under torch.autocast (bf16 matmuls, fp32 weights and losses; CPUs with AVX512-BF16/AMX and GPUs); evaluation stays fp32.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
+@gemm_option()
 @config_option("bin/train-lm", {"train": "train_file", "valid": "valid_file", "test": "test_file"},
                known=[f.name for f in fields(RetrainConfig)])
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
@@ -63,6 +64,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     from nas.common.paths import absolute_if_exists
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
+    from nas.fast import gemm
     from nas.runs.train import Trainer, optimizer_kind, resolve_cell
     from .terminal import Terminal, run_loop
 
@@ -81,6 +83,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         resolve_cell(config, nhid, absolute_if_exists(match_cell))
         run = RunDir(run_dir or default_run_dir("train"))
     use_threads(threads)
+    config.gemm = gemm.use(config.gemm)
     trainer = Trainer.open(config, run, bool(resume))
     name = (config.genotype or {}).get("name") or config.cell
     matched = f", matched to {config.match_cell}'s {config.match_rnn_params:,}" if config.match_cell else ""

@@ -19,7 +19,7 @@ from typing import Any, Callable, Collection, Mapping
 import click
 
 from . import guard
-from .devices import DEVICES, device_problem
+from .devices import DEVICES, GEMM_BACKENDS, device_problem
 from .errors import InputError
 from .files import read_json
 from .memory import keep_freed_memory
@@ -172,6 +172,15 @@ class Device(click.ParamType):
 
 
 DEVICE = Device()
+
+
+def gemm_option() -> Callable:
+    """`--gemm`: the rule that puts a CPU's float32 products on oneDNN or torch.mm (`nas.fast.gemm.use`). A
+    training command records the rule `auto` resolved to in config.json, and resumes with it."""
+    return click.option("--gemm", type=click.Choice(GEMM_BACKENDS), default="auto",
+                        help="CPU float32 matrix products: onednn (oneDNN for all but the smallest), mkl (torch.mm), "
+                             "auto (onednn on AMD CPUs with AVX-512, else mkl). A fixed rule, never a timing, so a "
+                             "seed fixes a run; config.json keeps what auto chose, and --resume runs with it.")
 
 
 def use_threads(threads: int | None) -> None:

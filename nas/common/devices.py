@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 DEVICES = "cpu, cuda or cuda:N"
+# How a CPU's float32 matrix products are run (nas.fast.gemm.use): a fixed rule, so a seed fixes a run.
+GEMM_BACKENDS = ("auto", "onednn", "mkl")
 _FORM = re.compile(r"cpu|cuda(?::(\d+))?")
 
 
