@@ -1,4 +1,20 @@
-"""The paired bootstrap over test sentences: is one tagger's span F1 above another's beyond the luck of the test set?
+"""Significance at two levels: over training runs (the headline), and over test sentences (per seed).
+
+Is cell A better than cell B? A trained tagger is one draw from A's distribution over training
+runs (seed: initialisation, data order, dropout, dev split), so the question is about runs, and
+`seed_level_test` answers it: Almost Stochastic Order (ASO; Dror, Shlomov and Reichart, "Deep
+Dominance - How to Properly Compare Deep Neural Models", ACL 2019), as the `deepsig` package of
+Ulmer, Hardmeier and Frellsen ("deep-significance", 2022) computes it, on one test F1 per run.
+It returns ε_min, an upper bound (at confidence 1 − α, α = 0.05) on how far A's score
+distribution violates stochastic dominance over B's: 0 when every quantile of A lies above B's,
+1 when every quantile lies below; ε_min < 0.5 says A is better more often than not, and
+`ASO_THRESHOLD` (0.2, deepsig's recommendation) is the verdict's bar. Both directions come from one
+bootstrap (`multi_aso`; ε_min of B over A uses the same σ), with a fixed resampling seed, so the
+same scores give the same figures. The effect size beside it is the mean over seeds of A − B.
+
+The paired bootstrap over test sentences holds the trained models fixed: it says whether two
+trained taggers differ beyond the luck of the test set, not whether another seed would give the
+same ordering. It stays as the per-seed detail.
 
 Dror et al., "The Hitchhiker's Guide to Testing Statistical Significance in Natural Language
 Processing" (ACL 2018), recommend the bootstrap for F1, which is not a mean over sentences and
@@ -10,13 +26,17 @@ least as far from the observed δ as δ is from 0 arises by resampling alone (th
 bootstrap, as Berg-Kirkpatrick et al., "An Empirical Investigation of Statistical Significance in
 NLP", EMNLP 2012, use it): p = P(|δ* − δ| ≥ |δ|), two-sided, so identical predictions give p = 1.
 
-Several seeds of a model are pooled by summing their span counts sentence by sentence (micro F1
-over seeds × sentences); the resample of sentences is the same for all of them. Against several
-models (the random cells) the difference is from the mean of their F1s. The resampling is
-scipy's (`scipy.stats.bootstrap`, percentile interval); the p-value is read off its resamples.
+Several seeds of a model may be pooled by summing their span counts sentence by sentence (micro F1
+over seeds × sentences); the resample of sentences is the same for all of them. Pooled, the
+bootstrap still sees only the test set's variance, not the seeds': it is no answer to "is A
+better than B?". Against several models (the random cells) the difference is from the mean of
+their F1s. The resampling is scipy's (`scipy.stats.bootstrap`, percentile interval); the p-value is
+read off its resamples.
 """
 from __future__ import annotations
 
+import functools
+import statistics
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +49,61 @@ from .tag_schemes import spans
 
 SAMPLES = 10_000
 CONFIDENCE = 0.95
+
+ASO_CONFIDENCE = 0.95  # deepsig's default, for each comparison (no correction for a table's number of them)
+ASO_ITERATIONS = 1000  # deepsig's default: the bootstrap iterations that estimate ε_min's spread
+ASO_SEED = 0  # deepsig's resampling seed: the same scores give the same ε_min
+ASO_THRESHOLD = 0.2  # ε_min below it: A is (almost stochastically) better; deepsig recommends 0.2, 0.5 is the loosest
+
+
+@dataclass(frozen=True)
+class SeedTest:
+    """The test over training runs of `seed_level_test`: A's scores against B's, paired by seed."""
+    seeds: int  # the runs of each model it rests on
+    mean_difference: float | None  # mean over the seeds of A − B (None with no seed)
+    epsilon_min: float | None  # ASO's ε_min of "A is better than B" (None with fewer than 2 seeds)
+    epsilon_min_reverse: float | None  # of "B is better than A"
+    verdict: str  # "better" (A), "worse" (B better), "undecided", or "1 seed" / "no seed": no test
+    confidence: float = ASO_CONFIDENCE
+    threshold: float = ASO_THRESHOLD
+    iterations: int = ASO_ITERATIONS
+    seed: int = ASO_SEED
+
+
+def seed_level_test(a: list[float], b: list[float]) -> SeedTest:
+    """Is A better than B over training runs? `a` and `b` hold one score per seed, paired by position.
+
+    ASO (deepsig's `multi_aso` on the two models, which gives ε_min both ways from one bootstrap)
+    at `ASO_CONFIDENCE`, `ASO_ITERATIONS` and `ASO_SEED`; the verdict is "better" when ε_min of
+    A over B is below `ASO_THRESHOLD`, "worse" when that of B over A is, else "undecided" (both
+    cannot be: the two ε_min add up to at least 1). With fewer than 2 seeds there is no test.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"seed-level test: {len(a)} scores of A against {len(b)} of B; pair them by seed")
+    difference = statistics.fmean(x - y for x, y in zip(a, b)) if a else None
+    if len(a) < 2:
+        return SeedTest(len(a), difference, None, None, "1 seed" if a else "no seed")
+    forward, reverse = _aso(tuple(map(float, a)), tuple(map(float, b)))
+    verdict = "better" if forward < ASO_THRESHOLD else "worse" if reverse < ASO_THRESHOLD else "undecided"
+    return SeedTest(len(a), difference, forward, reverse, verdict)
+
+
+@functools.lru_cache(maxsize=None)  # a report rewritten as each run finishes tests the same scores again
+def _aso(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float]:
+    """(ε_min of A over B, ε_min of B over A), deepsig's; numpy's global random state left as it was."""
+    from deepsig import multi_aso
+
+    state = np.random.get_state()  # deepsig seeds numpy's global generator (np.random.seed) in each iteration
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # equal score distributions: "division by zero", ε_min 0.5 each way
+            # use_bonferroni=False: with two models deepsig's correction sets the confidence to 1 (ε_min NaN)
+            eps = multi_aso({"a": np.asarray(a), "b": np.asarray(b)}, confidence_level=ASO_CONFIDENCE,
+                            use_bonferroni=False, num_bootstrap_iterations=ASO_ITERATIONS, num_jobs=1,
+                            show_progress=False, seed=ASO_SEED)
+    finally:
+        np.random.set_state(state)
+    return float(eps[0, 1]), float(eps[1, 0])
 
 
 def sentence_counts(gold: list[list[str]], pred: list[list[str]]) -> np.ndarray:

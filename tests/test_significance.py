@@ -1,5 +1,5 @@
-"""The paired bootstrap over test sentences (tagger.significance): span counts against seqeval, and
-answers known by hand."""
+"""tagger.significance: the test over training runs (ASO, deepsig's) on small tables worked by hand,
+and the paired bootstrap over test sentences: span counts against seqeval, and answers known by hand."""
 import numpy as np
 import pytest
 
@@ -66,3 +66,82 @@ def test_predictions_file_round_trips_and_a_bad_line_is_named(tmp_path):
     path.write_text("John B-PER B-PER\nSmith I-PER\n")
     with pytest.raises(InputError, match=f"^{path}, line 2: expected `token gold predicted`, got 'Smith I-PER'$"):
         significance.read_predictions(path)
+
+
+# -- over training runs: Almost Stochastic Order ------------------------------------------------
+
+
+def test_runs_all_above_the_others_dominate_them_and_all_below_are_dominated():
+    """A's scores all above B's: every quantile of A is above B's, in the scores as in each bootstrap
+    resample of them, so every violation ratio is 0, their spread is 0, and ε_min = 0 exactly. The
+    other way round every quantile is below: ε_min near 1. Δ is the mean of the per-seed
+    differences, (0.03 + 0.04 + 0.03) / 3."""
+    a, b = [0.82, 0.85, 0.83], [0.79, 0.81, 0.80]
+    test = significance.seed_level_test(a, b)
+    assert (test.seeds, test.epsilon_min, test.verdict) == (3, 0.0, "better")
+    assert test.epsilon_min_reverse > 0.99
+    assert test.mean_difference == pytest.approx(0.10 / 3, abs=1e-15)
+    back = significance.seed_level_test(b, a)
+    assert back.epsilon_min > 0.99 and back.epsilon_min_reverse < 0.2
+    assert back.verdict == "worse" and back.mean_difference == pytest.approx(-0.10 / 3, abs=1e-15)
+    assert (test.confidence, test.threshold, test.iterations, test.seed) == (0.95, 0.2, 1000, 0)
+
+
+def test_constant_runs_below_give_deepsigs_grid_value_exactly():
+    """Each model's runs all score the same, B's above A's: the quantile functions differ by 0.1 at
+    every t of deepsig's grid (t = 0.005, ..., 0.995: 199 points), all of it violation, but the
+    violated part leaves out the first point, so the ratio is 198/199 in the scores and in every
+    resample: no spread, ε_min = 198/199; the reverse is 1/199."""
+    test = significance.seed_level_test([0.7, 0.7], [0.8, 0.8])
+    assert test.epsilon_min == pytest.approx(198 / 199, abs=1e-12)
+    assert test.epsilon_min_reverse == pytest.approx(1 / 199, abs=1e-12) and test.verdict == "worse"
+
+
+def test_equal_runs_are_undecided():
+    """Runs that all score the same in both models: no distance between the quantile functions, a
+    violation ratio of 1/2 (deepsig's convention) in the scores and in every resample, so ε_min = 1/2
+    both ways. The same scores in another seed order: the violation ratio is 1/2 again, and the
+    resamples' spread lifts both ε_min alike."""
+    test = significance.seed_level_test([0.6, 0.6], [0.6, 0.6])
+    assert (test.epsilon_min, test.epsilon_min_reverse, test.verdict) == (0.5, 0.5, "undecided")
+    assert test.mean_difference == 0.0
+    swapped = significance.seed_level_test([0.5, 0.7], [0.7, 0.5])
+    assert swapped.epsilon_min == pytest.approx(swapped.epsilon_min_reverse, abs=1e-12) and swapped.epsilon_min > 0.5
+    assert swapped.verdict == "undecided" and swapped.mean_difference == 0.0
+
+
+def test_the_forward_figure_is_deepsigs_aso_and_the_same_each_time():
+    """ε_min of A over B is deepsig's `aso` at the same confidence, iterations and seed; the test
+    leaves numpy's global generator as it found it (deepsig seeds it)."""
+    from deepsig import aso
+
+    a, b = [0.85, 0.86, 0.87, 0.855, 0.865], [0.84, 0.85, 0.86, 0.845, 0.85]
+    np.random.seed(7)
+    before = np.random.random()
+    np.random.seed(7)
+    test = significance.seed_level_test(a, b)
+    assert np.random.random() == before
+    significance._aso.cache_clear()
+    assert significance.seed_level_test(a, b) == test
+    expected = aso(a, b, confidence_level=0.95, num_bootstrap_iterations=1000, seed=0, show_progress=False)
+    assert test.epsilon_min == pytest.approx(expected, abs=1e-12) and 0 < test.epsilon_min < 0.2
+
+
+def test_the_issues_conll03_seeds_are_undecided():
+    """The per-seed differences of DARTS_V2 against the LSTM on held-out CoNLL-2003 (−2.77, +0.49,
+    +0.30 F1) that a bootstrap over pooled sentences called significant (p = 0.002): over training
+    runs neither model dominates, as the t-test's p = 0.60 says."""
+    lstm = [0.8900, 0.8920, 0.8890]
+    darts = [x + d for x, d in zip(lstm, (-0.0277, 0.0049, 0.0030))]
+    test = significance.seed_level_test(darts, lstm)
+    assert test.verdict == "undecided" and test.epsilon_min > 0.5 and test.epsilon_min_reverse > 0.2
+    assert test.mean_difference == pytest.approx((-0.0277 + 0.0049 + 0.0030) / 3)
+
+
+def test_one_seed_gives_no_test_over_runs():
+    test = significance.seed_level_test([0.8], [0.7])
+    assert (test.seeds, test.epsilon_min, test.epsilon_min_reverse, test.verdict) == (1, None, None, "1 seed")
+    assert test.mean_difference == pytest.approx(0.1)
+    assert significance.seed_level_test([], []).verdict == "no seed"
+    with pytest.raises(ValueError, match="pair them by seed"):
+        significance.seed_level_test([0.8, 0.7], [0.7])
