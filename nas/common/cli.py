@@ -18,7 +18,7 @@ from typing import Any, Callable, Collection, Mapping
 
 import click
 
-from . import guard
+from . import guard, locks
 from .devices import DEVICES, GEMM_BACKENDS, device_problem
 from .errors import InputError
 from .files import read_json
@@ -42,7 +42,7 @@ class Command(click.Command):
 
     While it runs, no write replaces a file it reads or a file of another run (`nas.common.guard`):
     the input paths of its command line are noted, and its output flags checked against them,
-    before any work.
+    before any work; and it is the one writer of the run it starts or resumes (`nas.common.locks`).
 
     Called with `standalone_mode=False` (from Python), errors propagate as click's do."""
 
@@ -52,7 +52,7 @@ class Command(click.Command):
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
-        with guard.guarding():
+        with guard.guarding(), locks.holding():
             return self._main(args, prog_name, complete_var, standalone_mode, **extra)
 
     def _main(self, args: Any, prog_name: str | None, complete_var: str | None, standalone_mode: bool,

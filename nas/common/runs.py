@@ -1,5 +1,8 @@
 """Run directories: config.json, log.jsonl, metrics.json and an atomic checkpoint, the same for every command.
 
+One command writes a run at a time: starting or resuming it takes the run's lock (`nas.common.locks`),
+held until the command ends, and a second command on the same run is refused.
+
 Nothing half-written stays: a run directory appears when a run starts (after its inputs are
 checked), and a run that fails before its first checkpoint removes what it made (`discard`), so
 the same command can be given the same directory again. Temporary files that a kill during an
@@ -25,7 +28,7 @@ from typing import Any
 
 import torch
 
-from . import guard
+from . import guard, locks
 from .errors import InputError
 from .files import (DISK_REFUSED, atomic_torch_save, atomic_write_json, atomic_write_text, parse_json, read_json,
                     safe_torch_load, utf8_lines, write_error)
@@ -65,7 +68,8 @@ class RunDir:
         """Make the directory of a new run and write its config.json, and `checkpoint` if given (the
         state to resume from before the first epoch ends); if either write fails (a full disk), what
         was made is removed. One that holds a run is refused, unless `afresh`: a resumed run that
-        never wrote a checkpoint starts over in it."""
+        never wrote a checkpoint starts over in it, and if a write fails there, its config.json and log
+        are as they were."""
         if not afresh:
             if self.holds_run():
                 raise InputError(f"{self.path}: already holds a run; continue it with --resume {self.path} "
@@ -73,18 +77,20 @@ class RunDir:
             self.claim()
         self.path.mkdir(parents=True, exist_ok=True)
         self.clean_temp_files()
-        if afresh:
-            (self.path / "log.jsonl").unlink(missing_ok=True)
         try:
+            if afresh and checkpoint is not None:  # the checkpoint first: its failure leaves the old config.json
+                self.save_checkpoint(checkpoint)
             atomic_write_json(self.path / "config.json", config)
-            if checkpoint is not None:
+            if checkpoint is not None and not afresh:
                 self.save_checkpoint(checkpoint)
         except BaseException:
-            if afresh:  # a resume that found no checkpoint: the folder goes back to its config alone
+            if afresh:  # a resume that found no checkpoint: the folder goes back to what it held
                 self.checkpoint.unlink(missing_ok=True)
             else:
                 self.discard()
             raise
+        if afresh:
+            (self.path / "log.jsonl").unlink(missing_ok=True)
 
     def claim(self) -> None:
         """Make the folder, noting what was there before, so that `discard` removes only what came after.
@@ -98,6 +104,12 @@ class RunDir:
         self._made = next((p for p in reversed([self.path, *self.path.parents]) if not p.exists()), None)
         self._before = None if self._made is not None else {p.name for p in self.path.iterdir()}
         self.path.mkdir(parents=True, exist_ok=True)
+        self.lock()
+
+    def lock(self) -> None:
+        """Be the one writer of this folder until the command ends (`nas.common.locks`): a second
+        command starting or resuming a run here is refused, naming the process that writes it."""
+        locks.lock(self.path)
 
     def discard(self) -> None:
         """Remove what `start` made, after a failure before the run's first checkpoint: the folder
@@ -112,8 +124,9 @@ class RunDir:
 
     def clean_temp_files(self) -> None:
         """Remove the temp files of atomic writes a kill interrupted (the files they were to replace are
-        intact): a run starts or resumes here, and may rewrite its own files."""
+        intact): a run starts or resumes here, and may rewrite its own files. Takes the run's lock first."""
         guard.own(self.path)
+        self.lock()
         for stray in self.path.glob(TEMP_FILES):
             stray.unlink(missing_ok=True)
 

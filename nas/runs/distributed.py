@@ -297,6 +297,9 @@ class FollowerRunDir(RunDir):
     def discard(self) -> None:
         pass
 
+    def lock(self) -> None:  # rank 0 holds the run's lock
+        pass
+
     def clean_temp_files(self) -> None:
         pass
 
