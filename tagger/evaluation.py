@@ -38,6 +38,17 @@ def evaluate(model, sentences: list, gold: list[list[str]], batch_size: int = 64
     return score(gold, pred), pred
 
 
+def evaluate_saved(model, sentences: list, gold: list[list[str]], batch_size: int = 64) -> tuple[dict, list[list[str]]]:
+    """`evaluate` as `bin/evaluate` and a run's own test scoring run it on a loaded model: out of the
+    garbage collector's way and under `torch.inference_mode`, so the two give the same bytes."""
+    import torch
+
+    from nas.common.memory import long_lived_frozen
+
+    with long_lived_frozen(), torch.inference_mode():
+        return evaluate(model, sentences, gold, batch_size)
+
+
 def write_conll(path: str | os.PathLike, tokens: list[list[str]], gold: list[list[str]], pred: list[list[str]]) -> None:
     """`token gold pred` per line, a blank line after each sentence: conlleval's input."""
     lines = []

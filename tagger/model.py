@@ -16,10 +16,13 @@ stay flair's: an `lstm` tagger is stored as a plain `SequenceTagger`, which
 `flair.models.SequenceTagger.load` rebuilds without this toolkit; a tagger on a searched cell is
 stored as a `CellTagger`. Once this module is imported, flair's own `SequenceTagger.load` and
 `Classifier.load` return it (`teach_flair_the_cell_tagger`); without it, flair's error names that
-import. `CellTagger.load` and `load_tagger` load it safely.
+import. `CellTagger.load` and `load_tagger` load it safely. Importing this module also makes every
+loader save and restore the word memory of pooled Flair embeddings (`tagger.pooled_memory`), and
+warn, in one line, about a model file that lacks it.
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -37,6 +40,8 @@ from nas.cells.ops import INIT_RANGE
 
 from . import model_file
 from .config import CELL_INITS
+from .pooled_memory import (DEFAULT_MAX_WORDS, bound_pooled_memory, missing_memory, pooled_embeddings, repair_names,
+                            teach_flair_the_memory)
 from .crf import CRFLoss, EmissionCRF, PairDecoder
 from .packed import padded
 from .reprojection import skipping_padding
@@ -89,7 +94,7 @@ def recurrent_layer(genotype: Genotype | None, input_size: int, hidden_size: int
 
 # Stored as the model's rnn_type: flair without this toolkit fails on it with "Unknown RNN type: <this>",
 # so the one line a user sees says what to do.
-CELL_RNN_TYPE = ("FrozenRNN, a searched cell of nas-tagger: run `import tagger.model` before flair's "
+CELL_RNN_TYPE = ("FrozenRNN, a searched cell of nas-tagger: run `import tagger` before flair's "
                  "SequenceTagger.load, or load it with tagger.load_tagger(path)")
 
 
@@ -127,7 +132,7 @@ class CellTagger(SequenceTagger):
                 "__cls__": type(self).__name__ if cell else "SequenceTagger",
                 "genotype": self.genotype.to_dict() if cell else None,
                 "cell_dropout_x": self.cell_dropout_x, "cell_dropout_h": self.cell_dropout_h,
-                "requires": requirements(self.genotype)}
+                "requires": requirements(self.genotype, bool(pooled_embeddings(self)))}
 
     @classmethod
     def _init_model_with_state_dict(cls, state, **kwargs):
@@ -152,15 +157,19 @@ class CellTagger(SequenceTagger):
         return load_tagger(model_path)
 
 
-def requirements(genotype: Genotype | None) -> dict:
-    """What rebuilding a saved tagger needs: flair alone for the BiLSTM, this toolkit for a searched cell."""
+def requirements(genotype: Genotype | None, pooled: bool = False) -> dict:
+    """What rebuilding a saved tagger needs: flair alone for the BiLSTM, this toolkit for a searched
+    cell, and for the word memory of pooled Flair embeddings (plain flair loads it empty)."""
     import flair
 
     needs = {"flair": flair.__version__}
+    if pooled:
+        needs["pooled_memory"] = ("saved in the file; restored by flair's loaders after `import tagger`, "
+                                  "left empty by plain flair")
     if genotype is None:
         return needs
     return {**needs, "nas-tagger": nas.__version__, "cell": genotype.to_dict(),
-            "load": "import tagger.model, then flair's SequenceTagger.load or Classifier.load; or tagger.load_tagger"}
+            "load": "import tagger, then flair's SequenceTagger.load or Classifier.load; or tagger.load_tagger"}
 
 
 def teach_flair_the_cell_tagger() -> None:
@@ -176,14 +185,32 @@ def teach_flair_the_cell_tagger() -> None:
 
     def rebuild(cls, state, **kwargs):
         if cls is SequenceTagger and state.get("genotype") is not None:
-            return CellTagger._init_model_with_state_dict(state, **kwargs)
-        return flair_rebuild(cls, state, **kwargs)
+            model = CellTagger._init_model_with_state_dict(state, **kwargs)
+        else:
+            model = flair_rebuild(cls, state, **kwargs)
+        if cls is SequenceTagger:  # flair's own loader (this toolkit's warns in _from_state)
+            warn_if_memory_missing(model, "the model")
+        return model
 
     rebuild.knows_cell_tagger = True
     SequenceTagger._init_model_with_state_dict = classmethod(rebuild)
 
 
 teach_flair_the_cell_tagger()
+teach_flair_the_memory()
+
+log = logging.getLogger("tagger")
+
+
+def warn_if_memory_missing(model, where: str) -> None:
+    """Pooled embeddings of a file saved without their names get them back (`repair_names`), and
+    one warning line says when it lacks their word memory."""
+    repair_names(model)
+    if missing_memory(model):
+        log.warning(f"warning: {where}: saved without the word memory of its pooled Flair embeddings (by flair "
+                    "itself, or by nas-tagger before it saved the memory), so it tags from an empty memory and "
+                    "the scores reported for it do not hold; rebuild the memory from its training corpus with "
+                    "bin/export MODEL --rebuild-memory --out FILE")
 
 
 def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagger:
@@ -199,6 +226,16 @@ def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagge
     return _from_state(model_file.load(path), str(path), device)
 
 
+def load_for_prediction(path: str | os.PathLike, device: str | None = None,
+                        pooled_memory: int = DEFAULT_MAX_WORDS) -> CellTagger:
+    """`load_tagger`, with the pooled-Flair memory bounded to its saved words and `pooled_memory`
+    more (`tagger.pooled_memory`): the model `bin/tag`, `bin/evaluate` and a run's own test
+    scoring predict with."""
+    model = load_tagger(path, device)
+    bound_pooled_memory(model, pooled_memory)
+    return model
+
+
 def _from_state(state: dict, where: str, device: str | None = None) -> CellTagger:
     """A tagger in eval mode on `device` (flair's device by default) from a flair model state."""
     import flair
@@ -211,6 +248,7 @@ def _from_state(state: dict, where: str, device: str | None = None) -> CellTagge
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise InputError(f"{where}: the tagger model does not rebuild ({str(err)[:200]})") from None
     model.model_card = card
+    warn_if_memory_missing(model, where)
     model.eval()
     model.to(torch.device(device) if device else flair.device)
     return model

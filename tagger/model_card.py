@@ -27,6 +27,7 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
     name = (cell or {}).get("name") or config.get("cell") or "lstm"
     corpus = config.get("corpus") or "columns"
     test, dev = metrics["test"], metrics.get("dev")
+    memory = metrics.get("pooled_memory")
     lines = ["---", "library_name: flair", MARKER]
     if corpus in HUB_DATASETS:
         lines.append(f"datasets: [{HUB_DATASETS[corpus]}]")
@@ -44,6 +45,8 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
               f"- Hidden size {metrics['hidden_size']} per direction; {metrics['rnn_parameters']:,} recurrent parameters",
               f"- Embeddings: `{config.get('embeddings')}`",
               f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}); this card describes `{model_file}`",
+              *([f"- Pooled-Flair word memory saved with the model: {memory['words']:,} words, "
+                 f"{memory['bytes'] / 2 ** 20:.1f} MiB (float32); the scores below are the saved file's"] if memory else []),
               ""]
     if counts:
         lines += ["## Training data", "", f"Corpus `{corpus}` (`{config.get('data')}`):", "",
@@ -62,7 +65,9 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
         dev_cell = f"{_percent(dev['strict'].get(kind, {}).get('f1-score', 0.0))} | " if dev else ""
         lines.append(f"| {kind} | {dev_cell}{_percent(row['f1-score'])} | {row['support']:,} |")
     lines += ["", "## Use it", "", "```python",
-              *(["import tagger.model  # teaches flair's loaders the searched cell"] if cell else []),
+              *(["import tagger  # teaches flair's loaders " + " and ".join(
+                  (["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))]
+                if cell or memory else []),
               "from flair.data import Sentence", "from flair.models import SequenceTagger", "",
               f"model = SequenceTagger.load({json.dumps(model_file)})",
               "sentence = Sentence(\"George Washington went to Washington .\")", "model.predict(sentence)",

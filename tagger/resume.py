@@ -14,7 +14,7 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
   final evaluation uses is put right);
 - the mark of an unfinished training: every model file written while training carries
   `"training_complete": false` in its model card, and the run flips it once training ends
-  (`final-model.pt` is written complete; `best-model.pt` is written again); `bin/tag` and
+  (`final-model.pt` is written complete; `best-model.pt` has its card marked in its own file, its model untouched); `bin/tag` and
   `bin/evaluate` warn about a model whose training did not finish.
 
 The epoch's row of flair's loss.tsv is written before its checkpoint, and a resume drops the rows
@@ -41,6 +41,9 @@ from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_text
 from nas.common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
+
+from . import model_file
+from .pooled_memory import holding
 
 log = logging.getLogger("flair")
 
@@ -112,13 +115,15 @@ class TrainingState(TrainerPlugin):
 
     Attach it after the annealing and loss-table plugins: its `after_evaluation` must see the
     scheduler stepped and the epoch's row written. `state` is the checkpoint to continue from (None:
-    a fresh start); `on_epoch(self)` runs after each checkpoint (tests stop a run with it).
+    a fresh start); `on_epoch(self)` runs after each checkpoint (tests stop a run with it); `memory`
+    is the pooled-Flair memory each model file is saved with (`tagger.pooled_memory.pool_memory`).
     """
 
     def __init__(self, folder: Path, annealing: AnnealingPlugin, timer, best_by_dev: bool, keep_best: bool,
                  dev_f1_untrained: float | None, state: dict | None = None,
-                 on_epoch: Callable[["TrainingState"], None] | None = None):
+                 on_epoch: Callable[["TrainingState"], None] | None = None, memory: list | None = None):
         super().__init__()
+        self.memory = memory or []  # the pooled-Flair memory every model file is saved with (tagger.pooled_memory)
         self.run = RunDir(folder)
         self.annealing, self.timer, self.state, self.on_epoch = annealing, timer, state, on_epoch
         self.best_by_dev, self.keep_best, self.dev_f1_untrained = best_by_dev, keep_best, dev_f1_untrained
@@ -193,9 +198,15 @@ class TrainingState(TrainerPlugin):
         self._save_model(self.run.path / "final-model.pt")
 
     def mark_best_complete(self) -> None:
-        """Write best-model.pt again, marked complete (after flair loaded its weights into the model)."""
-        if self.model.model_card.get(COMPLETE) and (self.run.path / "best-model.pt").is_file():
-            self._save_model(self.run.path / "best-model.pt")
+        """Mark best-model.pt complete in its own file: only the card changes. The model in memory is
+        not saved again: it holds the best epoch's weights (flair loaded them) but the last epoch's
+        pooled-Flair memory, a pair no epoch ever had."""
+        path = self.run.path / "best-model.pt"
+        if self.model.model_card.get(COMPLETE) and path.is_file() and is_main_process():
+            state = model_file.load(path)
+            state["model_card"] = {**state["model_card"], COMPLETE: True}
+            model_file.save(path, state)
+        _barrier()
 
     def _final_model_line(self, record: logging.LogRecord) -> bool:
         """flair names the final model from `use_final_model_for_eval`, which says nothing here: name the model tested."""
@@ -214,7 +225,8 @@ class TrainingState(TrainerPlugin):
 
     def _save_model(self, path: Path) -> None:
         if is_main_process():
-            self.model.save(path)
+            with holding(self.model, self.memory):
+                self.model.save(path)
         _barrier()
 
 

@@ -4,7 +4,8 @@ Settings follow I-DARTS (Jiang et al. 2019 §3.2) / Akbik et al. 2019: SGD lr 0.
 gradient clipping 5.0, lr × 0.25 after 2 epochs without dev improvement, stop when the lr falls
 below 1e-4 or after `max_epochs`. The best epoch on dev is tested (the final one with
 `--train-with-dev`). Test scoring is ours (`evaluation`), so the trainer is given train and dev
-only and does not score test a second time.
+only and does not score test a second time; the scores are those of the saved model file, loaded
+afresh as `bin/evaluate` loads it (`_score_saved`).
 
 A run checkpoints every epoch and resumes exactly (`resume`); a run that fails before its first
 checkpoint removes its directory (`nas.common.runs`).
@@ -26,6 +27,7 @@ from . import evaluation, model_card
 from .config import TaggerConfig
 from .corpora import TaggingCorpus, to_sentences
 from .embeddings import keep_word_vectors
+from .pooled_memory import pool_memory
 
 if TYPE_CHECKING:
     from nas.cells.genotype import Genotype
@@ -186,12 +188,14 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     else:
         model.load_state_dict(state["model"])
         untrained = state["dev_f1_untrained"]
+    # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
+    memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
     timer = _epoch_plugin([*corpus.notes, *states_notes], scored_dev is not None, config.time_budget)
     annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
                                 patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
     keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,
                                     keep_best=not config.train_with_dev, dev_f1_untrained=untrained, state=state,
-                                    on_epoch=on_epoch)
+                                    on_epoch=on_epoch, memory=memory)
     splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
                     name=corpus.train.path.parent.name, sample_missing_splits=False)
     trainer = ModelTrainer(model, splits)
@@ -214,11 +218,12 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     keeper.mark_best_complete()
     if not is_main_process():
         return {}
-    report, pred = evaluation.evaluate(model, test, corpus.test.tags, config.eval_batch_size)
+    saved = "best-model.pt" if (out / "best-model.pt").is_file() else "final-model.pt"
+    report, pred, memory = _score_saved(out / saved, test, corpus.test.tags, config)
     evaluation.write_conll(out / "test.conll", corpus.test.tokens, corpus.test.tags, pred)
     metrics = {
         "seed": seed,
-        "model": "best-model.pt" if (out / "best-model.pt").is_file() else "final-model.pt",
+        "model": saved,
         "epochs": len(timer.train_seconds),
         "seconds_per_epoch": {"train": _mean(timer.train_seconds), "with_dev_evaluation": _mean(timer.epoch_seconds),
                               "each_train": timer.train_seconds},
@@ -233,8 +238,10 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     }
     if config.matched_to:
         metrics["matched_to"] = config.matched_to
+    if memory is not None:
+        metrics["pooled_memory"] = memory
     if scored_dev is not None:
-        metrics["dev"] = evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]
+        metrics["dev"] = _score_saved(out / saved, scored_dev, corpus.dev.tags, config)[0]
     atomic_write_json(out / "metrics.json", metrics)
     model_card.write(out / "README.md", {**asdict(config), "genotype": genotype.to_dict() if genotype else None},
                      metrics, metrics["model"])
@@ -245,6 +252,23 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if metrics["model"] != "final-model.pt" and not config.save_final_model:
         (out / "final-model.pt").unlink(missing_ok=True)
     return metrics
+
+
+def _score_saved(path: Path, sentences: list, gold: list[list[str]], config: TaggerConfig) -> tuple:
+    """(report, predicted tags, pooled memory's size or None) of the model file at `path`, loaded
+    afresh as `bin/evaluate` loads it, so that the run reports what its saved file scores.
+
+    The model in memory at the end of training is not the saved one: flair has loaded the best
+    epoch's weights into it, but its pooled-Flair memory is the last epoch's, and each prediction
+    adds to that memory. Each split is scored from a fresh load, as `bin/evaluate --split` does."""
+    from .model import load_for_prediction
+    from .pooled_memory import memory_bytes, pooled_embeddings
+
+    model = load_for_prediction(path, config.device)
+    memory = ({"words": max(len(e.word_embeddings) for e in pooled_embeddings(model)), "bytes": memory_bytes(model)}
+              if pooled_embeddings(model) else None)
+    report, pred = evaluation.evaluate_saved(model, sentences, gold, config.eval_batch_size)
+    return report, pred, memory
 
 
 def _charlm_states(embeddings, sentences: list, folder: str | None) -> tuple[dict | None, list[str]]:

@@ -10,12 +10,11 @@ import click
 from nas.common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, SEED_VALUE, THREAD_COUNT, command,
                         output_problem)
 from nas.common.errors import InputError
-from nas.common.memory import long_lived_frozen
 
 from ..corpus_formats import FORMATS, SPLITS
-from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
+from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..tag_schemes import SCHEMES, spans
-from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinished
+from .runtime import flair_logs_to_stderr, offline, run_config, use_device, warn_if_unfinished
 
 
 @command()
@@ -29,8 +28,8 @@ from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinish
 @click.option("--seed", type=SEED_VALUE, default=None, help="Seed of the dev split sampled from train when a corpus has none [default: the run's, else 1].")
 @click.option("--out", type=OUTPUT_FOLDER, help="Directory for metrics.json and SPLIT.conll [default: eval-CORPUS-SPLIT beside the model file].")
 @click.option("--format", "fmt", type=click.Choice(["table", "conlleval"]), default="table", help="The report printed: the per-type table (seqeval strict IOB2, gold support), or conlleval.pl's report (lenient, found counts per type).")
-@click.option("--batch-size", type=BATCH_SIZE, default=64)
-@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Word memory of pooled Flair embeddings (see bin/tag; 0: no limit).")
+@click.option("--batch-size", type=BATCH_SIZE, default=None, help="Sentences tagged at once [default: the run's eval batch size, else 64]; with pooled Flair embeddings the batches shape the memory, so the run's own gives its scores to the byte.")
+@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Words pooled Flair embeddings may remember beyond the memory saved with the model (see bin/tag; 0: no limit).")
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out, fmt, batch_size, pooled_memory,
@@ -56,7 +55,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     problem = None if out else output_problem(target, "folder")
     if problem:
         raise InputError(f"{target}: {problem} (the default --out; give another)")
-    run = _run_config(model_path, corpus)
+    run = run_config(model_path, corpus)
     corpus, data = corpus or run.get("corpus"), data or run.get("data")
     for flag, value in (("--corpus", corpus), ("--data", data)):
         if not value:
@@ -71,18 +70,15 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     part = getattr(gold, split)
     flair_logs_to_stderr(logging.WARNING)
     use_device(device, threads)
-    import torch
-
     from .. import evaluation
     from ..corpora import to_sentences
-    from ..model import load_tagger
+    from ..model import load_for_prediction
 
-    tagger = load_tagger(model_path, device)
+    tagger = load_for_prediction(model_path, device, pooled_memory)
     warn_if_unfinished(tagger, model)
     _check_types(tagger, part, model_path)
-    bound_pooled_memory(tagger, pooled_memory)
-    with long_lived_frozen(), torch.inference_mode():  # the loaded model out of the collector's way
-        report, predicted = evaluation.evaluate(tagger, to_sentences(part, gold.tag_type), part.tags, batch_size)
+    report, predicted = evaluation.evaluate_saved(tagger, to_sentences(part, gold.tag_type), part.tags,
+                                                  batch_size or run.get("eval_batch_size") or 64)
     made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
     try:  # both files or neither
         evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
@@ -95,19 +91,6 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     click.echo(f"{split} of {data}: {len(part.tokens)} sentences; wrote {target / 'metrics.json'} and "
                f"{target / f'{split}.conll'}", err=True)
     click.echo(evaluation.table(report) if fmt == "table" else evaluation.conlleval(part.tags, predicted))
-
-
-def _run_config(model: Path, corpus: str | None) -> dict:
-    """Corpus settings of the run that trained the model (config.json beside it, or one level up for
-    --runs), when that run used this corpus format (or none is given)."""
-    from nas.common.files import read_json
-
-    folder = model if model.is_dir() else model.parent
-    for candidate in (folder / "config.json", folder.parent / "config.json"):
-        if candidate.is_file():
-            config = read_json(candidate)
-            return config if isinstance(config, dict) and corpus in (None, config.get("corpus")) else {}
-    return {}
 
 
 def _check_types(tagger, part, model: Path) -> None:

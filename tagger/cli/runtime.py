@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 
 
 def offline() -> None:
@@ -49,3 +50,16 @@ def warn_if_unfinished(tagger, model: str) -> None:
         after = f" after epoch {epoch}" if epoch else ""
         click.echo(f"warning: {model}: saved{after} by a training that has not finished (continue it with "
                    "bin/train-tagger --resume RUN_DIR)", err=True)
+
+
+def run_config(model: Path, corpus: str | None = None) -> dict:
+    """The config.json of the run that trained the model (beside it, or one level up for --runs),
+    when that run used this corpus format (or none is given); {} otherwise."""
+    from nas.common.files import read_json
+
+    folder = model if model.is_dir() else model.parent
+    for candidate in (folder / "config.json", folder.parent / "config.json"):
+        if candidate.is_file():
+            config = read_json(candidate)
+            return config if isinstance(config, dict) and corpus in (None, config.get("corpus")) else {}
+    return {}

@@ -16,7 +16,7 @@ from nas.common.errors import InputError
 from nas.common.memory import long_lived_frozen
 
 from ..output_formats import EXTENSIONS, FORMATS, Writer
-from ..pooled_memory import DEFAULT_MAX_WORDS, bound_pooled_memory
+from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..prediction import tag
 from ..text_input import ENCODING_ERRORS, check_file, check_text, open_text, read_chunks, sentences
 from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinished
@@ -35,7 +35,7 @@ STDIN = "-"
 @click.option("--no-line-breaks", is_flag=True, help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank line ends a sentence (segtok's own splitting).")
 @click.option("--batch-size", type=BATCH_SIZE, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
 @click.option("--encoding-errors", type=click.Choice(ENCODING_ERRORS), default="strict", help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.")
-@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings remember the pooled vectors of at most this many words, the most recently seen (0: no limit, flair's own unbounded memory).")
+@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings keep the memory saved with the model and the pooled vectors of at most this many words more, the most recently seen (0: no limit, flair's own unbounded memory).")
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
@@ -77,11 +77,10 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
         plan = _outputs(list(inputs), out, fmt)
         flair_logs_to_stderr(logging.WARNING)
         use_device(device, threads)
-        from ..model import load_tagger
+        from ..model import load_for_prediction
 
-        tagger = load_tagger(model, device)
+        tagger = load_for_prediction(model, device, pooled_memory)
         warn_if_unfinished(tagger, model)
-        bound_pooled_memory(tagger, pooled_memory)
         stack.enter_context(long_lived_frozen())  # the loaded model out of the collector's way (nas.common.memory)
         for destination, names in plan:
             _write(tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size,
