@@ -13,12 +13,14 @@ rather than the LSTM chasing each cell. `hidden` runs them all at `hidden_size`.
 (minutes per run) adds equal wall-clock time to either.
 
 The report: per corpus and cell, the hidden size, the recurrent layer's parameters, epochs
-reached, seconds per training epoch, dev and test F1 (mean ± sample std over seeds), and each
-cell's paired t-test against the LSTM, and against the random cells' mean F1, over the seeds both
-finished (`nas.common.stats`); then the
-paired bootstrap over test sentences (`tagger.significance`, from each run's test.conll) of each
-cell against the LSTM and against the mean of the random cells (`random_cells`), pooled over the
-seeds both finished and per seed; as Markdown, JSON, and a plot of dev F1 by epoch (mean over seeds).
+reached, seconds per training epoch, dev and test F1 (mean ± sample std over seeds; one seed says
+so); then the headline, the test over training runs (`tagger.significance.seed_level_test`: Almost
+Stochastic Order on the runs' test F1, both ways, with the mean per-seed difference as the effect
+size and the paired t-test of `nas.common.stats` beside it) of each cell against the LSTM, and
+against the random cells' mean F1 of each seed (`random_cells`), over the seeds both finished;
+then, as per-seed detail, the paired bootstrap over test sentences (`tagger.significance`, from
+each run's test.conll) of each seed's pair of trained models (transfer.json also keeps it with
+the seeds pooled); as Markdown, JSON, and a plot of dev F1 by epoch (mean over seeds).
 
 The runs of one corpus share RUN_DIR/charlm-states/CORPUS (`train-tagger --charlm-states`): the
 frozen character LMs' states of its sentences, computed by the first run and read by the others.
@@ -340,65 +342,98 @@ def _row(cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None
 
 
 def _paired(runs: list[dict], reference: dict[int, float] | None) -> dict | None:
-    """The paired t-test of the runs' test F1 against `reference` (seed → F1) over the seeds both have."""
+    """The test over training runs of the runs' test F1 against `reference` (seed → F1), over the
+    seeds both have: ASO both ways (`significance.seed_level_test`) and the paired t-test."""
     if reference is None:
         return None
     pairs = [(r["test_f1"], reference[r["seed"]]) for r in runs if r["seed"] in reference]
     test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
-    return {"seeds": len(pairs), "mean_difference": statistics.fmean(a - b for a, b in pairs) if pairs else None,
+    aso = significance.seed_level_test([a for a, _ in pairs], [b for _, b in pairs])
+    return {"seeds": len(pairs), "mean_difference": aso.mean_difference,
             "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
-            "df": test.df if test else None, "p": test.p if test else None}
+            "df": test.df if test else None, "p": test.p if test else None,
+            "aso": asdict(aso)}
 
 
 def _pm(stats: dict | None) -> str:
-    return "n/a" if stats is None else f"{100 * stats['mean']:.2f} ± {100 * stats['std']:.2f}"
+    if stats is None:
+        return "n/a"
+    if len(stats["runs"]) == 1:  # no spread to give
+        return f"{100 * stats['mean']:.2f} (1 seed)"
+    return f"{100 * stats['mean']:.2f} ± {100 * stats['std']:.2f}"
 
 
 def markdown(rows: list[dict], sizes: str, hidden_size: int, time_budget: float | None) -> str:
-    """The table, with a line that says how the models were sized and what the last columns mean."""
+    """The table, with a line that says how the models were sized; then the test over training runs
+    (the headline) and the per-seed bootstrap over test sentences."""
     how = (f"every cell's recurrent layer matched to the parameters of flair's BiLSTM at hidden {hidden_size}"
            if sizes == "params" else f"every model at hidden {hidden_size}")
     budget = f"; {time_budget:g} minutes per run" if time_budget is not None else ""
-    random = any(r.get("vs_random") for r in rows)
-    lines = [f"Sizes: {how}{budget}. F1 (strict IOB2 spans) mean ± sample std over seeds; Δ test: the mean "
-             "per-seed difference from the LSTM" + (" (or from the random cells' mean F1)" if random else "") +
-             ", p: paired t-test (two-sided) over the seeds both finished.", "",
-             "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | Δ test vs lstm | p | "
-             + ("Δ test vs random | p | " if random else "") + "seeds |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | " + ("---: | ---: | " if random else "")
-             + "---: |"]
+    lines = [f"Sizes: {how}{budget}. F1 (strict IOB2 spans) mean ± sample std over seeds.", "",
+             "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | seeds |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         epochs = r["epochs"]
         reached = str(epochs[0]) if len(set(epochs)) == 1 else f"{min(epochs)}–{max(epochs)}"
         speed = f"{r['seconds_per_epoch']:.1f}" if r["seconds_per_epoch"] is not None else "n/a"
-        tests = _test_cells(r["vs_lstm"]) + (_test_cells(r.get("vs_random")) if random else "")
         lines.append(f"| {r['corpus']} | {r['cell']} | {r['hidden_size']} | {r['rnn_parameters']:,} | {reached} | "
-                     f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {tests}{len(r['seeds'])} |")
-    return "\n".join(lines + bootstrap_markdown(rows))
+                     f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {len(r['seeds'])} |")
+    return "\n".join(lines + seed_test_markdown(rows) + bootstrap_markdown(rows))
 
 
-def _test_cells(vs: dict | None) -> str:
-    """A paired t-test's two table cells, Δ and p ("—": not compared)."""
-    delta = "—" if vs is None else "n/a" if vs["mean_difference"] is None else f"{100 * vs['mean_difference']:+.2f}"
-    p = "—" if vs is None else "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
-    return f"{delta} | {p} | "
+def seed_test_markdown(rows: list[dict]) -> list[str]:
+    """The headline: each cell against the LSTM (and the random cells' mean) over training runs."""
+    tests = [(r, against, vs) for r in rows for against, vs in (("lstm", r.get("vs_lstm")),
+                                                                 ("random cells' mean", r.get("vs_random")))
+             if vs is not None]
+    if not tests:
+        return []
+    lines = ["", "Is the cell better? The test over training runs, which answers it: Almost Stochastic Order "
+             f"(deepsig, confidence {significance.ASO_CONFIDENCE:g}, {significance.ASO_ITERATIONS:,} bootstrap "
+             f"iterations, seed {significance.ASO_SEED}) on each seed's test F1, both ways: ε_min 0 is dominance, "
+             f"1 none; the verdict takes ε_min < {significance.ASO_THRESHOLD:g}. Δ test: the mean over the seeds "
+             "both finished of the cell's F1 minus the other's; t-test p: paired, two-sided. One seed gives no test.",
+             "",
+             "| corpus | cell | against | seeds | Δ test F1 | ε_min cell > other | ε_min other > cell | verdict | "
+             "t-test p |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    for r, against, vs in tests:
+        aso = vs.get("aso") or {}
+        delta = "n/a" if vs["mean_difference"] is None else _signed(vs["mean_difference"])
+        if vs["seeds"] < 2:
+            say = "1 seed: no test over training runs" if vs["seeds"] == 1 else "no seed both finished"
+            lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | — | — | {say} "
+                         "| — |")
+            continue
+        verdict = {"better": f"{r['cell']} better", "worse": f"{against} better"}.get(aso["verdict"], "undecided")
+        p = "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
+        lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | "
+                     f"{aso['epsilon_min']:.2f} | {aso['epsilon_min_reverse']:.2f} | {verdict} | {p} |")
+    return lines
+
+
+def _signed(fraction: float) -> str:
+    """A difference in F1 points with its sign; one that rounds to zero is +0.00, never -0.00."""
+    text = f"{100 * fraction:+.2f}"
+    return "+0.00" if text == "-0.00" else text
 
 
 def bootstrap_markdown(rows: list[dict]) -> list[str]:
-    """The paired bootstrap's lines (none when no run wrote its test predictions): one per cell and comparison."""
-    tests = [(r, name, b) for r in rows for name, b in (r.get("bootstrap") or {}).items() if b is not None]
+    """The paired bootstrap's lines, per seed (none when no run wrote its test predictions)."""
+    tests = [(r, b) for r in rows for b in (r.get("bootstrap") or {}).values() if b is not None]
     if not tests:
         return []
-    lines = ["", f"Paired bootstrap over test sentences ({significance.SAMPLES:,} resamples, the same for every "
-             "model; seeds pooled sentence by sentence): Δ test F1 of the cell minus the LSTM's, or minus the "
+    lines = ["", f"Per-seed detail: paired bootstrap over test sentences ({significance.SAMPLES:,} resamples, the "
+             "same for every model), each seed's trained models held fixed: it sees the test set's luck, not the "
+             "seeds' (no answer to \"is the cell better?\"): Δ test F1 of the cell minus the LSTM's, or minus the "
              "mean of the random cells' (their names under \"against\"); the 95% interval; two-sided p. "
-             "Per-seed results are in transfer.json.", "",
-             "| corpus | cell | against | Δ test F1 | 95% interval | p | seeds |",
-             "| --- | --- | --- | ---: | :---: | ---: | ---: |"]
-    for r, _, b in tests:
-        d = b["pooled"]
-        lines.append(f"| {r['corpus']} | {r['cell']} | {', '.join(b['against'])} | {100 * d['difference']:+.2f} | "
-                     f"[{100 * d['low']:+.2f}, {100 * d['high']:+.2f}] | {d['p']:.3g} | {len(b['seeds'])} |")
+             "transfer.json also has it with the seeds pooled.", "",
+             "| corpus | cell | against | seed | Δ test F1 | 95% interval | p |",
+             "| --- | --- | --- | ---: | ---: | :---: | ---: |"]
+    for r, b in tests:
+        for seed, d in b["per_seed"].items():
+            lines.append(f"| {r['corpus']} | {r['cell']} | {', '.join(b['against'])} | {seed} | "
+                         f"{_signed(d['difference'])} | [{_signed(d['low'])}, {_signed(d['high'])}] | "
+                         f"{d['p']:.3g} |")
     return lines
 
 

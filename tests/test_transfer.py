@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -62,11 +63,20 @@ def test_the_table_and_json_hold_the_runs_figures_and_the_paired_test(bench):
     expected = paired_t_test(tests["darts_v2"], tests["lstm"])
     assert rows["lstm"]["vs_lstm"] is None
     assert rows["darts_v2"]["vs_lstm"]["p"] == expected.p and rows["darts_v2"]["vs_lstm"]["seeds"] == 2
+    aso = significance.seed_level_test(tests["darts_v2"], tests["lstm"])
+    assert rows["darts_v2"]["vs_lstm"]["aso"] == asdict(aso) and aso.seeds == 2
     table = (run_dir / "transfer.md").read_text()
     assert table.strip() == result.stdout.strip()
     line = next(row for row in table.splitlines() if row.startswith("| conll03 | darts_v2 |"))
     mean, std = 100 * rows["darts_v2"]["test_f1"]["mean"], 100 * rows["darts_v2"]["test_f1"]["std"]
     assert f"| 6 | 1,680 | 1 |" in line and f"{mean:.2f} ± {std:.2f}" in line and line.endswith("| 2 |")
+    # the headline: the test over training runs, with the seeds it rests on
+    verdict = {"better": "darts_v2 better", "worse": "lstm better"}.get(aso.verdict, "undecided")
+    delta = 100 * (tests["darts_v2"][0] - tests["lstm"][0] + tests["darts_v2"][1] - tests["lstm"][1]) / 2
+    headline = (f"| conll03 | darts_v2 | lstm | 2 | {delta:+.2f} | {aso.epsilon_min:.2f} | "
+                f"{aso.epsilon_min_reverse:.2f} | {verdict} | {expected.p:.3g} |")
+    assert headline.replace("-0.00 |", "+0.00 |") in table.splitlines()
+    assert "Is the cell better? The test over training runs, which answers it: Almost Stochastic Order" in table
     assert (run_dir / "transfer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -84,8 +94,14 @@ def test_the_bootstrap_over_test_sentences_agrees_with_each_runs_f1(bench):
         assert d["difference"] == pytest.approx(expected, abs=1e-12) and 0 < d["p"] <= 1 and d["low"] <= d["high"]
     pooled = boot["lstm"]["pooled"]
     assert pooled["samples"] == 10_000 and pooled["low"] <= pooled["difference"] <= pooled["high"]
-    line = next(row for row in result.stdout.splitlines() if row.startswith("| conll03 | darts_v2 | lstm |"))
-    assert f"| {100 * pooled['difference']:+.2f} | [{100 * pooled['low']:+.2f}, {100 * pooled['high']:+.2f}] |" in line
+    # in the table it is the per-seed detail, each seed's pair of trained models: pooled is in the JSON only
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("Per-seed detail: paired bootstrap over test sentences") for line in lines)
+    for seed in (1, 2):
+        d = boot["lstm"]["per_seed"][str(seed)]
+        signed = [f"{100 * x:+.2f}".replace("-0.00", "+0.00") for x in (d["difference"], d["low"], d["high"])]
+        row = f"| conll03 | darts_v2 | lstm | {seed} | {signed[0]} | [{signed[1]}, {signed[2]}] | {d['p']:.3g} |"
+        assert row in lines
 
 
 def test_each_cell_is_compared_with_the_random_cells_mean(tmp_path):
@@ -118,9 +134,24 @@ def test_each_cell_gets_a_paired_t_test_against_the_random_cells_mean_of_each_se
     row = transfer._row("found", "conll03", [r for r in runs if r["cell"] == "found"], None, random)
     assert row["vs_random"]["seeds"] == 2 and row["vs_random"]["mean_difference"] == pytest.approx(0.025)
     assert row["vs_random"]["p"] == pytest.approx(ttest_rel([0.80, 0.84], [0.77, 0.82]).pvalue)
+    aso = significance.seed_level_test([0.80, 0.84], [random[1], random[2]])
+    assert row["vs_random"]["aso"] == asdict(aso)
     table = transfer.markdown([row], "params", 8, None).splitlines()
-    assert "| Δ test vs random | p |" in table[2] and "| — | — | +2.50 | 0.126 | 3 |" in table[4]
-    assert "Δ test vs random" not in transfer.markdown([{**row, "vs_random": None}], "params", 8, None)
+    assert table[4].endswith("| 82.33 ± 2.08 | 3 |")
+    assert (f"| conll03 | found | random cells' mean | 2 | +2.50 | {aso.epsilon_min:.2f} | "
+            f"{aso.epsilon_min_reverse:.2f} | undecided | 0.126 |") in table
+    assert "random cells' mean" not in transfer.markdown([{**row, "vs_random": None}], "params", 8, None)
+
+
+def test_one_seed_says_so_instead_of_a_spread_or_a_test():
+    runs = [{"cell": c, "seed": 1, "test_f1": f, "dev_f1": f - 0.01, "seconds_per_epoch": 2.0, "hidden_size": 8,
+             "rnn_parameters": 1, "epochs": 1} for c, f in (("found", 0.8125), ("lstm", 0.8))]
+    rows = [transfer._row("found", "conll03", runs[:1], {1: 0.8}), transfer._row("lstm", "conll03", runs[1:], None)]
+    assert rows[0]["vs_lstm"]["aso"]["verdict"] == "1 seed" and rows[0]["vs_lstm"]["p"] is None
+    table = transfer.markdown(rows, "params", 8, None)
+    assert "± 0.00" not in table
+    assert "| conll03 | found | 8 | 1 | 1 | 2.0 | 80.25 (1 seed) | 81.25 (1 seed) | 1 |" in table.splitlines()
+    assert "| conll03 | found | lstm | 1 | +1.25 | — | — | 1 seed: no test over training runs | — |" in table.split("\n")
 
 
 def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch, tmp_path):

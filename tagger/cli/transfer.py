@@ -14,7 +14,7 @@ D = TaggerConfig()
 
 
 @command()
-@click.option("--cells", default="darts_v2,lstm", help="Comma-separated shipped cells, genotype files (named by their stem) and lstm (flair's BiLSTM, the reference of the paired test).")
+@click.option("--cells", default="darts_v2,lstm", help="Comma-separated shipped cells, genotype files (named by their stem) and lstm (flair's BiLSTM, the reference of the tests).")
 @click.option("--corpora", required=True, help="Comma-separated [NAME=]FORMAT:PATH, as train-tagger's --corpus FORMAT --data PATH; NAME defaults to FORMAT. E.g. conll2000:data/conll2000,wnut17:data/wnut17.")
 @click.option("--seeds", type=MANY_COUNT, default=3, help="Seeds 1..N of every cell on every corpus.")
 @click.option("--hidden-size", type=LAYER_SIZE, default=D.hidden_size, help="The LSTM's hidden size per direction (with --sizes hidden: every model's).")
@@ -24,15 +24,18 @@ D = TaggerConfig()
 @click.option("--threads", type=THREAD_COUNT, help="CPU threads of each run (train-tagger --threads).")
 @click.option("--workers", type=COUNT, default=1, help="Runs at once, on a local Ray instance started for this command (more than 1 needs the ray extra); each run keeps its own --threads.")
 @click.option("--ray-address", help="Send the runs to this existing Ray cluster (e.g. 10.0.0.1:6379, or auto); every node needs the same environment, data paths and --run-dir.")
-@click.option("--random-cells", default="", help="Comma-separated names among --cells that are random cells: every other cell is also compared with their mean F1 (paired bootstrap over test sentences).")
+@click.option("--random-cells", default="", help="Comma-separated names among --cells that are random cells: every other cell is also compared with their mean F1 of each seed.")
 @click.argument("tagger_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- TRAIN_TAGGER_ARGS]")
 def main(cells, corpora, seeds, hidden_size, sizes, time_budget, run_dir, threads, workers, ray_address, random_cells,
          tagger_args) -> None:
     """Train every cell on every corpus for several seeds as ordinary bin/train-tagger runs, then print
-    one table (dev and test F1 mean ± std, and a paired t-test over seeds of each cell against the
-    LSTM and against the --random-cells' mean) and the paired bootstrap over test sentences (each cell against the LSTM and against the
-    --random-cells' mean: the difference, its 95% interval, p), and write them as RUN_DIR/transfer.md
-    and transfer.json with a plot of dev F1 by epoch, transfer.png.
+    one table (dev and test F1 mean ± std over seeds), the headline test over training runs of each
+    cell against the LSTM and against the --random-cells' mean (Almost Stochastic Order on each
+    seed's test F1, both ways: ε_min and a verdict at ε_min < 0.2, the mean per-seed difference, the
+    paired t-test, and the seeds it rests on; one seed gives no test), and, as per-seed detail, the
+    paired bootstrap over test sentences of each seed's trained models (the difference, its 95%
+    interval, p); write them as RUN_DIR/transfer.md and transfer.json with a plot of dev F1 by epoch,
+    transfer.png.
 
     Arguments after -- go to every train-tagger run. A small example (2 cells, 1 corpus, 2 seeds):
 
