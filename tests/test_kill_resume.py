@@ -65,7 +65,8 @@ def test_search_killed_before_its_first_checkpoint_and_between_a_log_line_and_a_
     straight_run(module, ["--data", str(corpus), "--run-dir", str(straight), *TINY_SEARCH])
 
     run_killed(module, ["--data", str(corpus), "--run-dir", str(cut), *TINY_SEARCH], at=1, when="before")
-    assert sorted(p.name for p in cut.iterdir()) == ["config.json"]  # killed before any checkpoint
+    # killed before any checkpoint; its lock file stays, for the resume to take over
+    assert sorted(p.name for p in cut.iterdir()) == [".lock", "config.json"]
     stray = stray_temp_file(cut)
     run_killed(module, ["--resume", str(cut)], at=3, when="before")  # starts afresh; killed before epoch 2's checkpoint
     assert not stray.exists()
