@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from nas.common.devices import device_problem
+from nas.common.devices import GEMM_BACKENDS, device_problem
 from nas.common.errors import InputError
 from nas.common.ranges import (AT_LEAST_1, BATCH, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            THREADS, Range, check_ranges)
@@ -55,6 +55,7 @@ class TaggerConfig:
     runs: int = 1
     device: str = "cpu"
     threads: int | None = None
+    gemm: str = "auto"  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
     preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 
@@ -75,6 +76,8 @@ class TaggerConfig:
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")
+        if self.gemm not in GEMM_BACKENDS:
+            raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
         if self.match_params is not None:
             self.match_reference()
 

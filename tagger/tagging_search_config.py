@@ -79,6 +79,7 @@ class TaggingSearchConfig:
     baseline_decay: float = S.baseline_decay
     device: str = T.device
     threads: int | None = None
+    gemm: str = T.gemm  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
     command: str = ""
 
     @classmethod

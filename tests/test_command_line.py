@@ -14,6 +14,7 @@ COMPUTING = {"search-lm", "train-lm", "eval-lm", "compare-words", "train-tagger"
              "train-wordvec", "demo"}
 SEVERAL_FILES = {"sample-cells", "plot-search", "plot-cell", "plot-run", "evaluate"}
 RANDOM = {"search-lm", "train-lm", "sample-cells", "train-tagger", "evaluate", "train-charlm", "train-wordvec", "demo"}
+TRAINING = {"search-lm", "train-lm", "train-tagger"}  # start and resume runs: --gemm's rule is kept in config.json
 
 
 def _options(command: click.Command) -> dict[str, click.Option]:
@@ -37,6 +38,7 @@ def test_a_flag_means_the_same_everywhere(name):
     assert ("--ray-address" in options) == ("--workers" in options)
     assert ("--threads" in options) == (name in COMPUTING)
     assert ("--seed" in options) == (name in RANDOM)
+    assert ("--gemm" in options) == (name in TRAINING)
     if "--seed" in options and name != "evaluate":  # evaluate takes the run's seed
         assert options["--seed"].default == 1
 

@@ -267,6 +267,7 @@ def _header(folder: Path) -> str:
 
 def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory(tagging, monkeypatch,
                                                                                   restore_flair_logging):
+    from nas.fast import gemm
     from tagger.cli.train_tagger import main as train_tagger
     from tagger.model import CellTagger
 
@@ -282,9 +283,10 @@ def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory
     again = CliRunner().invoke(train_tagger, args)  # the same command, the same directory
     assert again.exit_code == 0, again.output
     stored = json.loads((root / "failing" / "config.json").read_text())
-    assert {k: v for k, v in stored.items() if k not in ("command", "max_epochs")} == \
+    assert {k: v for k, v in stored.items() if k not in ("command", "max_epochs", "gemm")} == \
         {k: v for k, v in json.loads((root / "straight" / "config.json").read_text()).items()
-         if k not in ("command", "max_epochs")}
+         if k not in ("command", "max_epochs", "gemm")}
+    assert stored["gemm"] == gemm.host_backend()  # the straight run's auto (tagger.train, as a library), resolved
     assert Path(stored["data"]).is_absolute() and Path(stored["embeddings"].split(":")[1]).is_absolute()
 
 

@@ -20,7 +20,7 @@ D = TaggingSearchConfig()
 # bin/train-tagger's flags that the search takes with the same meaning (its defaults are D's)
 TAGGER_FLAGS = ("corpus", "data", "columns", "tag_column", "tag_scheme", "train_scheme", "embeddings", "pooling",
                 "hidden_size", "locked_dropout", "word_dropout", "dropout_x", "dropout_h", "reproject", "lr",
-                "batch_size", "eval_batch_size", "clip", "device", "threads")
+                "batch_size", "eval_batch_size", "clip", "device", "threads", "gemm")
 REQUIRED = ("corpus", "data")  # required unless --resume
 
 
@@ -76,6 +76,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     """
     from nas.common.runs import RunDir, default_run_dir
     from nas.cli.terminal import Terminal, run_loop
+    from nas.fast import gemm
     from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
 
     from ..tagging_search import TaggingSearch
@@ -83,9 +84,12 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     offline()
     if resume:
         run = RunDir(resume)
+        run.config()  # a folder that holds no run is said so, and not locked
+        run.lock()  # the one writer of the run from here on, before anything is read or written
         stored = run.config()
         config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
-        check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("out",))
+        check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("out",),
+                           defaults={"gemm": "auto"})  # a run started before --gemm existed
     else:
         for name in REQUIRED:
             if options[name] is None:
@@ -99,6 +103,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         config.check()  # a resumed config was checked by from_file, naming its file
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
+    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
     search = TaggingSearch.open(config, run, bool(resume))
     click.echo(f"run directory: {run.path}", err=True)
     genotype = run_loop(search, Terminal(

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
-                        defaults_option, flag_types)
+                        defaults_option, flag_types, gemm_option)
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.common.presets import preset_values, presets_help
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
+# Settings a config.json written before their flag existed lacks, read as the values such a run ran with
+OLDER_RUNS = {"word_vocab": 0, "gemm": "auto"}  # word_vocab 0: every word vector was kept
 
 
 @command()
@@ -64,6 +66,7 @@ T = flag_types(TaggerConfig.RANGES)
 @click.option("--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
+@gemm_option()
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/tagger-<time>].")
 @click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")
@@ -79,18 +82,22 @@ def main(run_dir, dry_run, resume, **options) -> None:
     from nas.common.files import atomic_write_json
     from nas.common.paths import absolute, absolute_if_exists
     from nas.common.runs import Interrupted, RunDir, default_run_dir
+    from nas.fast import gemm
 
     from ..corpora import load_corpus, parse_columns
     from ..embeddings import absolute_spec
 
     offline()
     if resume:
-        config, genotype = _resumed(RunDir(resume))
+        run = RunDir(resume)
+        run.config()  # a folder that holds no run is said so, and not locked
+        run.lock()  # the one writer of the run from here on, before anything is written: a second resume is refused
+        config, genotype = _resumed(run)
         run_dir = Path(resume)
-        changed = check_resume_flags(run_dir, RunDir(resume).config(), changeable=("max_epochs", "time_budget"))
+        changed = check_resume_flags(run_dir, run.config(), changeable=("max_epochs", "time_budget"), defaults=OLDER_RUNS)
         if changed:  # the limits it now goes on to, in config.json too, as a resumed search-lm or train-lm does
             config = replace(config, **changed)
-            atomic_write_json(run_dir / "config.json", {**RunDir(resume).config(), **changed})
+            atomic_write_json(run_dir / "config.json", {**run.config(), **changed})
     else:
         _require("corpus", "data")
         config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
@@ -113,6 +120,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
+    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
     embeddings = build_embeddings(config.embeddings, config.pooling)
     for note in corpus.notes:
         click.echo(note, err=True)
@@ -174,7 +182,8 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
         raise InputError(f"{run.path / 'config.json'}: not a run of bin/train-tagger")
     if (run.path / "metrics.json").exists():
         raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
-    stored.setdefault("word_vocab", 0)  # runs started before --word-vocab existed kept every word vector
+    for name, value in OLDER_RUNS.items():  # a run started before the flag existed
+        stored.setdefault(name, value)
     try:
         config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
     except TypeError as err:
