@@ -189,7 +189,7 @@ def test_flairs_own_loaders_return_the_cell_tagger_after_one_import_and_tag_as_b
                 for block in tagged.stdout.strip().split("\n\n")]
     assert len(expected) == len(words) and any(expected)
 
-    proc = _flair_spans(run / "best-model.pt", words, "import tagger.model")
+    proc = _flair_spans(run / "best-model.pt", words, "import tagger")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [["CellTagger", expected], ["CellTagger", expected]]
 
@@ -198,7 +198,7 @@ def test_without_the_import_flairs_error_names_the_call_that_works(tiny_tagger):
     run, _ = tiny_tagger
     proc = _flair_spans(run / "best-model.pt", [["Kelo", "Vanor"]], "")
     assert proc.returncode != 0
-    assert "Unknown RNN type: FrozenRNN, a searched cell of nas-tagger: run `import tagger.model`" in proc.stderr
+    assert "Unknown RNN type: FrozenRNN, a searched cell of nas-tagger: run `import tagger`" in proc.stderr
 
 
 def test_saved_taggers_say_what_rebuilding_them_needs(setup):
@@ -209,6 +209,6 @@ def test_saved_taggers_say_what_rebuilding_them_needs(setup):
     state = torch.load(saved(setup, "darts_v2", "needs.pt")[0], weights_only=False)
     assert state["requires"] == {"flair": flair.__version__, "nas-tagger": nas.__version__,
                                  "cell": load("darts_v2").to_dict(), "load": state["requires"]["load"]}
-    assert "import tagger.model" in state["requires"]["load"]
+    assert "import tagger," in state["requires"]["load"]
     lstm = torch.load(saved(setup, None, "needs-lstm.pt")[0], weights_only=False)
     assert lstm["requires"] == {"flair": flair.__version__}

@@ -29,7 +29,7 @@ def test_a_trained_tagger_has_a_card_whose_figures_are_its_metrics(tiny_tagger):
     train = metrics["corpus"]["train"]
     assert f"| train | {train['sentences']:,} | {train['tokens']:,} |" in card
     assert f"{metrics['rnn_parameters']:,} recurrent parameters" in card and "DARTS_V2" in card
-    assert 'SequenceTagger.load("best-model.pt")' in card and "import tagger.model" in card
+    assert 'SequenceTagger.load("best-model.pt")' in card and "import tagger  # teaches flair's loaders the searched cell" in card
 
 
 def test_export_writes_the_card_beside_the_model_and_never_over_a_users_file(tiny_tagger, tmp_path):
