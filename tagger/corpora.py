@@ -27,6 +27,7 @@ from .corpus_formats import FORMATS, SPLITS, Format
 
 DOCSTART = "-DOCSTART-"
 DEV_FRACTION = 0.1
+MAX_COLUMNS = 64  # a line with more is not a column file (a paragraph of running text, a table dump)
 
 
 @dataclass
@@ -102,7 +103,8 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
     names = {name: index for index, name in fmt.columns.items()}
     if tag_column not in names:
         raise InputError(f"--tag-column {tag_column}: not one of the columns ({', '.join(names)})")
-    reader = _Reader(fmt, names["text"], names[tag_column])
+    exact = len(fmt.columns) if kind != "column" and columns is None else None  # a known format's own columns
+    reader = _Reader(fmt, names["text"], names[tag_column], exact)
     splits = {}
     for split in SPLITS:
         if split in fmt.files:
@@ -130,24 +132,31 @@ def _only_tag_column(columns: dict[int, str]) -> str:
 
 
 def _find_column_files(root: Path) -> dict[str, str]:
-    """Split files found as flair finds them: names with train, dev/testa, test/testb."""
-    from flair.datasets.base import find_train_dev_test_files
-
-    dev, test, train = find_train_dev_test_files(root, None, None, None)
-    if train is None or test is None:
-        raise InputError(f"{root}: no {'train' if train is None else 'test'} file (a file whose name holds "
-                         f"'{'train' if train is None else 'test'}')")
-    found = {"train": Path(train).name, "test": Path(test).name}
-    if dev is not None:
-        found["dev"] = Path(dev).name
+    """Split files found by flair's rule (a name holding train; dev or testa; testb, else test; .gz and
+    .swp files skipped), except that two files for one split are refused, where flair takes one of them."""
+    names = sorted(p.name for p in root.iterdir() if p.is_file() and not {".gz", ".swp"} & set(p.suffixes))
+    candidates = {"train": [n for n in names if "train" in n and "54019" not in n],
+                  "dev": [n for n in names if "dev" in n or "testa" in n]}
+    candidates["test"] = ([n for n in names if "testb" in n] or
+                          [n for n in names if "test" in n and n not in candidates["dev"]])
+    found = {}
+    for split, matches in candidates.items():
+        if len(matches) > 1:
+            raise InputError(f"{root}: {len(matches)} files for the {split} split ({', '.join(matches)}): "
+                             "keep one of them in the folder")
+        if matches:
+            found[split] = matches[0]
+    for split in ("train", "test"):
+        if split not in found:
+            raise InputError(f"{root}: no {split} file (a file whose name holds '{split}')")
     return found
 
 
 class _Reader:
     """Checks every line of a column file and groups token lines into sentences."""
 
-    def __init__(self, fmt: Format, text_index: int, tag_index: int):
-        self.fmt, self.text_index, self.tag_index = fmt, text_index, tag_index
+    def __init__(self, fmt: Format, text_index: int, tag_index: int, exact: int | None = None):
+        self.fmt, self.text_index, self.tag_index, self.exact = fmt, text_index, tag_index, exact
         self.min_columns = max(fmt.columns) + 1
         self.warnings: list[str] = []
 
@@ -174,17 +183,29 @@ class _Reader:
                 separator = "tab" if "\t" in line else "space"
             fields = self._split(line, separator, path, number)
             if fields[0] == DOCSTART:  # a document boundary, never a sentence
+                if sentence:
+                    raise InputError(f"{path}: line {number}: {DOCSTART} inside a sentence (a document starts after "
+                                     f"a blank line; line {number - len(sentence)} begins this sentence)")
                 self._check_end(sentence_tags, path, number - 1)
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 sentence, sentence_tags, new_document = [], [], True
                 continue
+            if len(fields) > MAX_COLUMNS:
+                raise InputError(f"{path}: line {number}: {len(fields)} columns; a column file has at most "
+                                 f"{MAX_COLUMNS} (one token and its tags per line)")
             if width is None:
                 width = len(fields)
+                if self.exact is not None and width != self.exact:
+                    raise InputError(f"{path}: line {number}: {width} columns, but this corpus format has "
+                                     f"{self.exact} ({' '.join(self.fmt.columns.values())}); read another layout "
+                                     "with --columns")
                 if width < self.min_columns:
                     raise InputError(f"{path}: line {number}: {width} columns, but --columns needs at least "
                                      f"{self.min_columns}")
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
+            if not fields[self.text_index].strip():
+                raise InputError(f"{path}: line {number}: an empty token (column {self.text_index})")
             tag = fields[self.tag_index]
             problem = (tag_schemes.check_tag(tag, self.fmt.scheme) or
                        tag_schemes.order_problem(sentence_tags[-1] if sentence_tags else "O", tag, self.fmt.scheme))

@@ -214,6 +214,9 @@ def load(spec: str | os.PathLike) -> Genotype:
             raise InputError(f"cell '{spec}': no such file, and not a shipped cell (shipped: "
                              f"{', '.join(shipped_cells())}). {how} and pass that file")
     data = read_json(path)
+    if isinstance(data, dict) and "format" not in data:  # a file says what it is; a dict inside a run may not
+        _fail(str(path), "format", f"missing: a genotype file starts with \"format\": \"{FORMAT}\", "
+                                   f"\"version\": {VERSION}")
     return validate(data, str(path))
 
 

@@ -28,6 +28,9 @@ def find_splits(data: str | Path | None, train: str | None = None, valid: str | 
             if not matches:
                 raise InputError(f"{root}: no {split} split (expected a file like ptb.{split}.txt, "
                                  f"wiki.{split}.tokens or {split}.txt, or pass --{split})")
+            if len(matches) > 1:  # e.g. ptb.* and wiki.* in one folder: which one is meant is not ours to guess
+                raise InputError(f"{root}: {len(matches)} {split} splits ({', '.join(p.name for p in matches)}): "
+                                 f"keep one in the folder, or pass --{split} FILE")
             found[split] = absolute(matches[0])
     for split, name in given.items():
         if name:
