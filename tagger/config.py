@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from nas.common.devices import GEMM_BACKENDS, device_problem
 from nas.common.errors import InputError
-from nas.common.ranges import (AT_LEAST_1, BATCH, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+from nas.common.ranges import (AT_LEAST_1, BATCH, EPOCHS, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            THREADS, Range, check_ranges)
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
@@ -61,7 +61,7 @@ class TaggerConfig:
 
     # The allowed values of the numeric settings: check() tests them, bin/train-tagger's flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
-        "hidden_size": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "max_epochs": AT_LEAST_1, "runs": MANY,
+        "hidden_size": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "max_epochs": EPOCHS, "runs": MANY,
         "threads": THREADS, "seed": SEED,
         **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
         "lr": POSITIVE, "clip": POSITIVE, "min_lr": NON_NEGATIVE, "anneal_factor": FACTOR,

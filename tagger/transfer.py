@@ -158,6 +158,7 @@ class Benchmark:
         """Train every unfinished run, up to `workers` at once (on Ray when more than one, or at `address`:
         `nas.common.grid`), rewriting the report as each finishes. A failed run keeps only its log and
         does not stop the others; at the end they are an InputError that names them."""
+        self.check_inputs()
         self._check_plan()
         check_workers(workers, address)
         todo = [r for r in self.runs if not r.finished]
@@ -194,6 +195,32 @@ class Benchmark:
         if failures:
             raise InputError(f"{len(failures)} of {len(todo)} runs failed, the others finished; {failures[0]}; "
                              "run the same command again to train the failed runs")
+
+    def check_inputs(self) -> None:
+        """Every cell file, every corpus and the train-tagger flags after `--`, before the first run
+        starts: a bad last cell or flag would otherwise fail after the others had trained."""
+        import click
+
+        from nas.cells.genotype import load
+        from nas.common.cli import _message
+
+        from .cli.train_tagger import main as train_tagger
+        from .corpora import load_corpus, parse_columns
+        from .embeddings import check_files
+
+        for cell in self.cells:
+            if cell.name != LSTM:
+                load(cell.spec)
+        for corpus in self.corpora:
+            argv = self.tagger_argv(next(r for r in self.runs if r.corpus == corpus))
+            try:
+                params = train_tagger.make_context("bin/train-tagger", argv).params
+            except click.ClickException as err:
+                raise InputError(f"bin/transfer -- {' '.join(self.tagger_args)}: bin/train-tagger {_message(err)}") \
+                    from None
+            check_files(params["embeddings"])
+            load_corpus(corpus.format, corpus.path, tag_column=params["tag_column"], scheme=params["tag_scheme"],
+                        columns=parse_columns(params["columns"]) if params["columns"] is not None else None)
 
     def tagger_argv(self, run: Run) -> list[str]:
         """The train-tagger arguments of one run."""

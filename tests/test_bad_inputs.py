@@ -47,7 +47,7 @@ CASES = [
     ("search-lm", f"{LM} --lr inf", "--lr: must be a finite number, got inf"),
     ("search-lm", f"{LM} --clip -1", "--clip: must be positive, got -1.0"),
     ("search-lm", f"{LM} --max-batches-per-epoch 0", "--max-batches-per-epoch: must be at least 1, got 0"),
-    ("search-lm", f"{LM} --epochs 0", "--epochs: must be at least 1, got 0"),
+    ("search-lm", f"{LM} --epochs 0", "--epochs: must be in [1, 1000000], got 0"),
     ("search-lm", f"{LM} --epochs 1.5", "--epochs: '1.5' is not a valid integer"),
     ("search-lm", f"{LM} --dropout 1", "--dropout: must be in [0, 1), got 1.0"),
     ("search-lm", f"{LM} --dropout-h -0.1", "--dropout-h: must be in [0, 1), got -0.1"),

@@ -1,7 +1,6 @@
 """`bin/search-lm`: search a recurrent cell on a language-modelling corpus."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -116,8 +115,18 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
 
-    if seeds and resume:
+    from nas.runs.seeds import parse_seeds, select_arguments
+
+    if seeds is not None and resume:
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
+    if seeds is not None:  # every seed and the retraining's flags, before the first search
+        seeds, select_args = parse_seeds(seeds), select_arguments(select_args)
+    else:
+        ctx = click.get_current_context()
+        for name in ("select_budget", "select_args"):
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+                raise InputError(f"--{name.replace('_', '-')}: only with --seeds (it sets the retraining of each "
+                                 "seed's cell); without --seeds it has no effect")
     if resume:
         run = RunDir(resume)
         stored = run.config()
@@ -145,7 +154,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     config.validate()
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
-    if seeds:
+    if seeds is not None:
         return _search_seeds(config, run, seeds, workers, ray_address, select_budget, select_args, out)
     candidates_on_ray = workers > 1 or bool(ray_address)
     if candidates_on_ray:
@@ -199,11 +208,11 @@ SEEDS_OWN = ("seeds", "workers", "ray_address", "select_budget", "select_args", 
              "data", "train_file", "valid_file", "test_file")  # the splits go on as absolute --train/--valid/--test
 
 
-def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, address: str | None,
-                  select_budget: float, select_args: str, out: str | None) -> None:
+def _search_seeds(config: SearchConfig, run: RunDir, seeds: list[int], workers: int, address: str | None,
+                  select_budget: float, select_args: list[str], out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.runs.seeds)."""
     from nas.common.paths import absolute_if_exists
-    from nas.runs.seeds import SeedRuns, parse_seeds, seed_search_args
+    from nas.runs.seeds import SeedRuns, seed_search_args
 
     ctx = click.get_current_context()
     if ctx.get_parameter_source("seed") != click.core.ParameterSource.DEFAULT:
@@ -214,8 +223,8 @@ def _search_seeds(config: SearchConfig, run: RunDir, seeds: str, workers: int, a
     if "--cell" in given:
         given["--cell"] = absolute_if_exists(given["--cell"])
     given = {**{f"--{k}": v for k, v in splits.items()}, **given}
-    board = SeedRuns(run.path, parse_seeds(seeds), workers, seed_search_args(given), splits, config.device,
-                     select_budget, shlex.split(select_args), config.command,
+    board = SeedRuns(run.path, seeds, workers, seed_search_args(given), splits, config.device,
+                     select_budget, select_args, config.command,
                      report=lambda line: click.echo(line, err=True), address=address).run(Path(out) if out else None)
     click.echo(f"leaderboard: {run.path / 'leaderboard.json'}; winner seed {board['winner']}, genotype written to "
                f"{out or run.path / 'genotype.json'}", err=True)

@@ -8,6 +8,7 @@ import click
 
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types, gemm_option, use_threads)
+from nas.common.errors import InputError
 from nas.common.presets import preset_values, presets_help
 from nas.runs.config import PRECISIONS, RetrainConfig
 from .lm_flags import weight_step_options
@@ -75,6 +76,10 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("threads",))
         config.validate()
     else:
+        if (cell != "lstm" or nhid is not None) and \
+                click.get_current_context().get_parameter_source("match_cell") == click.core.ParameterSource.COMMANDLINE:
+            raise InputError(f"--match-cell: only with --cell lstm and no --nhid (it sizes the LSTM); with "
+                             f"{'--nhid ' + str(nhid) if nhid is not None else '--cell ' + cell} it has no effect")
         paths = find_splits(data, train_file, valid_file, test_file)
         config = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                                cell=absolute_if_exists(cell), epochs=epochs if epochs is not None else D.epochs,

@@ -9,6 +9,7 @@ Light on purpose (click only): `--help` and a bad flag answer at once.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shlex
 import sys
@@ -23,7 +24,7 @@ from .devices import DEVICES, GEMM_BACKENDS, device_problem
 from .errors import InputError
 from .files import read_json
 from .memory import keep_freed_memory
-from .ranges import AT_LEAST_1, BATCH, MANY, NODES, NON_NEGATIVE_INT, SEED, SIZE, THREADS, Range
+from .ranges import AT_LEAST_1, BATCH, EPOCHS, MANY, NODES, NON_NEGATIVE_INT, SEED, SIZE, THREADS, Range
 
 
 def command_line(program: str) -> str:
@@ -146,6 +147,7 @@ def flag_types(ranges: dict[str, Range]) -> dict[str, click.ParamType]:
 COUNT = bounded(AT_LEAST_1)
 NON_NEGATIVE_COUNT = bounded(NON_NEGATIVE_INT)
 MANY_COUNT = bounded(MANY)
+EPOCH_COUNT = bounded(EPOCHS)
 NODE_COUNT = bounded(NODES)
 LAYER_SIZE = bounded(SIZE)
 BATCH_SIZE = bounded(BATCH)
@@ -340,6 +342,9 @@ def config_option(program: str, renames: Mapping[str, str | None] | None = None,
             target = params.get(name) if name is not None else None
             if target is None or setting is None or isinstance(setting, (dict, list)):
                 continue
+            problem = _setting_problem(target, setting)
+            if problem:
+                raise click.BadParameter(f"{value}: setting {key!r}: {problem}", ctx, param)
             defaults[name] = str(setting) if isinstance(target.type, click.Choice) else setting
         _add_defaults(ctx, defaults)
         ctx.meta[META_KEY] = stored
@@ -348,6 +353,19 @@ def config_option(program: str, renames: Mapping[str, str | None] | None = None,
     return click.option("--config", type=click.Path(), is_eager=True, expose_value=False,
                         callback=load, help="A run's config.json: its settings are the defaults of every flag "
                                             "(flags given here win); the run goes into a new --run-dir.")
+
+
+def _setting_problem(param: click.Parameter, setting: Any) -> str | None:
+    """Why a stored setting cannot fill `param`: click would read 16.5 or 1e20 as an integer by
+    truncating it, true as 1, and 1 as a switch's true, so a config's JSON type must be the flag's."""
+    if isinstance(param, click.Option) and param.is_flag:
+        return None if isinstance(setting, bool) else f"must be true or false, got {json.dumps(setting)}"
+    if isinstance(setting, bool):
+        number = isinstance(param.type, (click.types.IntParamType, click.types.FloatParamType))
+        return f"must be {'a number' if number else 'a string'}, got {json.dumps(setting)}"
+    if isinstance(param.type, click.types.IntParamType) and isinstance(setting, float):
+        return f"must be an integer, got {setting!r}"
+    return None
 
 
 def loaded_config() -> dict[str, Any]:

@@ -66,6 +66,7 @@ SIZE = Range(1, 8192, integer=True)  # embedding, hidden and vector sizes
 BATCH = Range(1, 65536, integer=True)  # batch sizes and sequence lengths
 NODES = Range(1, 32, integer=True)  # nodes of a cell or of a gate (DARTS 8, ENAS 12)
 MANY = Range(1, 1_000_000, integer=True)  # counts of things made one by one (cells, seeds, candidates)
+EPOCHS = Range(1, 1_000_000, integer=True)  # far above any schedule (DARTS retrains for 8000)
 SEED = Range(0, 2**32 - 1, integer=True)  # numpy's and flair's seeds take no more (torch's would)
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 THREADS = Range(1, CORES, integer=True, words=f"in [1, {CORES}], the cores of this machine")

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, TypeVar
 
 from nas.common.devices import GEMM_BACKENDS, device_problem
 from nas.common.errors import InputError
-from nas.common.ranges import (AT_LEAST_1, BATCH, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+from nas.common.ranges import (AT_LEAST_1, BATCH, EPOCHS, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            Range, check_ranges)
 
 
@@ -78,7 +78,7 @@ class LMConfig:
     COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config
     # The allowed values of the numeric settings: validate() checks them, the commands' flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
-        **dict.fromkeys(("epochs", "max_batches_per_epoch", "eval_batches"), AT_LEAST_1),
+        "epochs": EPOCHS, **dict.fromkeys(("max_batches_per_epoch", "eval_batches"), AT_LEAST_1),
         "emsize": SIZE, "nhid": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "bptt": BATCH, "seed": SEED,
         "lr": POSITIVE, "clip": POSITIVE, "wdecay": NON_NEGATIVE, "ar": NON_NEGATIVE, "tar": NON_NEGATIVE,
         **dict.fromkeys(("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"), RATE),
@@ -200,7 +200,13 @@ def check_gate_history(history: int, inter_nodes: int) -> None:
 
 
 def _command_of(stored: Any) -> str | None:
-    """The command whose run a stored config.json is, told by a setting only that command has."""
+    """The command whose run a stored config.json is: the one it records, else told by a setting only
+    that command has (a tagger run's corpus: read as an LM run, it had no train file)."""
+    command = stored.get("command") if isinstance(stored, dict) else None
+    if isinstance(command, str) and command.split() and command.split()[0].startswith("bin/"):
+        return command.split()[0]
+    if isinstance(stored, dict) and "corpus" in stored:
+        return "bin/train-tagger"
     if isinstance(stored, dict) and "method" in stored:
         return SearchConfig.COMMAND
     if isinstance(stored, dict) and "test_batch_size" in stored:

@@ -16,11 +16,13 @@ With `--device cuda` on Ray, each seed takes one GPU, which Ray hands it through
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Any, Callable
 
 from nas.cells.genotype import load
 from nas.common.errors import InputError
+from nas.common.ranges import SEED
 from nas.common.files import atomic_write_json, read_json
 from nas.common.grid import Job, Outcome, Step, check_workers, on_ray, run_jobs
 from nas.common.subprocesses import last_error
@@ -28,15 +30,48 @@ from nas.runs.distributed import current
 
 
 def parse_seeds(text: str) -> list[int]:
+    """The seeds of `--seeds`, every one checked before the first search starts."""
     try:
         seeds = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise InputError(f"--seeds {text}: expected comma-separated integers such as 1,2,3,4") from None
     if not seeds:
-        raise InputError("--seeds: no seed given")
+        raise InputError(f"--seeds {text!r}: no seed given (e.g. --seeds 1,2,3,4)")
     if len(set(seeds)) != len(seeds):
         raise InputError(f"--seeds {text}: a seed is repeated")
+    for seed in seeds:
+        problem = SEED.problem(seed)
+        if problem:
+            raise InputError(f"--seeds {text}: seed {seed}: {problem}")
     return seeds
+
+
+# bin/train-lm flags the selection sets itself for each retraining, so --select-args may not
+SELECTION_FLAGS = ("--cell", "--train", "--valid", "--test", "--device", "--time-budget", "--run-dir", "--resume",
+                   "--data", "--test-batch-size")
+
+
+def select_arguments(text: str) -> list[str]:
+    """`--select-args` as bin/train-lm arguments, parsed by bin/train-lm's own flags before any search
+    starts: a typo there would otherwise fail every seed's retraining after its search."""
+    import click
+
+    from nas.cli.train_lm import main as train_lm
+    from nas.common.cli import _message
+
+    try:
+        args = shlex.split(text)
+    except ValueError as err:
+        raise InputError(f"--select-args {text}: {err}") from None
+    for arg in args:
+        if arg.split("=")[0] in SELECTION_FLAGS:
+            raise InputError(f"--select-args: {arg.split('=')[0]} is set by the selection itself for each seed's "
+                             f"retraining ({', '.join(SELECTION_FLAGS)})")
+    try:
+        train_lm.make_context("bin/train-lm", list(args))
+    except click.ClickException as err:
+        raise InputError(f"--select-args: bin/train-lm {_message(err)}") from None
+    return args
 
 
 def seed_search_args(given: dict[str, Any]) -> list[str]:

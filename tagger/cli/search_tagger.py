@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nas.common.cli import (COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded,
+from nas.common.cli import (COUNT, EPOCH_COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, bounded,
                         check_resume_flags, command, command_line)
 from nas.common.errors import InputError
 from nas.common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
@@ -52,7 +52,7 @@ def method_flags(command: click.Command) -> click.Command:
               help="; ".join(f"{name}: {m.summary}" for name, m in METHODS.items()) + ". ESS counts its rounds as --epochs.")
 @click.option("--order", type=click.Choice(["1", "2"]), default=None, help=f"1: first-order α step; 2: unrolled step with a finite-difference Hessian-vector product [default: {D.order}].")
 @click.option("--arch-split", type=bounded(FACTOR), default=D.arch_split, help="Fraction of the training sentences held apart for the α step (the weights train on the rest; dev is only scored, test never used).")
-@click.option("--epochs", type=COUNT, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
+@click.option("--epochs", type=EPOCH_COUNT, default=None, help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].")
 @click.option("--nodes", type=NODE_COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
 @click.option("--top-n", type=COUNT, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
 @click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nas.common.cli import (BATCH_SIZE, COUNT, DEVICE, LAYER_SIZE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
+from nas.common.cli import (BATCH_SIZE, COUNT, EPOCH_COUNT, DEVICE, LAYER_SIZE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
                         command_line, config_option, use_threads)
 from nas.common.errors import InputError
 from nas.common.ranges import MINUTES, POSITIVE
@@ -18,7 +18,7 @@ from nas.common.ranges import MINUTES, POSITIVE
 @click.option("--run-dir", required=True, type=RUN_FOLDER, help="Run directory; the model is RUN_DIR/best-lm.pt.")
 @click.option("--hidden", type=LAYER_SIZE, default=256, help="LSTM hidden size (256 keeps the file under 5 MB).")
 @click.option("--embedding", type=LAYER_SIZE, default=100, help="Character embedding size.")
-@click.option("--epochs", type=COUNT, default=None, help="Passes over the train splits.")
+@click.option("--epochs", type=EPOCH_COUNT, default=None, help="Passes over the train splits.")
 @click.option("--time-budget", type=bounded(MINUTES), default=None, help="Minutes; training stops then and keeps the best model so far.")
 @click.option("--seq-len", type=COUNT, default=250, help="Characters per truncated-BPTT sequence (flair's default).")
 @click.option("--batch-size", type=BATCH_SIZE, default=100)

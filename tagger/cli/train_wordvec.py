@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from nas.common.cli import COUNT, LAYER_SIZE, OUTPUT_FILE, SEED_VALUE, THREAD_COUNT, command
+from nas.common.cli import COUNT, EPOCH_COUNT, LAYER_SIZE, OUTPUT_FILE, SEED_VALUE, THREAD_COUNT, command
 
 
 @command()
@@ -11,7 +11,7 @@ from nas.common.cli import COUNT, LAYER_SIZE, OUTPUT_FILE, SEED_VALUE, THREAD_CO
 @click.option("--out", required=True, type=OUTPUT_FILE, help="Output vectors, GloVe text format (no header).")
 @click.option("--dim", type=LAYER_SIZE, default=100)
 @click.option("--method", type=click.Choice(["word2vec", "fasttext"]), default="word2vec")
-@click.option("--epochs", type=COUNT, default=5)
+@click.option("--epochs", type=EPOCH_COUNT, default=5)
 @click.option("--window", type=COUNT, default=5)
 @click.option("--min-count", type=COUNT, default=1)
 @click.option("--seed", type=SEED_VALUE, default=1)
