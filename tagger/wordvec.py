@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import warnings
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -141,6 +142,11 @@ def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: s
     sentences = [line.split() for _, line in utf8_lines(corpus) if line.strip()]
     if not sentences:
         raise InputError(f"{corpus}: empty corpus (no tokens)")
+    counts = Counter(word for sentence in sentences for word in sentence)
+    kept = sum(1 for count in counts.values() if count >= min_count)
+    if not kept:  # gensim would fail building a vocabulary of no words, with a traceback
+        raise InputError(f"{corpus}: no word occurs --min-count {min_count} times (the most frequent, "
+                         f"{counts.most_common(1)[0][0]!r}, occurs {counts.most_common(1)[0][1]}); lower --min-count")
     cls = {"word2vec": Word2Vec, "fasttext": FastText}[method]
     model = cls(sentences=sentences, vector_size=dim, window=window, min_count=min_count, epochs=epochs,
                 seed=seed, workers=workers)

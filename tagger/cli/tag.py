@@ -102,6 +102,8 @@ def _spool_stdin(path: Path, errors: str) -> None:
 def _outputs(inputs: list[str], out: str | None, fmt: str) -> list[tuple[Path | None, list[str]]]:
     """(destination, inputs written there) pairs: stdout (None) or one file for everything, or one file per input."""
     if out is None:
+        if sys.stdout is None:  # started with standard output closed (>&-): Python has none to write to
+            raise InputError("standard output is closed: give --out FILE, or send it to a file (> FILE)")
         return [(None, inputs)]
     target = Path(out)
     as_dir = target.is_dir() or out.endswith(("/", os.sep)) or len(inputs) > 1
