@@ -72,6 +72,8 @@ class TaggingCorpus:
 
 def parse_columns(spec: str) -> dict[int, str]:
     """`0:text,3:ner` -> {0: "text", 3: "ner"}; one column must be `text`."""
+    if not spec.strip():  # not the default columns: an empty value is a mistake, said here, not in the file
+        raise InputError("--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)")
     columns: dict[int, str] = {}
     for item in spec.split(","):
         index, colon, name = item.strip().partition(":")

@@ -195,7 +195,7 @@ class TaggingSearch(TrainingLoop):
     def open(cls, config: TaggingSearchConfig, run_dir: RunDir, resume: bool) -> "TaggingSearch":
         """The search of `config` in `run_dir`, started fresh or resumed from its checkpoint."""
         c = config
-        corpus = load_corpus(c.corpus, c.data, columns=parse_columns(c.columns) if c.columns else None,
+        corpus = load_corpus(c.corpus, c.data, columns=parse_columns(c.columns) if c.columns is not None else None,
                              tag_column=c.tag_column, scheme=c.tag_scheme, seed=c.seed)
         search = cls(config, run_dir, corpus, build_embeddings(c.embeddings, c.pooling))
         if resume:

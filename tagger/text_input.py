@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO, Iterator, TextIO
 
 from nas.common.errors import InputError
-from nas.common.files import require_file
+from nas.common.files import UTF16_SNIFF, require_file, utf16_problem
 
 LAYOUTS = ("raw", "wrapped", "tokenized", "tokenized-sentences", "columns")
 SENTENCE_ENDS = frozenset({".", "!", "?"})  # tokens that end a sentence of tokenized-sentences input
@@ -80,6 +80,9 @@ def check_text(chunks: Iterator[bytes], name: str, errors: str = "strict") -> No
     for chunk in chunks:
         nul = chunk.find(b"\0")
         if nul >= 0:
+            utf16 = utf16_problem(chunk[:UTF16_SNIFF], name) if position == 0 else None
+            if utf16:
+                raise InputError(utf16)
             where = line + chunk.count(_NEWLINE, 0, nul)
             raise InputError(f"{name}: line {where}: a NUL byte (byte {position + nul}): a binary file, not text")
         if errors == "strict":

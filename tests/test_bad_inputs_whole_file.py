@@ -6,18 +6,24 @@ traceback, nothing on stdout, nothing written.
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from conftest import write_lm_corpus
-from test_bad_inputs import COMMANDS, _args, _assert_refused, _tree
-from tagger_data import write_conll03, write_wnut
+from test_bad_inputs import COMMANDS, REPO, _args, _assert_refused, _tree
+from tagger_data import tiny_char_lm, write_conll03, write_wnut
 from tagger.cli import search_tagger, transfer
 
 COMMANDS = {**COMMANDS, "transfer": transfer.main, "search-tagger": search_tagger.main}
 GLOVE = "--embeddings glove:{fx}/vectors.txt --run-dir {out}"
+LM = "--data {fx}/lm --emsize 8 --nhid 8 --batch-size 4 --bptt 5"
+TAGGER = "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/vectors.txt"
+TRANSFER = "--corpora conll03:{fx}/tagdata --seeds 1 --run-dir {out}"
 CASES = [
     # every line of a corpus is checked, against the format, not against the file's first line
     ("train-tagger", f"--corpus conll03 --data {{fx}}/wide {GLOVE}",
@@ -56,6 +62,85 @@ CASES = [
      "{fx}/noformat.json: field 'format': missing"),
     ("train-tagger", f"--corpus conll03 --data {{fx}}/tagdata --cell {{fx}}/noformat.json {GLOVE}",
      "{fx}/noformat.json: field 'format': missing"),
+    # every flag and every named file is checked before any work; a flag without effect is refused by name
+    ("search-lm", f"{LM} --seeds 1,-2 --run-dir {{out}}", "--seeds 1,-2: seed -2: must be in [0, 4294967295], got -2"),
+    ("search-lm", f"{LM} --seeds 1,4294967296 --run-dir {{out}}", "--seeds 1,4294967296: seed 4294967296: must be in"),
+    ("search-lm", f"{LM} --seeds '' --run-dir {{out}}", "--seeds '': no seed given (e.g. --seeds 1,2,3,4)"),
+    ("search-lm", f"{LM} --seeds , --run-dir {{out}}", "--seeds ',': no seed given"),
+    ("search-lm", f"{LM} --seeds 1,2 --select-args --bogus --run-dir {{out}}",
+     "--select-args: bin/train-lm No such option '--bogus'"),
+    ("search-lm", f"{LM} --seeds 1,2 --select-args '--emsize 0' --run-dir {{out}}",
+     "--select-args: bin/train-lm --emsize: must be in [1, 8192], got 0"),
+    ("search-lm", f"{LM} --seeds 1,2 --select-args '--run-dir x' --run-dir {{out}}",
+     "--select-args: --run-dir is set by the selection itself for each seed's retraining"),
+    ("search-lm", f"{LM} --seeds 1,2 --select-args \"--emsize '8\" --run-dir {{out}}",
+     "--select-args --emsize '8: No closing quotation"),
+    ("search-lm", f"{LM} --select-args '--emsize 8' --run-dir {{out}}",
+     "--select-args: only with --seeds (it sets the retraining of each seed's cell); without --seeds it has no effect"),
+    ("search-lm", f"{LM} --select-budget 3 --run-dir {{out}}", "--select-budget: only with --seeds"),
+    ("train-lm", f"{LM} --cell lstm --nhid 8 --match-cell {{fx}}/nope.json --run-dir {{out}}",
+     "--match-cell: only with --cell lstm and no --nhid (it sizes the LSTM); with --nhid 8 it has no effect"),
+    ("train-lm", "--data {fx}/lm --emsize 8 --batch-size 4 --bptt 5 --cell darts_v2 --match-cell enas --run-dir {out}",
+     "--match-cell: only with --cell lstm and no --nhid (it sizes the LSTM); with --cell darts_v2 it has no effect"),
+    ("search-lm", f"{LM} --config {{fx}}/float.json --run-dir {{out}}",
+     "--config: {fx}/float.json: setting 'emsize': must be an integer, got 16.5"),
+    ("train-lm", f"--data {{fx}}/lm --config {{fx}}/true.json --run-dir {{out}}",
+     "--config: {fx}/true.json: setting 'emsize': must be a number, got true"),
+    ("train-lm", f"{LM} --config {{fx}}/huge.json --run-dir {{out}}",
+     "--config: {fx}/huge.json: setting 'epochs': must be an integer, got 1e+20"),
+    ("search-lm", f"{LM} --config {{fx}}/switch.json --run-dir {{out}}",
+     "--config: {fx}/switch.json: setting 'compile': must be true or false, got 1"),
+    ("train-tagger", f"{TAGGER} --config {{fx}}/taggerfloat.json --run-dir {{out}}",
+     "--config: {fx}/taggerfloat.json: setting 'hidden_size': must be an integer, got 16.5"),
+    ("train-lm", f"{LM} --epochs 100000000000000000000 --run-dir {{out}}",
+     "--epochs: must be in [1, 1000000], got 100000000000000000000"),
+    ("search-lm", f"{LM} --epochs 2000000 --run-dir {{out}}", "--epochs: must be in [1, 1000000], got 2000000"),
+    ("train-tagger", f"{TAGGER} --max-epochs 2000000 --run-dir {{out}}", "--max-epochs: must be in [1, 1000000]"),
+    ("train-wordvec", "--data {fx}/text.txt --out {out} --epochs 2000000", "--epochs: must be in [1, 1000000]"),
+    ("transfer", f"--cells lstm,{{fx}}/badgeno.json {TRANSFER} -- --embeddings glove:{{fx}}/vectors.txt",
+     "{fx}/badgeno.json: field 'nodes[0][0]'"),
+    ("transfer", f"--cells lstm,{{fx}}/nope.json {TRANSFER} -- --embeddings glove:{{fx}}/vectors.txt",
+     "{fx}/nope.json: no such file"),
+    ("transfer", f"--cells lstm {TRANSFER} -- --embeddings glove:{{fx}}/vectors.txt --lr -1",
+     "bin/transfer -- --embeddings glove:{fx}/vectors.txt --lr -1: bin/train-tagger --lr: must be positive, got -1.0"),
+    ("transfer", f"--cells lstm {TRANSFER} -- --embeddings glove:{{fx}}/vectors.txt --bogus",
+     "bin/train-tagger No such option '--bogus'"),
+    ("transfer", f"--cells lstm {TRANSFER} -- --embeddings glove:{{fx}}/nope.txt",
+     "{fx}/nope.txt: no such file (--embeddings glove:{fx}/nope.txt)"),
+    ("transfer", f"--cells lstm {TRANSFER} -- --embeddings transformer:{{fx}}/lm",
+     "transformer:{fx}/lm: not a Hugging Face model directory (no config.json)"),
+    ("transfer", "--cells lstm --corpora conll03:{fx}/tagdata,conll03b=conll03:{fx}/wide --run-dir {out} -- "
+                 "--embeddings glove:{fx}/vectors.txt", "{fx}/wide/eng.train: line 3: 5 columns"),
+    # no traceback
+    ("train-wordvec", "--data {fx}/text.txt --out {out} --min-count 5",
+     "{fx}/text.txt: no word occurs --min-count 5 times (the most frequent, 'Washington', occurs 2); lower --min-count"),
+    ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings transformer:{fx}/badtf --run-dir {out}",
+     "transformer:{fx}/badtf: the model in this directory does not load (Error while deserializing header"),
+    # messages that say what is wrong and what to do
+    ("train-tagger", f"--corpus conll03 --data {{fx}}/utf16 {GLOVE}",
+     "{fx}/utf16/eng.train: UTF-16 text, not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {fx}/utf16/eng.train > "
+     "eng.train.utf8 and give that file"),
+    ("search-lm", "--data {fx}/utf16lm --run-dir {out}", "{fx}/utf16lm/ptb.train.txt: UTF-16 text, not UTF-8"),
+    ("train-wordvec", "--data {fx}/utf16lm/ptb.train.txt --out {out}", "{fx}/utf16lm/ptb.train.txt: UTF-16 text"),
+    ("tag", "{fx}/u16.txt --model {fx}/nope.pt --out {out}", "{fx}/u16.txt: UTF-16 text, not UTF-8: convert it with iconv"),
+    ("train-tagger", f"--corpus conll03 --data {{fx}}/cronly {GLOVE}",
+     "{fx}/cronly/eng.train: line 1: line breaks that are carriage returns alone (old Mac text), not line feeds: "
+     "convert them with tr '\\r' '\\n' < {fx}/cronly/eng.train > eng.train.unix"),
+    ("search-lm", "--data {fx}/crlm --run-dir {out}", "{fx}/crlm/ptb.train.txt: line 1: line breaks that are carriage"),
+    ("train-lm", "--resume {fx}/tagrun", "{fx}/tagrun/config.json: the config of a bin/train-tagger run, not of a "
+                                         "bin/train-lm run (continue it with bin/train-tagger --resume {fx}/tagrun)"),
+    ("search-lm", "--resume {fx}/tagrun", "{fx}/tagrun/config.json: the config of a bin/train-tagger run, not of a "
+                                          "bin/search-lm run"),
+    ("train-tagger", f"{TAGGER} --columns '' --run-dir {{out}}",
+     "--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)"),
+    ("tag", "{fx}/text.txt --model {fx}/flair.pt --out {out}",
+     "{fx}/flair.pt: a model saved by flair itself, which this toolkit does not load (loading it runs pickled code): "
+     "load it with flair's own loader, e.g. SequenceTagger.load (only for files you trust)"),
+    ("evaluate", "--model {fx}/flair.pt --corpus conll03 --data {fx}/tagdata --out {out}",
+     "{fx}/flair.pt: a model saved by flair itself"),
+    ("eval-lm", "{fx}/flair.pt --file {fx}/text.txt", "{fx}/flair.pt: a model saved by flair itself"),
+    ("evaluate", "--model {fx}/evalrun",
+     "{fx}/evalrun/eval-conll03-test: a file, not a folder (the default --out; give another)"),
 ]
 
 
@@ -95,6 +180,35 @@ def fx(tmp_path_factory) -> Path:
     corpus("twodev", {"train.txt": column, "dev.txt": column, "testa.txt": column, "testb.txt": column})
     lm = {f"ptb.{s}.txt": (root / "lm" / f"ptb.{s}.txt").read_text(encoding="utf-8") for s in ("train", "valid", "test")}
     corpus("ptbwiki", {**lm, **{f"wiki.{s}.tokens": lm[f"ptb.{s}.txt"] for s in ("train", "valid", "test")}})
+    (root / "text.txt").write_text("George Washington went to Washington .\n", encoding="utf-8")
+    for name, config in (("float", {"emsize": 16.5}), ("true", {"emsize": True}), ("huge", {"epochs": 1e20}),
+                         ("switch", {"compile": 1}), ("taggerfloat", {"hidden_size": 16.5})):
+        (root / f"{name}.json").write_text(json.dumps(config), encoding="utf-8")
+    (root / "badgeno.json").write_text(json.dumps({"format": "nas-rnn-genotype", "version": 1, "nodes": [[["relu", 3]]],
+                                                   "concat": [1]}), encoding="utf-8")
+    (root / "badtf").mkdir()
+    (root / "badtf" / "config.json").write_text(json.dumps({
+        "model_type": "bert", "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 1,
+        "intermediate_size": 8, "vocab_size": 7}), encoding="utf-8")
+    (root / "badtf" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\nb\n", encoding="utf-8")
+    (root / "badtf" / "model.safetensors").write_bytes(b"garbage")  # weights cut short
+    corpus("utf16", {**conll03})
+    (root / "utf16" / "eng.train").write_bytes(conll03["eng.train"].encode("utf-16"))
+    corpus("utf16lm", lm)
+    (root / "utf16lm" / "ptb.train.txt").write_bytes(lm["ptb.train.txt"].encode("utf-16-le"))  # no byte-order mark
+    (root / "u16.txt").write_bytes("George Washington went to Washington .\n".encode("utf-16"))
+    corpus("cronly", {**conll03, "eng.train": conll03["eng.train"].replace("\n", "\r")})
+    corpus("crlm", {**lm, "ptb.train.txt": lm["ptb.train.txt"].replace("\n", "\r")})
+    tiny_char_lm(root / "flair.pt", forward=True)
+    (root / "evalrun").mkdir()
+    (root / "evalrun" / "config.json").write_text(json.dumps({
+        "corpus": "conll03", "data": str(root / "tagdata"), "embeddings": f"glove:{root / 'vectors.txt'}",
+        "command": "bin/train-tagger --corpus conll03"}), encoding="utf-8")
+    (root / "evalrun" / "eval-conll03-test").write_text("a file where the default --out would go\n", encoding="utf-8")
+    (root / "tagrun").mkdir()
+    (root / "tagrun" / "config.json").write_text(json.dumps({
+        "corpus": "conll03", "data": str(root / "tagdata"), "embeddings": f"glove:{root / 'vectors.txt'}", "lr": 0.1,
+        "command": "bin/train-tagger --corpus conll03"}), encoding="utf-8")
     (root / "noformat.json").write_text(json.dumps({"version": 1, "nodes": [[["tanh", 0]]], "concat": [1]}),
                                         encoding="utf-8")
     return root
@@ -111,3 +225,31 @@ def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, mon
     _assert_refused(result.exit_code, result.stdout, result.stderr, expected.format(fx=fx))
     assert not (tmp_path / "out").exists() and not any(work.iterdir())
     assert _tree(fx) == before
+
+
+def test_tag_with_its_standard_output_closed_is_one_line(fx, tmp_path):
+    """`bin/tag FILE >&-`: Python starts with no sys.stdout; refused before the model loads, no traceback."""
+    proc = subprocess.run(f"{shlex.quote(sys.executable)} {REPO / 'bin' / 'tag'} {fx / 'text.txt'} --model "
+                          f"{fx / 'nope.pt'} >&-", shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr == ("error: standard output is closed: give --out FILE, or send it to "
+                                                    "a file (> FILE)\n"), proc.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_corpus_changed_since_the_run_began_is_said_so(fx, tmp_path, monkeypatch):
+    """A new word in train after a train-lm run began: the resume names the change, not a tensor size mismatch."""
+    monkeypatch.chdir(tmp_path)
+    data, run = tmp_path / "data", tmp_path / "run"
+    write_lm_corpus(data, train_lines=40, other_lines=10)
+    tiny = ["--data", str(data), "--emsize", "8", "--batch-size", "4", "--bptt", "5", "--max-batches-per-epoch", "2",
+            "--eval-batches", "1", "--test-batch-size", "1", "--epochs", "1", "--run-dir", str(run)]
+    assert CliRunner().invoke(COMMANDS["train-lm"], tiny).exit_code == 0
+    with open(data / "ptb.train.txt", "a", encoding="utf-8") as handle:
+        handle.write("a brandnew word\n")
+    before = _tree(run)
+    result = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run), "--epochs", "2"])
+    _assert_refused(result.exit_code, result.stdout, result.stderr.splitlines()[-1] + "\n",
+                    f"{run / 'checkpoint.pt'}: the corpus changed since the run began: its vocabulary is now 45 words "
+                    f"({data / 'ptb.train.txt'}), not the run's; resume with the files it started with, or start a new run")
+    assert len([line for line in result.stderr.splitlines() if line.startswith("error:")]) == 1
+    assert "Traceback" not in result.stderr and _tree(run) == before

@@ -128,11 +128,35 @@ def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed:
     path = Path(path)
     require_file(path)
     guard.note_read(path)
+    if _saved_by_flair(path):
+        raise InputError(f"{path}: a model saved by flair itself, which this toolkit does not load (loading it runs "
+                         "pickled code): load it with flair's own loader, e.g. SequenceTagger.load (only for files "
+                         "you trust), or train one with this toolkit, whose model files load without running code")
     try:
         with torch.serialization.safe_globals(list(allowed)):
             return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for foreign or corrupt files
         raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({_load_problem(err)})") from None
+
+
+PICKLE_PEEK = 16 << 20  # bytes of a model file's pickle looked at, never unpickled
+
+
+def _saved_by_flair(path: Path) -> bool:
+    """A torch zip file whose pickle is flair's (protocol 4, which flair saves with and torch does not,
+    naming flair's classes): told from its bytes, without unpickling anything."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
+            if name is None:
+                return False
+            with archive.open(name) as pickle:
+                head = pickle.read(PICKLE_PEEK)
+    except (zipfile.BadZipFile, OSError):
+        return False  # not a zip file: torch's own error says what it is
+    return head.startswith(b"\x80\x04") and b"flair" in head
 
 
 def _load_problem(err: Exception) -> str:
@@ -217,6 +241,21 @@ def _depth(data: Any) -> int:
     return deepest
 
 
+UTF16_SNIFF = 4096  # bytes looked at to tell UTF-16 text from a binary file
+
+
+def utf16_problem(head: bytes, name: str) -> str | None:
+    """The line to say for a file that is UTF-16 text (`head`: its first bytes; a byte-order mark, or
+    a NUL beside every other byte as ASCII has in UTF-16), or None: it is not, and its NUL bytes
+    make it a binary file."""
+    halves = (head[0::2], head[1::2])
+    if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and \
+            not (len(head) >= 4 and any(half.count(0) >= 0.9 * len(half) for half in halves)):
+        return None
+    return (f"{name}: UTF-16 text, not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {name} > "
+            f"{Path(name).name}.utf8 and give that file")
+
+
 def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
     """Yield (line number, line without newline); a line that is not UTF-8, or holds a NUL byte (a
     binary file, as `bin/tag` says too), is an InputError naming it.
@@ -234,7 +273,13 @@ def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tupl
                 return
             nul = raw.find(b"\0")
             if nul >= 0:
-                raise InputError(f"{path}: line {number}: a NUL byte (byte {position + nul}): a binary file, not text")
+                with open(path, "rb") as again:
+                    utf16 = utf16_problem(again.read(UTF16_SNIFF), str(path))
+                raise InputError(utf16 or f"{path}: line {number}: a NUL byte (byte {position + nul}): a binary file, "
+                                          "not text")
+            if number == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
+                raise InputError(f"{path}: line 1: line breaks that are carriage returns alone (old Mac text), "
+                                 f"not line feeds: convert them with tr '\\r' '\\n' < {path} > {path.name}.unix")
             position += len(raw)
             try:
                 line = raw.decode("utf-8")

@@ -159,6 +159,10 @@ class TrainingLoop:
         try:
             self.restore_state(state)
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
+            if "size mismatch" in str(err) and "encoder.weight" in str(err):  # the embedding: one row per word
+                raise InputError(f"{self.run_dir.checkpoint}: the corpus changed since the run began: its vocabulary "
+                                 f"is now {len(self.corpus.vocab)} words ({self.corpus.paths['train']}), not the "
+                                 "run's; resume with the files it started with, or start a new run") from None
             raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this {self.noun} "
                              f"({' '.join(str(err).split())[:200]})") from None
 

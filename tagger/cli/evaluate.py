@@ -51,16 +51,17 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
 
     offline()
     model_path = Path(model)
-    target = Path(out) if out else (model_path if model_path.is_dir() else model_path.parent) / f"eval-{corpus}-{split}"
-    problem = None if out else output_problem(target, "folder")
-    if problem:
-        raise InputError(f"{target}: {problem} (the default --out; give another)")
     run = run_config(model_path, corpus)
     corpus, data = corpus or run.get("corpus"), data or run.get("data")
     for flag, value in (("--corpus", corpus), ("--data", data)):
         if not value:
             raise InputError(f"{flag}: not given, and {model_path} has no run config.json (of this corpus format) "
                              f"to take it from")
+    # the default --out is named after the corpus format, the run's when --corpus is not given
+    target = Path(out) if out else (model_path if model_path.is_dir() else model_path.parent) / f"eval-{corpus}-{split}"
+    problem = None if out else output_problem(target, "folder")
+    if problem:
+        raise InputError(f"{target}: {problem} (the default --out; give another)")
     spec = columns or run.get("columns")
     gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec else None,
                        tag_column=tag_column or run.get("tag_column"), scheme=tag_scheme or run.get("tag_scheme"),

@@ -116,7 +116,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
     if not resume:
         genotype = _genotype(config.cell)
     reference = _genotype(matched) if matched else None  # a cell that does not load fails before the corpus loads
-    corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns else None,
+    corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns is not None else None,
                          tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
