@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from conftest import write_lm_corpus
 from test_bad_inputs import COMMANDS, REPO, _args, _assert_refused, _tree
+from test_full_disk import disk, fill, refused  # noqa: F401 - disk is a fixture
 from tagger_data import tiny_char_lm, write_conll03, write_wnut
 from tagger.cli import search_tagger, transfer
 
@@ -253,3 +254,23 @@ def test_a_corpus_changed_since_the_run_began_is_said_so(fx, tmp_path, monkeypat
                     f"({data / 'ptb.train.txt'}), not the run's; resume with the files it started with, or start a new run")
     assert len([line for line in result.stderr.splitlines() if line.startswith("error:")]) == 1
     assert "Traceback" not in result.stderr and _tree(run) == before
+
+
+def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_the_resume_runs(disk, tmp_path,
+                                                                                              restore_flair_logging):
+    """The disk fills after epoch 1's checkpoint (68 kB free: a checkpoint is 23 kB): the run is kept, the line
+    says so and how to go on, not 'nothing was written'; with space again, that --resume finishes the run."""
+    write_conll03(tmp_path / "data", sizes=(12, 4, 4))
+    (tmp_path / "vectors.txt").write_text("Anna 0.1 0.2\nParis 0.3 0.1\n", encoding="utf-8")
+    fill(disk, 68 << 10)
+    run = disk / "run"
+    result = CliRunner().invoke(COMMANDS["train-tagger"], [
+        "--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings", f"glove:{tmp_path / 'vectors.txt'}",
+        "--hidden-size", "4", "--max-epochs", "3", "--run-dir", str(run)])
+    line = refused(result, disk)
+    assert line.endswith(f"nothing was written; the run is kept up to its last checkpoint: free some space and "
+                         f"continue it with bin/train-tagger --resume {run}"), line
+    (disk / "filler").unlink()
+    resumed = CliRunner().invoke(COMMANDS["train-tagger"], ["--resume", str(run)])
+    assert resumed.exit_code == 0, resumed.stderr
+    assert (run / "metrics.json").is_file() and not (run / "checkpoint.pt").exists()

@@ -11,7 +11,7 @@ import click
 
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types, gemm_option)
-from nas.common.errors import InputError
+from nas.common.errors import InputError, WriteRefused
 from nas.common.ranges import check_ranges
 from nas.common.presets import preset_values, presets_help
 
@@ -147,6 +147,12 @@ def main(run_dir, dry_run, resume, **options) -> None:
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
         sys.exit(130)
+    except WriteRefused as err:  # a full disk after a checkpoint: the run is kept (train_runs), and resumable
+        if not any(run_dir.glob("**/checkpoint.pt")):
+            raise
+        said = str(err).removesuffix(" (free some space and run again)")
+        raise WriteRefused(f"{said}; the run is kept up to its last checkpoint: free some space and continue it "
+                           f"with bin/train-tagger --resume {run_dir}") from None
     click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
 
 
