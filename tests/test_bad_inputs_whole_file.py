@@ -274,3 +274,26 @@ def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_t
     resumed = CliRunner().invoke(COMMANDS["train-tagger"], ["--resume", str(run)])
     assert resumed.exit_code == 0, resumed.stderr
     assert (run / "metrics.json").is_file() and not (run / "checkpoint.pt").exists()
+
+
+def test_eval_lm_on_a_long_file_shows_its_progress(fx, tmp_path, monkeypatch):
+    """Progress lines on stderr while it works (here one per chunk), the result alone on stdout; a short
+    evaluation at the usual interval prints none."""
+    from nas.cli import eval_lm
+
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    assert CliRunner().invoke(COMMANDS["train-lm"], [*_args(LM, fx, run), "--max-batches-per-epoch", "2",
+                                                     "--eval-batches", "1", "--test-batch-size", "1", "--epochs", "1",
+                                                     "--run-dir", str(run)]).exit_code == 0
+    text = tmp_path / "long.txt"
+    text.write_text(" ".join(f"w{k % 40}" for k in range(400)) + "\n", encoding="utf-8")  # one long line
+    args = [str(run), "--file", str(text), "--batch-size", "1", "--bptt", "50"]
+    quiet = CliRunner().invoke(COMMANDS["eval-lm"], args)
+    assert quiet.exit_code == 0 and "evaluating" not in quiet.stderr, quiet.stderr
+    monkeypatch.setattr(eval_lm._Progress, "EVERY", 0.0)
+    shown = CliRunner().invoke(COMMANDS["eval-lm"], args)
+    assert shown.exit_code == 0 and json.loads(shown.stdout)["tokens"] == 400
+    lines = [line for line in shown.stderr.splitlines() if line.startswith(f"evaluating {text}: ")]
+    assert len(lines) == 8 and lines[0].startswith(f"evaluating {text}: 50 of 400 tokens (12%), "), shown.stderr
+    assert lines[-1].startswith(f"evaluating {text}: 400 of 400 tokens (100%), ") and lines[-1].endswith(" tok/s")

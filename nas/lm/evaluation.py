@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -16,9 +17,10 @@ def get_batch(source: torch.Tensor, i: int, seq_len: int) -> tuple[torch.Tensor,
 
 
 @torch.no_grad()
-def token_losses(model: RNNModel, data: torch.Tensor, bptt: int,
-                 max_batches: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode."""
+def token_losses(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None,
+                 on_chunk: Callable[[int], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode.
+    `on_chunk(steps)`: after each chunk, the steps done so far (a caller's progress)."""
     was_training = model.training
     model.eval()
     hidden = model.init_hidden(data.size(1))
@@ -30,13 +32,16 @@ def token_losses(model: RNNModel, data: torch.Tensor, bptt: int,
         logits, hidden, _, _ = model(words, hidden)
         losses.append(F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), reduction="none"))
         targets_seen.append(targets.reshape(-1))
+        if on_chunk is not None:
+            on_chunk(i + words.size(0))
     model.train(was_training)
     return torch.cat(targets_seen), torch.cat(losses)
 
 
-def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None) -> float:
+def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None,
+             on_chunk: Callable[[int], None] | None = None) -> float:
     """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
-    return float(token_losses(model, data, bptt, max_batches)[1].double().mean())
+    return float(token_losses(model, data, bptt, max_batches, on_chunk)[1].double().mean())
 
 
 def ppl(nll: float) -> float:
