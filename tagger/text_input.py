@@ -267,6 +267,22 @@ def _sentence_groups(line: str, matches: list[tuple[int, int]]) -> list[list[tup
     return [g for g in groups if g]
 
 
+def check_columns(path: Path, name: str, errors: str = "strict") -> None:
+    """A column file's `-DOCSTART-` lines stand between sentences: one inside a sentence would split it
+    silently. Checked over the whole input before any output is written."""
+    with open_text(path, errors) as handle:
+        begun = 0  # the line the current sentence begins on
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                begun = 0
+            elif fields[0] == DOCSTART and begun:
+                raise InputError(f"{name}: line {number}: {DOCSTART} inside a sentence (a document starts after a "
+                                 f"blank line; line {begun} begins this sentence)")
+            elif fields[0] != DOCSTART and not begun:
+                begun = number
+
+
 def column_sentences(handle: TextIO) -> Iterator[TextSentence]:
     """Sentences of a column file: first-column tokens joined by single spaces."""
     words: list[str] = []

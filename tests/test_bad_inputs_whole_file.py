@@ -41,6 +41,9 @@ CASES = [
     ("train-tagger", f"--corpus conll03 --data {{fx}}/docstart {GLOVE}",
      "{fx}/docstart/eng.train: line 5: -DOCSTART- inside a sentence (a document starts after a blank line; line 3 "
      "begins this sentence)"),
+    ("tag", "--columns {fx}/docstart/eng.train --model {fx}/nope.pt --out {out}",
+     "{fx}/docstart/eng.train: line 5: -DOCSTART- inside a sentence (a document starts after a blank line; line 3 "
+     "begins this sentence)"),
     ("train-tagger", f"--corpus wnut17 --data {{fx}}/wnutempty {GLOVE}",
      "{fx}/wnutempty/wnut17train.conll: line 2: an empty token (column 0)"),
     ("train-tagger", f"--corpus wnut17 --data {{fx}}/wnutspace {GLOVE}",

@@ -18,7 +18,7 @@ from nas.common.memory import long_lived_frozen
 from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..prediction import tag
-from ..text_input import ENCODING_ERRORS, check_file, check_text, open_text, read_chunks, sentences
+from ..text_input import ENCODING_ERRORS, check_columns, check_file, check_text, open_text, read_chunks, sentences
 from .runtime import flair_logs_to_stderr, offline, use_device, warn_if_unfinished
 
 STDIN = "-"
@@ -74,6 +74,9 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
             else:
                 check_file(Path(name), encoding_errors)
                 sources[name] = Path(name)
+        if columns:
+            for name, path in sources.items():
+                check_columns(path, "stdin" if name == STDIN else name, encoding_errors)
         plan = _outputs(list(inputs), out, fmt)
         flair_logs_to_stderr(logging.WARNING)
         use_device(device, threads)
