@@ -127,6 +127,8 @@ CASES = [
     ("search-lm", "--data {fx}/utf16lm --run-dir {out}", "{fx}/utf16lm/ptb.train.txt: UTF-16 text, not UTF-8"),
     ("train-wordvec", "--data {fx}/utf16lm/ptb.train.txt --out {out}", "{fx}/utf16lm/ptb.train.txt: UTF-16 text"),
     ("tag", "{fx}/u16.txt --model {fx}/nope.pt --out {out}", "{fx}/u16.txt: UTF-16 text, not UTF-8: convert it with iconv"),
+    ("train-wordvec", "--data {fx}/zeros.bin --out {out}", "{fx}/zeros.bin: line 1: a NUL byte (byte 0): a binary file"),
+    ("tag", "{fx}/zeros.bin --model {fx}/nope.pt --out {out}", "{fx}/zeros.bin: line 1: a NUL byte (byte 0): a binary"),
     ("train-tagger", f"--corpus conll03 --data {{fx}}/cronly {GLOVE}",
      "{fx}/cronly/eng.train: line 1: line breaks that are carriage returns alone (old Mac text), not line feeds: "
      "convert them with tr '\\r' '\\n' < {fx}/cronly/eng.train > eng.train.unix"),
@@ -200,6 +202,7 @@ def fx(tmp_path_factory) -> Path:
     (root / "utf16" / "eng.train").write_bytes(conll03["eng.train"].encode("utf-16"))
     corpus("utf16lm", lm)
     (root / "utf16lm" / "ptb.train.txt").write_bytes(lm["ptb.train.txt"].encode("utf-16-le"))  # no byte-order mark
+    (root / "zeros.bin").write_bytes(b"\0" * 64)  # NUL bytes at every position: binary, not UTF-16
     (root / "u16.txt").write_bytes("George Washington went to Washington .\n".encode("utf-16"))
     corpus("cronly", {**conll03, "eng.train": conll03["eng.train"].replace("\n", "\r")})
     corpus("crlm", {**lm, "ptb.train.txt": lm["ptb.train.txt"].replace("\n", "\r")})

@@ -246,11 +246,10 @@ UTF16_SNIFF = 4096  # bytes looked at to tell UTF-16 text from a binary file
 
 def utf16_problem(head: bytes, name: str) -> str | None:
     """The line to say for a file that is UTF-16 text (`head`: its first bytes; a byte-order mark, or
-    a NUL beside every other byte as ASCII has in UTF-16), or None: it is not, and its NUL bytes
-    make it a binary file."""
-    halves = (head[0::2], head[1::2])
-    if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and \
-            not (len(head) >= 4 and any(half.count(0) >= 0.9 * len(half) for half in halves)):
+    a NUL at nearly every other byte and nearly none between, as ASCII has in UTF-16), or None: it is
+    not, and its NUL bytes make it a binary file."""
+    zeros = sorted(half.count(0) / len(half) for half in (head[0::2], head[1::2])) if len(head) >= 4 else [0, 0]
+    if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and not (zeros[0] <= 0.1 and zeros[1] >= 0.9):
         return None
     return (f"{name}: UTF-16 text, not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {name} > "
             f"{Path(name).name}.utf8 and give that file")
