@@ -431,7 +431,7 @@ def test_pooled_memory_is_bounded_and_exact_below_the_bound(tmp_path):
     from tagger.config import TaggerConfig
     from tagger.corpora import load_corpus
     from tagger.embeddings import build_embeddings
-    from tagger.pooled_memory import bound_pooled_memory
+    from tagger.pooled_memory import bound_pooled_memory, pooled_embeddings
     from tagger.train import build_model
 
     td.write_conll03(tmp_path / "data", sizes=(8, 4, 4))
@@ -443,7 +443,9 @@ def test_pooled_memory_is_bounded_and_exact_below_the_bound(tmp_path):
     words = [f"{a}{b}" for a in "Anna Boris Chen Dara".split() for b in "lima oslo quito accra hanoi".split()]  # 20 distinct
     text = "\n".join(" ".join(words[(i + k) % 20] for k in range(6)) + " ." for i in range(30))
 
-    def tagged(max_words: int):
+    def tagged(max_words: int):  # from an empty memory each time (a model saved with none)
+        for embedding in pooled_embeddings(model):
+            embedding.word_embeddings, embedding.word_count = {}, {}
         pooled = bound_pooled_memory(model, max_words)
         out = [(s.tokens, e) for s, e in prediction.tag(model, text_input.line_sentences(io.StringIO(text)), batch_size=4)]
         return out, pooled
