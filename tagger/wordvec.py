@@ -78,9 +78,18 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
         bad = None if header and path.suffix == ".bin" else _first_bad_line(path, header)
         if bad:
             raise InputError(f"{path}: line {bad[0]}: {bad[1]}") from None
+        if header and path.suffix != ".bin":
+            with open(path, "rb") as handle:
+                said, held = handle.readline().split()[0].decode(), sum(1 for line in handle if line.strip())
+            if int(said) != held:
+                raise InputError(f"{path}: line 1: the header says {said} vectors, the file holds {held} "
+                                 "(a truncated file?)") from None
         raise InputError(f"{path}: not a GloVe or word2vec vector file ({str(err)[:200]})") from None
     if not len(kv.index_to_key):
         raise InputError(f"{path}: no vectors")
+    short = None if header and path.suffix == ".bin" else _width_problem(path, header, kv.vectors.shape[1])
+    if short:
+        raise InputError(f"{path}: line {short[0]}: {short[1]}")
     if not (np.isfinite(kv.vectors).all() and np.abs(kv.vectors).max() <= MAX_VALUE):
         bad = None if header and path.suffix == ".bin" else _first_bad_line(path, header)
         if bad:
@@ -89,6 +98,24 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
         raise InputError(f"{path}: the vector of {kv.index_to_key[row]!r} holds a value that is not finite or of "
                          f"magnitude above {MAX_VALUE:g}")
     return list(kv.index_to_key), kv.vectors
+
+
+def _width_problem(path: Path, header: bool, width: int) -> tuple[int, str] | None:
+    """(line number, problem) of the first line of a text vector file without `width` numbers: gensim
+    reads a headerless file's width from its first line and fills a shorter line with its last value.
+    Counts separators only, so a pass over a large file stays quick."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = raw.rstrip()
+            if (header and number == 1) or not line:
+                continue
+            if line.count(b" ") != width:
+                return number, f"{_numbers(line.count(b' '))} where the vectors have {width} (a truncated file?)"
+    return None
+
+
+def _numbers(count: int) -> str:
+    return f"{count} number{'' if count == 1 else 's'}"
 
 
 def _first_bad_line(path: Path, header: bool) -> tuple[int, str] | None:
@@ -105,7 +132,7 @@ def _first_bad_line(path: Path, header: bool) -> tuple[int, str] | None:
             continue
         width = len(fields) - 1 if width is None else width
         if len(fields) - 1 != width:
-            return number, f"{len(fields) - 1} numbers where the vectors have {width} (a truncated file?)"
+            return number, f"{_numbers(len(fields) - 1)} where the vectors have {width} (a truncated file?)"
         try:
             values = list(map(float, fields[1:]))
         except ValueError:

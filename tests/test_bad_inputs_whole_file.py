@@ -54,6 +54,10 @@ CASES = [
      "{fx}/twotest: 2 files for the test split (test.txt, test2.txt): keep one of them in the folder"),
     ("train-tagger", f"--corpus column --data {{fx}}/twodev {GLOVE}",
      "{fx}/twodev: 2 files for the dev split (dev.txt, testa.txt): keep one of them in the folder"),
+    ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/shortvec.txt --run-dir {out}",
+     "{fx}/shortvec.txt: line 3: 1 number where the vectors have 2 (a truncated file?)"),
+    ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/countvec.txt --run-dir {out}",
+     "{fx}/countvec.txt: line 1: the header says 3 vectors, the file holds 2 (a truncated file?)"),
     ("search-lm", "--data {fx}/ptbwiki --run-dir {out}",
      "{fx}/ptbwiki: 2 train splits (ptb.train.txt, wiki.train.tokens): keep one in the folder, or pass --train FILE"),
     ("train-lm", "--data {fx}/ptbwiki --run-dir {out}", "{fx}/ptbwiki: 2 train splits (ptb.train.txt, wiki.train.tokens)"),
@@ -202,6 +206,8 @@ def fx(tmp_path_factory) -> Path:
     (root / "utf16" / "eng.train").write_bytes(conll03["eng.train"].encode("utf-16"))
     corpus("utf16lm", lm)
     (root / "utf16lm" / "ptb.train.txt").write_bytes(lm["ptb.train.txt"].encode("utf-16-le"))  # no byte-order mark
+    (root / "shortvec.txt").write_text("a 0.1 0.2\nb 0.3 0.1\nc 0.3\n", encoding="utf-8")  # gensim read c as [0.3, 0.3]
+    (root / "countvec.txt").write_text("3 2\na 0.1 0.2\nb 0.3 0.1\n", encoding="utf-8")
     (root / "zeros.bin").write_bytes(b"\0" * 64)  # NUL bytes at every position: binary, not UTF-16
     (root / "u16.txt").write_bytes("George Washington went to Washington .\n".encode("utf-16"))
     corpus("cronly", {**conll03, "eng.train": conll03["eng.train"].replace("\n", "\r")})
