@@ -35,6 +35,11 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     from nas.lm.evaluation import evaluate, ppl
     from nas.runs.train import load_for_evaluation
 
+    if text_file is not None:  # --file replaces the split of --data: either of those with it would be ignored
+        ctx = click.get_current_context()
+        for name in ("data", "split"):
+            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+                raise InputError(f"--{name}: not with --file (it picks a split of --data, which --file replaces)")
     use_threads(threads)
     path = Path(model)
     if path.is_dir():

@@ -17,7 +17,7 @@ from nas.common.presets import preset_values, presets_help
 
 from ..config import CELL_INITS, TaggerConfig
 from ..corpus_formats import FORMATS
-from ..embeddings import POOLINGS, build_embeddings
+from ..embeddings import POOLINGS, build_embeddings, parse_spec
 from ..tag_schemes import SCHEMES
 from .runtime import flair_logs_to_stderr, offline, use_device
 
@@ -102,6 +102,10 @@ def main(run_dir, dry_run, resume, **options) -> None:
         _require("corpus", "data")
         config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
                               command=command_line("bin/train-tagger"))
+        if click.get_current_context().get_parameter_source("pooling") == click.core.ParameterSource.COMMANDLINE and \
+                "pooled-flair" not in [kind for kind, _ in parse_spec(config.embeddings)]:
+            raise InputError(f"--pooling: only with pooled-flair embeddings; with --embeddings {config.embeddings} it "
+                             "has no effect")
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     config.check()
     if not resume and not dry_run and RunDir(run_dir).holds_run():
