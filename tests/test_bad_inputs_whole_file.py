@@ -245,12 +245,19 @@ def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, mon
     assert _tree(fx) == before
 
 
-def test_tag_with_its_standard_output_closed_is_one_line(fx, tmp_path):
-    """`bin/tag FILE >&-`: Python starts with no sys.stdout; refused before the model loads, no traceback."""
-    proc = subprocess.run(f"{shlex.quote(sys.executable)} {REPO / 'bin' / 'tag'} {fx / 'text.txt'} --model "
-                          f"{fx / 'nope.pt'} >&-", shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and proc.stderr == ("error: standard output is closed: give --out FILE, or send it to "
-                                                    "a file (> FILE)\n"), proc.stderr
+@pytest.mark.parametrize("args, closed, expected", [
+    ("{fx}/text.txt", ">&-", "error: standard output is closed: give --out FILE, or send it to a file (> FILE)\n"),
+    ("- --out {out}", "<&-", "error: - (stdin): standard input is closed: give the input as a file, or send it in "
+                             "(< FILE)\n"),
+])
+def test_tag_with_a_standard_stream_closed_is_one_line(fx, tmp_path, args, closed, expected):
+    """`bin/tag FILE >&-` and `bin/tag - <&-`: Python starts without sys.stdout or sys.stdin; refused
+    before the model loads, no traceback."""
+    out = tmp_path / "out" / "tagged"
+    proc = subprocess.run(f"{shlex.quote(sys.executable)} {REPO / 'bin' / 'tag'} {args.format(fx=fx, out=out)} "
+                          f"--model {fx / 'nope.pt'} {closed}", shell=True, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stderr == expected, proc.stderr
     assert list(tmp_path.iterdir()) == []
 
 

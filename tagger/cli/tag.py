@@ -92,6 +92,8 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
 
 def _spool_stdin(path: Path, errors: str) -> None:
     """Copy stdin to a file while checking it, so it is read like any input and checked before output."""
+    if sys.stdin is None:  # started with standard input closed (<&-)
+        raise InputError("- (stdin): standard input is closed: give the input as a file, or send it in (< FILE)")
     stream = sys.stdin.buffer
     with open(path, "wb") as spool:
         def copied():
