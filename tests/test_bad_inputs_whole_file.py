@@ -146,6 +146,11 @@ CASES = [
                                          "bin/train-lm run (continue it with bin/train-tagger --resume {fx}/tagrun)"),
     ("search-lm", "--resume {fx}/tagrun", "{fx}/tagrun/config.json: the config of a bin/train-tagger run, not of a "
                                           "bin/search-lm run"),
+    ("search-lm", "--resume {fx}/seedsrun", "{fx}/seedsrun/config.json: a multi-seed run (bin/search-lm --seeds), "
+                                            "which does not resume as a whole: resume one seed's search with "
+                                            "bin/search-lm --resume {fx}/seedsrun/seed-S/search, or its retraining "
+                                            "with bin/train-lm --resume {fx}/seedsrun/seed-S/retrain"),
+    ("train-lm", "--resume {fx}/seedsrun", "{fx}/seedsrun/config.json: a multi-seed run (bin/search-lm --seeds)"),
     ("train-tagger", f"{TAGGER} --columns '' --run-dir {{out}}",
      "--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)"),
     ("tag", "{fx}/text.txt --model {fx}/flair.pt --out {out}",
@@ -223,6 +228,10 @@ def fx(tmp_path_factory) -> Path:
         "corpus": "conll03", "data": str(root / "tagdata"), "embeddings": f"glove:{root / 'vectors.txt'}",
         "command": "bin/train-tagger --corpus conll03"}), encoding="utf-8")
     (root / "evalrun" / "eval-conll03-test").write_text("a file where the default --out would go\n", encoding="utf-8")
+    (root / "seedsrun").mkdir()
+    (root / "seedsrun" / "config.json").write_text(json.dumps({
+        "seeds": [1, 2], "workers": 1, "search_args": ["--train", "x"], "device": "cpu", "select_budget": 10.0,
+        "select_args": [], "command": "bin/search-lm --seeds 1,2 --data d"}), encoding="utf-8")
     (root / "tagrun").mkdir()
     (root / "tagrun" / "config.json").write_text(json.dumps({
         "corpus": "conll03", "data": str(root / "tagdata"), "embeddings": f"glove:{root / 'vectors.txt'}", "lr": 0.1,

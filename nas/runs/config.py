@@ -89,6 +89,11 @@ class LMConfig:
         """A run directory's config.json (`source`; keys this version does not know are ignored), with
         the limits given on the command line (those not None) put in place of the stored ones. The
         config of the other command's run is an InputError naming `source`."""
+        if isinstance(stored, dict) and "seeds" in stored and "search_args" in stored:  # nas.runs.seeds' own config
+            folder = Path(source).parent
+            raise InputError(f"{source}: a multi-seed run (bin/search-lm --seeds), which does not resume as a whole: "
+                             f"resume one seed's search with bin/search-lm --resume {folder}/seed-S/search, or its "
+                             f"retraining with bin/train-lm --resume {folder}/seed-S/retrain")
         other = _command_of(stored)
         if other not in (None, cls.COMMAND):
             raise InputError(f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
