@@ -151,6 +151,8 @@ CASES = [
                                             "bin/search-lm --resume {fx}/seedsrun/seed-S/search, or its retraining "
                                             "with bin/train-lm --resume {fx}/seedsrun/seed-S/retrain"),
     ("train-lm", "--resume {fx}/seedsrun", "{fx}/seedsrun/config.json: a multi-seed run (bin/search-lm --seeds)"),
+    ("train-tagger", "--resume {fx}/lmrun", "{fx}/lmrun/config.json: not a run of bin/train-tagger (the config of a "
+                                            "bin/train-lm run: continue it with bin/train-lm --resume {fx}/lmrun)"),
     ("train-tagger", f"{TAGGER} --columns '' --run-dir {{out}}",
      "--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)"),
     ("tag", "{fx}/text.txt --model {fx}/flair.pt --out {out}",
@@ -232,6 +234,9 @@ def fx(tmp_path_factory) -> Path:
     (root / "seedsrun" / "config.json").write_text(json.dumps({
         "seeds": [1, 2], "workers": 1, "search_args": ["--train", "x"], "device": "cpu", "select_budget": 10.0,
         "select_args": [], "command": "bin/search-lm --seeds 1,2 --data d"}), encoding="utf-8")
+    (root / "lmrun").mkdir()
+    (root / "lmrun" / "config.json").write_text(json.dumps({"cell": "darts_v2", "test_batch_size": 1,
+                                                            "command": "bin/train-lm --data d"}), encoding="utf-8")
     (root / "tagrun").mkdir()
     (root / "tagrun" / "config.json").write_text(json.dumps({
         "corpus": "conll03", "data": str(root / "tagdata"), "embeddings": f"glove:{root / 'vectors.txt'}", "lr": 0.1,

@@ -89,12 +89,12 @@ class LMConfig:
         """A run directory's config.json (`source`; keys this version does not know are ignored), with
         the limits given on the command line (those not None) put in place of the stored ones. The
         config of the other command's run is an InputError naming `source`."""
-        if isinstance(stored, dict) and "seeds" in stored and "search_args" in stored:  # nas.runs.seeds' own config
+        if _multi_seed(stored):
             folder = Path(source).parent
             raise InputError(f"{source}: a multi-seed run (bin/search-lm --seeds), which does not resume as a whole: "
                              f"resume one seed's search with bin/search-lm --resume {folder}/seed-S/search, or its "
                              f"retraining with bin/train-lm --resume {folder}/seed-S/retrain")
-        other = _command_of(stored)
+        other = command_of(stored)
         if other not in (None, cls.COMMAND):
             raise InputError(f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
                              f"(continue it with {other} --resume {Path(source).parent})")
@@ -204,9 +204,16 @@ def check_gate_history(history: int, inter_nodes: int) -> None:
                          "gate node i reads history vector i")
 
 
-def _command_of(stored: Any) -> str | None:
+def _multi_seed(stored: Any) -> bool:
+    """The config.json of a multi-seed search (`nas.runs.seeds`), not of one command's run."""
+    return isinstance(stored, dict) and "seeds" in stored and "search_args" in stored
+
+
+def command_of(stored: Any) -> str | None:
     """The command whose run a stored config.json is: the one it records, else told by a setting only
     that command has (a tagger run's corpus: read as an LM run, it had no train file)."""
+    if _multi_seed(stored):
+        return None  # no command resumes it as a whole (see LMConfig.from_dict)
     command = stored.get("command") if isinstance(stored, dict) else None
     if isinstance(command, str) and command.split() and command.split()[0].startswith("bin/"):
         return command.split()[0]

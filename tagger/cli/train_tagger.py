@@ -189,7 +189,11 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
     """The settings and genotype of the interrupted run in `run`."""
     stored = run.config()
     if "embeddings" not in stored:
-        raise InputError(f"{run.path / 'config.json'}: not a run of bin/train-tagger")
+        from nas.runs.config import command_of
+
+        other = command_of(stored)
+        whose = f" (the config of a {other} run: continue it with {other} --resume {run.path})" if other else ""
+        raise InputError(f"{run.path / 'config.json'}: not a run of bin/train-tagger{whose}")
     if (run.path / "metrics.json").exists():
         raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
     for name, value in OLDER_RUNS.items():  # a run started before the flag existed
