@@ -314,10 +314,10 @@ def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_t
     assert (run / "metrics.json").is_file() and not (run / "checkpoint.pt").exists()
 
 
-def test_eval_lm_on_a_long_file_shows_its_progress(fx, tmp_path, monkeypatch):
-    """Progress lines on stderr while it works (here one per chunk), the result alone on stdout; a short
+def test_eval_lm_and_compare_words_show_their_progress(fx, tmp_path, monkeypatch):
+    """Progress lines on stderr while they work (here one per chunk), the result alone on stdout; a short
     evaluation at the usual interval prints none."""
-    from nas.cli import eval_lm
+    from nas.cli.terminal import TokenProgress
 
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
@@ -329,9 +329,15 @@ def test_eval_lm_on_a_long_file_shows_its_progress(fx, tmp_path, monkeypatch):
     args = [str(run), "--file", str(text), "--batch-size", "1", "--bptt", "50"]
     quiet = CliRunner().invoke(COMMANDS["eval-lm"], args)
     assert quiet.exit_code == 0 and "evaluating" not in quiet.stderr, quiet.stderr
-    monkeypatch.setattr(eval_lm._Progress, "EVERY", 0.0)
+    monkeypatch.setattr(TokenProgress, "EVERY", 0.0)
     shown = CliRunner().invoke(COMMANDS["eval-lm"], args)
     assert shown.exit_code == 0 and json.loads(shown.stdout)["tokens"] == 400
     lines = [line for line in shown.stderr.splitlines() if line.startswith(f"evaluating {text}: ")]
     assert len(lines) == 8 and lines[0].startswith(f"evaluating {text}: 50 of 400 tokens (12%), "), shown.stderr
     assert lines[-1].startswith(f"evaluating {text}: 400 of 400 tokens (100%), ") and lines[-1].endswith(" tok/s")
+    compared = CliRunner().invoke(COMMANDS["compare-words"], [str(run), str(run), "--data", str(fx / "lm")])
+    assert compared.exit_code == 0 and compared.stdout.startswith("# "), compared.stderr
+    for model in ("A", "B"):
+        lines = [line for line in compared.stderr.splitlines()
+                 if line.startswith(f"model {model} on {fx / 'lm' / 'ptb.valid.txt'}: ")]
+        assert lines and lines[-1].endswith(" tok/s") and "(100%)" in lines[-1], compared.stderr

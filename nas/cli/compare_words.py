@@ -33,11 +33,20 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
     """
     from nas.lm.evaluation import ppl
     from nas.lm.wordloss import compare_words, largest_differences, load_language_model, most_frequent
+    from .terminal import TokenProgress
 
     use_threads(threads)
     path = find_splits(data)[split]
     a, b = load_language_model(model_a, device), load_language_model(model_b, device)
-    rows, mean_a, mean_b = compare_words(a, b, path, batch_size)
+    shown: list[TokenProgress] = []
+
+    def progress(label: str, steps: int, columns: int):
+        shown.append(TokenProgress(label, steps, columns))
+        return shown[-1].show
+
+    rows, mean_a, mean_b = compare_words(a, b, path, batch_size, progress)
+    for bar in shown:
+        bar.clear()
     click.echo(f"# {path}: mean NLL A {mean_a:.4f} (ppl {ppl(mean_a):.1f}), B {mean_b:.4f} (ppl {ppl(mean_b):.1f}); "
                f"delta = loss B - loss A per occurrence (negative: B better)")
     click.echo(f"# A = {a.source}\n# B = {b.source}")

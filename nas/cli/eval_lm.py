@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 
 import click
@@ -34,6 +32,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     from nas.lm.corpus import batchify, encode, read_tokens
     from nas.lm.evaluation import evaluate, ppl
     from nas.runs.train import load_for_evaluation
+    from .terminal import TokenProgress
 
     if text_file is not None:  # --file replaces the split of --data: either of those with it would be ignored
         ctx = click.get_current_context()
@@ -63,47 +62,12 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     bptt = bptt if bptt is not None else config.get("bptt", 35)
     ids = encode(read_tokens(source), stored["vocab"])
     batches = batchify(ids, batch_size, 1, source, "--batch-size").to(device)
-    progress = _Progress(source, batches.size(0) - 1, batches.size(1))
+    progress = TokenProgress(f"evaluating {source}", batches.size(0) - 1, batches.size(1))
     nll = evaluate(lm, batches, bptt, on_chunk=progress.show)
     progress.clear()
     report = {"model": str(path), "file": str(source), "split": None if text_file else split, "ppl": ppl(nll),
               "nll": nll, "tokens": (batches.size(0) - 1) * batches.size(1), "batch_size": batch_size, "bptt": bptt}
     click.echo(json.dumps(report))
-
-
-class _Progress:
-    """The tokens evaluated so far on stderr, as a long file at batch size 1 takes minutes: on a terminal
-    one line rewritten in place; otherwise (a log, a captured run) a line at most every EVERY seconds,
-    so that a short evaluation prints none."""
-
-    EVERY = 10.0
-    REDRAW = 0.2  # seconds between rewrites of the terminal line
-
-    def __init__(self, source: Path, steps: int, columns: int) -> None:
-        self.source, self.steps, self.columns = source, steps, columns
-        self.tty, self.shown = sys.stderr.isatty(), False
-        self.started = self.last = time.monotonic()
-
-    def show(self, done: int) -> None:
-        now = time.monotonic()
-        if now - self.last < (self.REDRAW if self.tty else self.EVERY):
-            return
-        self.last = now
-        tokens = done * self.columns
-        line = (f"evaluating {self.source}: {tokens:,} of {self.steps * self.columns:,} tokens "
-                f"({done / self.steps:.0%}), {tokens / max(now - self.started, 1e-9):,.0f} tok/s")
-        if self.tty:
-            sys.stderr.write(f"\r\033[K{line}")
-            sys.stderr.flush()
-            self.shown = True
-        else:
-            click.echo(line, err=True)
-
-    def clear(self) -> None:
-        """Erase the rewritten line before the result."""
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
 
 
 if __name__ == "__main__":

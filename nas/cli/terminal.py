@@ -1,9 +1,11 @@
 """What the training commands (`bin/search-lm`, `bin/train-lm`) show while a loop runs: a progress
-bar per epoch with tokens/s, one line per epoch, rollbacks, and exit 130 on Ctrl-C."""
+bar per epoch with tokens/s, one line per epoch, rollbacks, and exit 130 on Ctrl-C; and the progress
+of the evaluating commands (`bin/eval-lm`, `bin/compare-words`)."""
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from typing import Any, Callable
 
 import click
@@ -54,3 +56,40 @@ def run_loop(loop: TrainingLoop, terminal: Terminal) -> Any:
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}", err=True)
         sys.exit(130)
+
+
+class TokenProgress:
+    """Tokens evaluated so far on stderr, for an evaluation that can take minutes (a long file at batch
+    size 1): on a terminal one line rewritten in place; otherwise (a log, a captured run) a line at
+    most every EVERY seconds, so that a short evaluation prints none."""
+
+    EVERY = 10.0
+    REDRAW = 0.2  # seconds between rewrites of the terminal line
+
+    def __init__(self, label: str, steps: int, columns: int) -> None:
+        self.label, self.steps, self.columns = label, steps, columns
+        self.tty, self.shown = sys.stderr.isatty(), False
+        self.started = self.last = time.monotonic()
+
+    def show(self, done: int) -> None:
+        """`done` of the `steps` (rows of `columns` tokens) are evaluated."""
+        now = time.monotonic()
+        if now - self.last < (self.REDRAW if self.tty else self.EVERY):
+            return
+        self.last = now
+        tokens = done * self.columns
+        line = (f"{self.label}: {tokens:,} of {self.steps * self.columns:,} tokens ({done / self.steps:.0%}), "
+                f"{tokens / max(now - self.started, 1e-9):,.0f} tok/s")
+        if self.tty:
+            sys.stderr.write(f"\r\033[K{line}")
+            sys.stderr.flush()
+            self.shown = True
+        else:
+            click.echo(line, err=True)
+
+    def clear(self) -> None:
+        """Erase the rewritten line before what comes next."""
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False

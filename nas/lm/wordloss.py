@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -92,25 +93,32 @@ class WordRow:
         return self.loss_b - self.loss_a
 
 
-def per_word_loss(lm: LanguageModel, ids: torch.Tensor, batch_size: int, where: str) -> tuple[torch.Tensor, torch.Tensor, float]:
+# progress(label, steps, columns) -> on_chunk(steps done): how a caller shows an evaluation's progress
+Progress = Callable[[str, int, int], Callable[[int], None]]
+
+
+def per_word_loss(lm: LanguageModel, ids: torch.Tensor, batch_size: int, where: str, label: str = "",
+                  progress: Progress | None = None) -> tuple[torch.Tensor, torch.Tensor, float]:
     """(loss sum per word id, occurrences per word id, mean NLL) over `ids` as the targets of `lm`."""
     device = next(lm.model.parameters()).device
     data = batchify(ids, batch_size, lm.bptt, where, "--batch-size").to(device)
-    targets, losses = token_losses(lm.model, data, lm.bptt)
+    on_chunk = progress(label, data.size(0) - 1, data.size(1)) if progress is not None else None
+    targets, losses = token_losses(lm.model, data, lm.bptt, on_chunk=on_chunk)
     V = len(lm.vocab)
     sums = torch.zeros(V, dtype=torch.float64).index_add_(0, targets.cpu(), losses.cpu().double())
     counts = torch.bincount(targets.cpu(), minlength=V)
     return sums, counts, float(losses.double().mean())
 
 
-def compare_words(a: LanguageModel, b: LanguageModel, split: Path, batch_size: int = 10) -> tuple[list[WordRow], float, float]:
+def compare_words(a: LanguageModel, b: LanguageModel, split: Path, batch_size: int = 10,
+                  progress: Progress | None = None) -> tuple[list[WordRow], float, float]:
     """Rows for every word type predicted in `split`, and the mean NLL of each model."""
     if a.vocab != b.vocab:
         raise InputError(f"{a.source} and {b.source} have different vocabularies (trained on different corpora); "
                          "per-word losses are comparable only on the same vocabulary")
     ids = encode(read_tokens(split), a.vocab)
-    sums_a, counts, mean_a = per_word_loss(a, ids, batch_size, str(split))
-    sums_b, _, mean_b = per_word_loss(b, ids, batch_size, str(split))
+    sums_a, counts, mean_a = per_word_loss(a, ids, batch_size, str(split), f"model A on {split}", progress)
+    sums_b, _, mean_b = per_word_loss(b, ids, batch_size, str(split), f"model B on {split}", progress)
     train_counts = Counter(read_tokens(a.train_path)) if a.train_path is not None else None
     rows = []
     for w in torch.nonzero(counts).view(-1).tolist():
