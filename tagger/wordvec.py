@@ -13,6 +13,7 @@ import re
 import warnings
 from collections import Counter
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -160,9 +161,21 @@ def to_flair(words: list[str], vectors: np.ndarray, name: str):
 
 
 def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: str = "word2vec", epochs: int = 5,
-                  window: int = 5, min_count: int = 1, seed: int = 1, workers: int = 1) -> dict:
-    """Train word2vec or fastText on whitespace-tokenised lines; one worker keeps a seed reproducible."""
+                  window: int = 5, min_count: int = 1, seed: int = 1, workers: int = 1,
+                  on_epoch: Callable[[int], None] | None = None) -> dict:
+    """Train word2vec or fastText on whitespace-tokenised lines; one worker keeps a seed reproducible.
+    `on_epoch(k)`: after epoch k (from 1) of `epochs`, for a caller's progress."""
     from gensim.models import FastText, Word2Vec
+    from gensim.models.callbacks import CallbackAny2Vec
+
+    class Epochs(CallbackAny2Vec):
+        def __init__(self) -> None:
+            self.done = 0
+
+        def on_epoch_end(self, model) -> None:
+            self.done += 1
+            if on_epoch is not None:
+                on_epoch(self.done)
 
     corpus = Path(corpus)
     require_file(corpus)
@@ -176,7 +189,7 @@ def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: s
                          f"{counts.most_common(1)[0][0]!r}, occurs {counts.most_common(1)[0][1]}); lower --min-count")
     cls = {"word2vec": Word2Vec, "fasttext": FastText}[method]
     model = cls(sentences=sentences, vector_size=dim, window=window, min_count=min_count, epochs=epochs,
-                seed=seed, workers=workers)
+                seed=seed, workers=workers, callbacks=[Epochs()])
     vectors = model.wv
     lines = (f"{word} " + " ".join(f"{x:.6f}" for x in vectors[word]) for word in vectors.index_to_key)
     atomic_write_text(out, "\n".join(lines) + "\n")

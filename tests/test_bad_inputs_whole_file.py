@@ -341,3 +341,17 @@ def test_eval_lm_and_compare_words_show_their_progress(fx, tmp_path, monkeypatch
         lines = [line for line in compared.stderr.splitlines()
                  if line.startswith(f"model {model} on {fx / 'lm' / 'ptb.valid.txt'}: ")]
         assert lines and lines[-1].endswith(" tok/s") and "(100%)" in lines[-1], compared.stderr
+
+
+def test_train_wordvec_shows_its_epochs(fx, tmp_path, monkeypatch):
+    """An epoch line on stderr as each ends (every one at interval 0); none for a short run at the usual interval."""
+    from nas.cli.terminal import StatusLine
+
+    args = ["--data", str(fx / "lm" / "ptb.train.txt"), "--dim", "4", "--epochs", "3"]
+    quiet = CliRunner().invoke(COMMANDS["train-wordvec"], [*args, "--out", str(tmp_path / "quiet.txt")])
+    assert quiet.exit_code == 0 and "epoch" not in quiet.stderr, quiet.stderr
+    monkeypatch.setattr(StatusLine, "EVERY", 0.0)
+    shown = CliRunner().invoke(COMMANDS["train-wordvec"], [*args, "--out", str(tmp_path / "shown.txt")])
+    assert shown.exit_code == 0, shown.stderr
+    lines = [line for line in shown.stderr.splitlines() if line.startswith("word2vec: epoch ")]
+    assert [line.split(" done")[0] for line in lines] == [f"word2vec: epoch {k} of 3" for k in (1, 2, 3)], shown.stderr

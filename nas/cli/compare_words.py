@@ -42,7 +42,7 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
 
     def progress(label: str, steps: int, columns: int):
         shown.append(TokenProgress(label, steps, columns))
-        return shown[-1].show
+        return shown[-1].tokens_done
 
     rows, mean_a, mean_b = compare_words(a, b, path, batch_size, progress)
     for bar in shown:

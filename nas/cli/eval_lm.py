@@ -63,7 +63,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     ids = encode(read_tokens(source), stored["vocab"])
     batches = batchify(ids, batch_size, 1, source, "--batch-size").to(device)
     progress = TokenProgress(f"evaluating {source}", batches.size(0) - 1, batches.size(1))
-    nll = evaluate(lm, batches, bptt, on_chunk=progress.show)
+    nll = evaluate(lm, batches, bptt, on_chunk=progress.tokens_done)
     progress.clear()
     report = {"model": str(path), "file": str(source), "split": None if text_file else split, "ppl": ppl(nll),
               "nll": nll, "tokens": (batches.size(0) - 1) * batches.size(1), "batch_size": batch_size, "bptt": bptt}

@@ -58,28 +58,28 @@ def run_loop(loop: TrainingLoop, terminal: Terminal) -> Any:
         sys.exit(130)
 
 
-class TokenProgress:
-    """Tokens evaluated so far on stderr, for an evaluation that can take minutes (a long file at batch
-    size 1): on a terminal one line rewritten in place; otherwise (a log, a captured run) a line at
-    most every EVERY seconds, so that a short evaluation prints none."""
+class StatusLine:
+    """One line of progress on stderr, for work that can take minutes: on a terminal rewritten in place;
+    otherwise (a log, a captured run) printed at most every EVERY seconds, so that short work prints none."""
 
     EVERY = 10.0
     REDRAW = 0.2  # seconds between rewrites of the terminal line
 
-    def __init__(self, label: str, steps: int, columns: int) -> None:
-        self.label, self.steps, self.columns = label, steps, columns
+    def __init__(self) -> None:
         self.tty, self.shown = sys.stderr.isatty(), False
         self.started = self.last = time.monotonic()
 
-    def show(self, done: int) -> None:
-        """`done` of the `steps` (rows of `columns` tokens) are evaluated."""
-        now = time.monotonic()
-        if now - self.last < (self.REDRAW if self.tty else self.EVERY):
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def due(self) -> bool:
+        """Whether a line shown now would be drawn (the caller need not build it otherwise)."""
+        return time.monotonic() - self.last >= (self.REDRAW if self.tty else self.EVERY)
+
+    def show(self, line: str) -> None:
+        if not self.due():
             return
-        self.last = now
-        tokens = done * self.columns
-        line = (f"{self.label}: {tokens:,} of {self.steps * self.columns:,} tokens ({done / self.steps:.0%}), "
-                f"{tokens / max(now - self.started, 1e-9):,.0f} tok/s")
+        self.last = time.monotonic()
         if self.tty:
             sys.stderr.write(f"\r\033[K{line}")
             sys.stderr.flush()
@@ -93,3 +93,18 @@ class TokenProgress:
             sys.stderr.write("\r\033[K")
             sys.stderr.flush()
             self.shown = False
+
+
+class TokenProgress(StatusLine):
+    """Tokens evaluated so far (bin/eval-lm, bin/compare-words: a long file at batch size 1 takes minutes)."""
+
+    def __init__(self, label: str, steps: int, columns: int) -> None:
+        super().__init__()
+        self.label, self.steps, self.columns = label, steps, columns
+
+    def tokens_done(self, done: int) -> None:
+        """`done` of the `steps` (rows of `columns` tokens) are evaluated."""
+        if self.due():
+            tokens = done * self.columns
+            self.show(f"{self.label}: {tokens:,} of {self.steps * self.columns:,} tokens ({done / self.steps:.0%}), "
+                      f"{tokens / max(self.elapsed(), 1e-9):,.0f} tok/s")

@@ -22,9 +22,15 @@ def main(data, out, dim, method, epochs, window, min_count, seed, threads) -> No
     \b
         bin/train-wordvec --data data/wikitext-2/wiki.train.tokens --out wt2-100d.txt --dim 100
     """
+    from nas.cli.terminal import StatusLine
+
     from ..wordvec import train_wordvec
 
-    result = train_wordvec(data, out, dim, method, epochs, window, min_count, seed, threads)
+    status = StatusLine()
+    result = train_wordvec(data, out, dim, method, epochs, window, min_count, seed, threads,
+                           on_epoch=lambda k: status.show(f"{method}: epoch {k} of {epochs} done, "
+                                                          f"{status.elapsed():.0f} s"))
+    status.clear()
     click.echo(f"{out}: {result['words']} words × {dim} dimensions from {result['sentences']} sentences")
 
 
