@@ -199,10 +199,8 @@ class Benchmark:
     def check_inputs(self) -> None:
         """Every cell file, every corpus and the train-tagger flags after `--`, before the first run
         starts: a bad last cell or flag would otherwise fail after the others had trained."""
-        import click
-
         from nas.cells.genotype import load
-        from nas.common.cli import _message
+        from nas.common.cli import passed_on
 
         from .cli.train_tagger import main as train_tagger
         from .corpora import load_corpus, parse_columns
@@ -213,11 +211,7 @@ class Benchmark:
                 load(cell.spec)
         for corpus in self.corpora:
             argv = self.tagger_argv(next(r for r in self.runs if r.corpus == corpus))
-            try:
-                params = train_tagger.make_context("bin/train-tagger", argv).params
-            except click.ClickException as err:
-                raise InputError(f"bin/transfer -- {' '.join(self.tagger_args)}: bin/train-tagger {_message(err)}") \
-                    from None
+            params = passed_on(train_tagger, "bin/train-tagger", argv, f"bin/transfer -- {' '.join(self.tagger_args)}")
             check_files(params["embeddings"])
             load_corpus(corpus.format, corpus.path, tag_column=params["tag_column"], scheme=params["tag_scheme"],
                         columns=parse_columns(params["columns"]) if params["columns"] is not None else None)

@@ -94,6 +94,16 @@ def _message(err: click.ClickException | InputError) -> str:
     return str(err)
 
 
+def passed_on(command: click.Command, program: str, args: list[str], given_as: str) -> dict[str, Any]:
+    """The parameters `program` (`command`) takes from `args`, arguments this command passes on to it
+    (`given_as`: where they were given, a flag or `--`), checked by that command's own flags now,
+    before any work, rather than when it runs."""
+    try:
+        return command.make_context(program, list(args)).params
+    except click.ClickException as err:
+        raise InputError(f"{given_as}: {program} {_message(err)}") from None
+
+
 def _fail(message: str) -> None:
     click.echo("error: " + " ".join(line.strip() for line in message.splitlines() if line.strip()), err=True)
     sys.exit(2)

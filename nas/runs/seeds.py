@@ -54,10 +54,8 @@ SELECTION_FLAGS = ("--cell", "--train", "--valid", "--test", "--device", "--time
 def select_arguments(text: str) -> list[str]:
     """`--select-args` as bin/train-lm arguments, parsed by bin/train-lm's own flags before any search
     starts: a typo there would otherwise fail every seed's retraining after its search."""
-    import click
-
     from nas.cli.train_lm import main as train_lm
-    from nas.common.cli import _message
+    from nas.common.cli import passed_on
 
     try:
         args = shlex.split(text)
@@ -67,10 +65,7 @@ def select_arguments(text: str) -> list[str]:
         if arg.split("=")[0] in SELECTION_FLAGS:
             raise InputError(f"--select-args: {arg.split('=')[0]} is set by the selection itself for each seed's "
                              f"retraining ({', '.join(SELECTION_FLAGS)})")
-    try:
-        train_lm.make_context("bin/train-lm", list(args))
-    except click.ClickException as err:
-        raise InputError(f"--select-args: bin/train-lm {_message(err)}") from None
+    passed_on(train_lm, "bin/train-lm", args, "--select-args")
     return args
 
 
