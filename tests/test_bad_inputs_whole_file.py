@@ -297,7 +297,8 @@ def test_a_corpus_changed_since_the_run_began_is_said_so(fx, tmp_path, monkeypat
 def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_the_resume_runs(disk, tmp_path,
                                                                                               restore_flair_logging):
     """The disk fills after epoch 1's checkpoint (68 kB free: a checkpoint is 23 kB): the run is kept, the line
-    says so and how to go on, not 'nothing was written'; with space again, that --resume finishes the run."""
+    says so and how to go on, not 'nothing was written'. A resume on a corpus changed since (a new tag type) is
+    one line, not torch's size mismatch, and changes nothing; on the corpus it began with, the resume finishes."""
     write_conll03(tmp_path / "data", sizes=(12, 4, 4))
     (tmp_path / "vectors.txt").write_text("Anna 0.1 0.2\nParis 0.3 0.1\n", encoding="utf-8")
     fill(disk, 68 << 10)
@@ -309,6 +310,18 @@ def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_t
     assert line.endswith(f"nothing was written; the run is kept up to its last checkpoint: free some space and "
                          f"continue it with bin/train-tagger --resume {run}"), line
     (disk / "filler").unlink()
+    train = tmp_path / "data" / "eng.train"
+    kept, before = train.read_text(encoding="utf-8"), _tree(run)
+    train.write_text(kept.replace("I-PER", "I-MISC"), encoding="utf-8")  # the corpus changes: a new tag type
+    changed = CliRunner().invoke(COMMANDS["train-tagger"], ["--resume", str(run)])
+    errors = [line for line in changed.stderr.splitlines() if line.startswith("error:")]
+    assert changed.exit_code == 2 and errors == [
+        f"error: {tmp_path / 'data'}: the corpus changed since the run began: its tags no longer fit the model "
+        f"checkpointed in {run}; resume with the files the run started with, or start a new run"], changed.stderr
+    after = _tree(run)  # loss.tsv loses the row of the epoch that was not checkpointed, as on any resume
+    assert "Traceback" not in changed.stderr and {**after, str(run / "loss.tsv"): None} == \
+        {**before, str(run / "loss.tsv"): None}
+    train.write_text(kept, encoding="utf-8")
     resumed = CliRunner().invoke(COMMANDS["train-tagger"], ["--resume", str(run)])
     assert resumed.exit_code == 0, resumed.stderr
     assert (run / "metrics.json").is_file() and not (run / "checkpoint.pt").exists()

@@ -151,6 +151,12 @@ def main(run_dir, dry_run, resume, **options) -> None:
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
         sys.exit(130)
+    except RuntimeError as err:  # torch's load_state_dict: the checkpoint's tag layer has another size
+        if not (resume and "size mismatch" in str(err)):
+            raise
+        raise InputError(f"{config.data}: the corpus changed since the run began: its tags no longer fit the model "
+                         f"checkpointed in {run_dir}; resume with the files the run started with, or start a new "
+                         "run") from None
     except WriteRefused as err:  # a full disk after a checkpoint: the run is kept (train_runs), and resumable
         if not any(run_dir.glob("**/checkpoint.pt")):
             raise
