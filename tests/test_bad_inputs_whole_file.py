@@ -283,15 +283,20 @@ def test_a_corpus_changed_since_the_run_began_is_said_so(fx, tmp_path, monkeypat
     tiny = ["--data", str(data), "--emsize", "8", "--batch-size", "4", "--bptt", "5", "--max-batches-per-epoch", "2",
             "--eval-batches", "1", "--test-batch-size", "1", "--epochs", "1", "--run-dir", str(run)]
     assert CliRunner().invoke(COMMANDS["train-lm"], tiny).exit_code == 0
-    with open(data / "ptb.train.txt", "a", encoding="utf-8") as handle:
-        handle.write("a brandnew word\n")
+    train = data / "ptb.train.txt"
+    kept = train.read_text(encoding="utf-8")
+    renamed = "".join(" ".join("w77" if word == "w7" else word for word in line.split()) + "\n"
+                      for line in kept.splitlines())  # as many words as before: it trained on silently
     before = _tree(run)
-    result = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run), "--epochs", "2"])
-    _assert_refused(result.exit_code, result.stdout, result.stderr.splitlines()[-1] + "\n",
-                    f"{run / 'checkpoint.pt'}: the corpus changed since the run began: its vocabulary is now 45 words "
-                    f"({data / 'ptb.train.txt'}), not the run's; resume with the files it started with, or start a new run")
-    assert len([line for line in result.stderr.splitlines() if line.startswith("error:")]) == 1
-    assert "Traceback" not in result.stderr and _tree(run) == before
+    for edited, how in ((kept + "a brandnew word\n", "its vocabulary is now 45 words, the run's 42"),
+                        (renamed, "its vocabulary differs from the run's at word 28 ('w7' then, 'w77' now)")):
+        train.write_text(edited, encoding="utf-8")
+        result = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run), "--epochs", "2"])
+        _assert_refused(result.exit_code, result.stdout, result.stderr.splitlines()[-1] + "\n",
+                        f"{run / 'checkpoint.pt'}: the corpus changed since the run began: {how} ({train}); resume "
+                        "with the files it started with, or start a new run")
+        assert len([line for line in result.stderr.splitlines() if line.startswith("error:")]) == 1
+        assert "Traceback" not in result.stderr and _tree(run) == before
 
 
 def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_the_resume_runs(disk, tmp_path,

@@ -155,16 +155,29 @@ class TrainingLoop:
         set_rng_state(state["rng"], self.py_rng)
 
     def load_state(self, state: dict) -> None:
-        """Continue from `state` (a checkpoint); one that does not fit this run is an InputError."""
+        """Continue from `state` (a checkpoint); one that does not fit this run is an InputError, and a
+        corpus changed since the run began is said so (not a tensor size mismatch)."""
+        vocab = self.corpus.vocab
+        stored = state.get("vocab") if isinstance(state, dict) else None  # a retraining's checkpoint holds it
+        if isinstance(stored, list) and stored != vocab:
+            if len(stored) != len(vocab):
+                raise InputError(self._corpus_changed(f"its vocabulary is now {len(vocab)} words, the run's "
+                                                      f"{len(stored)}"))
+            at = next(k for k, (then, now) in enumerate(zip(stored, vocab)) if then != now)
+            raise InputError(self._corpus_changed(f"its vocabulary differs from the run's at word {at + 1} "
+                                                  f"({stored[at]!r} then, {vocab[at]!r} now)"))
         try:
             self.restore_state(state)
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
             if "size mismatch" in str(err) and "encoder.weight" in str(err):  # the embedding: one row per word
-                raise InputError(f"{self.run_dir.checkpoint}: the corpus changed since the run began: its vocabulary "
-                                 f"is now {len(self.corpus.vocab)} words ({self.corpus.paths['train']}), not the "
-                                 "run's; resume with the files it started with, or start a new run") from None
+                raise InputError(self._corpus_changed(f"its vocabulary is now {len(vocab)} words, not the "
+                                                      "run's")) from None
             raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this {self.noun} "
                              f"({' '.join(str(err).split())[:200]})") from None
+
+    def _corpus_changed(self, how: str) -> str:
+        return (f"{self.run_dir.checkpoint}: the corpus changed since the run began: {how} "
+                f"({self.corpus.paths['train']}); resume with the files it started with, or start a new run")
 
     def start(self, afresh: bool = False) -> None:
         """A fresh run: config.json and an epoch-0 checkpoint (the rollback target of the first epoch)."""
