@@ -1,8 +1,9 @@
 """Tagging corpora in column format: CoNLL-2003, WNUT-2017, CoNLL-2000 and any column file (formats: docs/data.md).
 
 Every line is checked before anything is built, so bad input is one `InputError` naming the
-file, the line and the problem: a wrong column count, mixed separators, a tag outside the
-scheme, bytes that are not UTF-8, an empty split. Tags are normalised to IOB2 on reading. An IOB2
+file, the line and the problem: a column count other than the format's (or the file's first
+line's, for --columns), mixed separators, an empty token, a `-DOCSTART-` inside a sentence, a tag
+outside the scheme, bytes that are not UTF-8, an empty split. Tags are normalised to IOB2 on reading. An IOB2
 file with I-X tags but no B-X gets a warning (in the corpus notes) naming the line of the first one.
 
 `to_sentences` then builds flair `Sentence`s with one span label per entity. flair's
