@@ -1,7 +1,9 @@
 """More of the bad-input matrix (tests/test_bad_inputs.py): every line of a file is checked, not its
-first; every flag and named file before any work; one true line where there was a traceback or a
-misleading message. Same rule: exit 2, one `error:` line naming the file (and line) or the flag, no
-traceback, nothing on stdout, nothing written.
+first; every flag and named file before any work, and a flag without effect refused by name; one
+true line where there was a traceback or a misleading message. Same rule: exit 2, one `error:` line
+naming the file (and line) or the flag, no traceback, nothing on stdout, nothing written. Then the
+faults and long work around them: closed standard streams, a corpus changed under a resume, a full
+disk after a checkpoint, and the progress of work that can take minutes.
 """
 from __future__ import annotations
 
