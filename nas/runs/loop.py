@@ -157,9 +157,9 @@ class TrainingLoop:
     def load_state(self, state: dict) -> None:
         """Continue from `state` (a checkpoint); one that does not fit this run is an InputError, and a
         corpus changed since the run began is said so (not a tensor size mismatch)."""
-        vocab = self.corpus.vocab
+        vocab = getattr(self.corpus, "vocab", None)  # an LM corpus's (a tagging search's corpus has none)
         stored = state.get("vocab") if isinstance(state, dict) else None  # a retraining's checkpoint holds it
-        if isinstance(stored, list) and stored != vocab:
+        if isinstance(stored, list) and vocab is not None and stored != vocab:
             if len(stored) != len(vocab):
                 raise InputError(self._corpus_changed(f"its vocabulary is now {len(vocab)} words, the run's "
                                                       f"{len(stored)}"))
@@ -169,7 +169,7 @@ class TrainingLoop:
         try:
             self.restore_state(state)
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
-            if "size mismatch" in str(err) and "encoder.weight" in str(err):  # the embedding: one row per word
+            if vocab is not None and "size mismatch" in str(err) and "encoder.weight" in str(err):  # a row per word
                 raise InputError(self._corpus_changed(f"its vocabulary is now {len(vocab)} words, not the "
                                                       "run's")) from None
             raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this {self.noun} "
