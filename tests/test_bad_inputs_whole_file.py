@@ -375,3 +375,20 @@ def test_train_wordvec_shows_its_epochs(fx, tmp_path, monkeypatch):
     assert shown.exit_code == 0, shown.stderr
     lines = [line for line in shown.stderr.splitlines() if line.startswith("word2vec: epoch ")]
     assert [line.split(" done")[0] for line in lines] == [f"word2vec: epoch {k} of 3" for k in (1, 2, 3)], shown.stderr
+
+
+def test_a_byte_order_mark_is_not_read_as_text(fx, tmp_path):
+    """A UTF-8 byte-order mark (as Windows editors write) before a corpus: its -DOCSTART- stays a document
+    boundary, not a sentence of one token, and the first LM token is the word itself."""
+    from nas.lm.corpus import read_tokens
+    from tagger.corpora import load_corpus
+
+    data = tmp_path / "conll03"
+    write_conll03(data)
+    plain = load_corpus("conll03", data).counts()
+    train = data / "eng.train"
+    train.write_bytes(b"\xef\xbb\xbf" + train.read_bytes())
+    assert load_corpus("conll03", data).counts() == plain
+    text = tmp_path / "bom.txt"
+    text.write_bytes("\ufeffw1 w2\nw3\n".encode("utf-8"))
+    assert read_tokens(text) == ["w1", "w2", "<eos>", "w3", "<eos>"]

@@ -256,8 +256,9 @@ def utf16_problem(head: bytes, name: str) -> str | None:
 
 
 def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
-    """Yield (line number, line without newline); a line that is not UTF-8, or holds a NUL byte (a
-    binary file, as `bin/tag` says too), is an InputError naming it.
+    """Yield (line number, line without newline, nor a UTF-8 byte-order mark before line 1); a line
+    that is not UTF-8, or holds a NUL byte (a binary file, as `bin/tag` says too), is an InputError
+    naming it.
 
     `complete` leaves out a last line with no newline: of a log that a process appends to, it is
     the line being written, or the torn end of one killed while writing it.
@@ -281,7 +282,7 @@ def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tupl
                                  f"not line feeds: convert them with tr '\\r' '\\n' < {path} > {path.name}.unix")
             position += len(raw)
             try:
-                line = raw.decode("utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark is not text
             except UnicodeDecodeError as err:
                 raise InputError(f"{path}: line {number}: bytes that are not UTF-8 (at byte {err.start})") from None
             yield number, line.rstrip("\r\n")
