@@ -379,7 +379,8 @@ def test_train_wordvec_shows_its_epochs(fx, tmp_path, monkeypatch):
 
 def test_a_byte_order_mark_is_not_read_as_text(fx, tmp_path):
     """A UTF-8 byte-order mark (as Windows editors write) before a corpus: its -DOCSTART- stays a document
-    boundary, not a sentence of one token, and the first LM token is the word itself."""
+    boundary, not a sentence of one token, and the first LM token is the word itself; before a genotype
+    (any JSON file), it is not invalid JSON."""
     from nas.lm.corpus import read_tokens
     from tagger.corpora import load_corpus
 
@@ -392,3 +393,8 @@ def test_a_byte_order_mark_is_not_read_as_text(fx, tmp_path):
     text = tmp_path / "bom.txt"
     text.write_bytes("\ufeffw1 w2\nw3\n".encode("utf-8"))
     assert read_tokens(text) == ["w1", "w2", "<eos>", "w3", "<eos>"]
+    from nas.cells.genotype import load
+
+    cell = tmp_path / "cell.json"
+    cell.write_bytes(b"\xef\xbb\xbf" + (REPO / "resources" / "cells" / "darts_v2.json").read_bytes())
+    assert load(cell) == load("darts_v2")  # not 'invalid JSON (Unexpected UTF-8 BOM)'

@@ -188,7 +188,7 @@ def read_json(path: str | os.PathLike) -> Any:
     if size > MAX_JSON_BYTES:
         raise InputError(f"{path}: {_size(size)} of JSON, more than the {_size(MAX_JSON_BYTES)} this toolkit reads")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (a Windows editor's) is not JSON
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: not UTF-8 text (byte {err.start})") from None
     return parse_json(text, str(path))
