@@ -138,6 +138,7 @@ CASES = [
     ("search-lm", "--data {fx}/utf16lm --run-dir {out}", "{fx}/utf16lm/ptb.train.txt: UTF-16 text, not UTF-8"),
     ("train-wordvec", "--data {fx}/utf16lm/ptb.train.txt --out {out}", "{fx}/utf16lm/ptb.train.txt: UTF-16 text"),
     ("tag", "{fx}/u16.txt --model {fx}/nope.pt --out {out}", "{fx}/u16.txt: UTF-16 text, not UTF-8: convert it with iconv"),
+    ("plot-cell", "{fx}/u16cell.json --out {out}", "{fx}/u16cell.json: UTF-16 text, not UTF-8: convert it with iconv"),
     ("train-wordvec", "--data {fx}/zeros.bin --out {out}", "{fx}/zeros.bin: line 1: a NUL byte (byte 0): a binary file"),
     ("tag", "{fx}/zeros.bin --model {fx}/nope.pt --out {out}", "{fx}/zeros.bin: line 1: a NUL byte (byte 0): a binary"),
     ("train-tagger", f"--corpus conll03 --data {{fx}}/cronly {GLOVE}",
@@ -223,6 +224,8 @@ def fx(tmp_path_factory) -> Path:
     (root / "shortvec.txt").write_text("a 0.1 0.2\nb 0.3 0.1\nc 0.3\n", encoding="utf-8")  # gensim read c as [0.3, 0.3]
     (root / "countvec.txt").write_text("3 2\na 0.1 0.2\nb 0.3 0.1\n", encoding="utf-8")
     (root / "zeros.bin").write_bytes(b"\0" * 64)  # NUL bytes at every position: binary, not UTF-16
+    (root / "u16cell.json").write_bytes(json.dumps({"format": "nas-rnn-genotype", "version": 1, "nodes": [[["tanh", 0]]],
+                                                    "concat": [1]}).encode("utf-16"))
     (root / "u16.txt").write_bytes("George Washington went to Washington .\n".encode("utf-16"))
     corpus("cronly", {**conll03, "eng.train": conll03["eng.train"].replace("\n", "\r")})
     corpus("crlm", {**lm, "ptb.train.txt": lm["ptb.train.txt"].replace("\n", "\r")})

@@ -190,7 +190,9 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (a Windows editor's) is not JSON
     except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 text (byte {err.start})") from None
+        with open(path, "rb") as handle:
+            raise InputError(utf16_problem(handle.read(UTF16_SNIFF), str(path)) or
+                             f"{path}: not UTF-8 text (byte {err.start})") from None
     return parse_json(text, str(path))
 
 
