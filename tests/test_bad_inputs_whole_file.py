@@ -127,6 +127,12 @@ CASES = [
     ("transfer", "--cells lstm --corpora conll03:{fx}/tagdata,conll03b=conll03:{fx}/wide --run-dir {out} -- "
                  "--embeddings glove:{fx}/vectors.txt", "{fx}/wide/eng.train: line 3: 5 columns"),
     # no traceback
+    ("plot-run", "{fx}/strlog --out {out}", "{fx}/strlog/log.jsonl: line 1: field 'train_ppl': must be a number or null, "
+                                            "got \"a\""),
+    ("plot-search", "{fx}/strsearch --out {out}", "{fx}/strsearch/log.jsonl: line 1: field 'epoch': must be a count "
+                                                  "(an integer, 0 or more), got \"x\""),
+    ("plot-search", "{fx}/nogeno --out {out}", "{fx}/nogeno/log.jsonl: its last record has no 'genotype' (the cell "
+                                               "derived at that epoch), and there is no genotype.json"),
     ("train-wordvec", "--data {fx}/text.txt --out {out} --min-count 5",
      "{fx}/text.txt: no word occurs --min-count 5 times (the most frequent, 'Washington', occurs 2); lower --min-count"),
     ("train-tagger", "--corpus conll03 --data {fx}/tagdata --embeddings transformer:{fx}/badtf --run-dir {out}",
@@ -239,6 +245,13 @@ def fx(tmp_path_factory) -> Path:
     (root / "seedsrun" / "config.json").write_text(json.dumps({
         "seeds": [1, 2], "workers": 1, "search_args": ["--train", "x"], "device": "cpu", "select_budget": 10.0,
         "select_args": [], "command": "bin/search-lm --seeds 1,2 --data d"}), encoding="utf-8")
+    for run, config, line in (("strlog", {"cell": "darts_v2", "emsize": 8, "test_batch_size": 1},
+                               {"epoch": 1, "train_ppl": "a", "valid_ppl": 9.0}),
+                              ("strsearch", {"method": "darts"}, {"epoch": "x", "valid_ppl": 3}),
+                              ("nogeno", {"method": "darts"}, {"epoch": 1, "valid_ppl": 3})):
+        (root / run).mkdir()
+        (root / run / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        (root / run / "log.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     (root / "lmrun").mkdir()
     (root / "lmrun" / "config.json").write_text(json.dumps({"cell": "darts_v2", "test_batch_size": 1,
                                                             "command": "bin/train-lm --data d"}), encoding="utf-8")

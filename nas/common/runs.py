@@ -38,6 +38,10 @@ PRECISIONS = ("fp32", "bf16")
 TEMP_FILES = ".*.tmp"  # what nas.common.files.atomic_open leaves behind when killed mid-write
 
 log = logging.getLogger(__name__)
+# log.jsonl fields the pictures draw: counts, and numbers (null where not computed); an edited log with
+# another type there is refused by line, not a TypeError deep in matplotlib
+LOG_COUNTS = ("epoch", "step")
+LOG_NUMBERS = ("train_ppl", "valid_ppl", "mad", "mad_inter", "eigenvalue", "lr", "seconds", "tokens_per_s")
 
 
 def autocast(device: torch.device, precision: str):
@@ -163,6 +167,9 @@ class RunDir:
                 record = parse_json(line, str(path), number, what="not a JSON record")
                 if not isinstance(record, dict):
                     raise InputError(f"{path}: line {number}: not a JSON record (an object)")
+                problem = _record_problem(record)
+                if problem:
+                    raise InputError(f"{path}: line {number}: {problem}")
                 records.append(record)
         if _ends_torn(path):
             log.warning(f"warning: {path}: line {number + 1} is torn (the run was killed while writing it); "
@@ -250,3 +257,16 @@ class StopFlag:
 
 class Interrupted(Exception):
     """The run stopped on request after writing its checkpoint."""
+
+
+def _record_problem(record: dict) -> str | None:
+    """What is wrong with the type of a log record's drawn fields (None: nothing)."""
+    for key in LOG_COUNTS:
+        value = record.get(key)
+        if key in record and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            return f"field {key!r}: must be a count (an integer, 0 or more), got {json.dumps(value)}"
+    for key in LOG_NUMBERS:
+        value = record.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"field {key!r}: must be a number or null, got {json.dumps(value)}"
+    return None

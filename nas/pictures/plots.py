@@ -203,6 +203,9 @@ def search_genotype(run: RunDir, log: list[dict]) -> Genotype:
     if (run.path / "genotype.json").is_file():
         return load(run.path / "genotype.json")
     last = log[-1]
+    if not isinstance(last.get("genotype"), list):
+        raise InputError(f"{run.path / 'log.jsonl'}: its last record has no 'genotype' (the cell derived at that "
+                         "epoch), and there is no genotype.json: not a search's log, or edited?")
     data = {"version": 1, "name": f"{run.path.name} (epoch {last['epoch']})", "nodes": last["genotype"],
             "concat": list(range(1, len(last["genotype"]) + 1)), "inter": last.get("inter"),
             "attention": last.get("attention")}
