@@ -277,18 +277,22 @@ def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, mon
     assert _tree(fx) == before
 
 
-@pytest.mark.parametrize("args, closed, expected", [
-    ("{fx}/text.txt", ">&-", "error: standard output is closed: give --out FILE, or send it to a file (> FILE)\n"),
-    ("- --out {out}", "<&-", "error: - (stdin): standard input is closed: give the input as a file, or send it in "
-                             "(< FILE)\n"),
+@pytest.mark.parametrize("command, args, closed, expected", [
+    ("tag", "{fx}/text.txt --model {fx}/nope.pt", ">&-",
+     "error: standard output is closed: give --out FILE, or send it to a file (> FILE)\n"),
+    ("tag", "- --out {out} --model {fx}/nope.pt", "<&-",
+     "error: - (stdin): standard input is closed: give the input as a file, or send it in (< FILE)\n"),
+    ("eval-lm", "{fx}/nope.pt --file {fx}/text.txt", ">&-",
+     "error: standard output is closed, where the perplexity is printed: send it to a file (> FILE)\n"),
+    ("compare-words", "{fx}/nope.pt {fx}/nope.pt --data {fx}/lm", ">&-",
+     "error: standard output is closed, where the comparison is printed: send it to a file (> FILE)\n"),
 ])
-def test_tag_with_a_standard_stream_closed_is_one_line(fx, tmp_path, args, closed, expected):
-    """`bin/tag FILE >&-` and `bin/tag - <&-`: Python starts without sys.stdout or sys.stdin; refused
-    before the model loads, no traceback."""
+def test_a_standard_stream_closed_is_one_line(fx, tmp_path, command, args, closed, expected):
+    """`bin/tag FILE >&-`, `bin/tag - <&-`, `bin/eval-lm ... >&-`: Python starts without sys.stdout or
+    sys.stdin; refused before the model loads, no traceback (eval-lm's result was dropped without a word)."""
     out = tmp_path / "out" / "tagged"
-    proc = subprocess.run(f"{shlex.quote(sys.executable)} {REPO / 'bin' / 'tag'} {args.format(fx=fx, out=out)} "
-                          f"--model {fx / 'nope.pt'} {closed}", shell=True, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(f"{shlex.quote(sys.executable)} {REPO / 'bin' / command} {args.format(fx=fx, out=out)} "
+                          f"{closed}", shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr == expected, proc.stderr
     assert list(tmp_path.iterdir()) == []
 

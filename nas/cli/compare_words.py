@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from nas.common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, use_threads
+from nas.common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, require_stdout, use_threads
 from nas.common.splits import find_splits
 
 if TYPE_CHECKING:
@@ -35,6 +35,7 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
     from nas.lm.wordloss import compare_words, largest_differences, load_language_model, most_frequent
     from .terminal import TokenProgress
 
+    require_stdout("the comparison")
     use_threads(threads)
     path = find_splits(data)[split]
     a, b = load_language_model(model_a, device), load_language_model(model_b, device)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nas.common.cli import BATCH_SIZE, DEVICE, THREAD_COUNT, command, use_threads
+from nas.common.cli import BATCH_SIZE, DEVICE, THREAD_COUNT, command, require_stdout, use_threads
 from nas.common.errors import InputError
 from nas.common.splits import SPLITS, find_splits
 
@@ -34,6 +34,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     from nas.runs.train import load_for_evaluation
     from .terminal import TokenProgress
 
+    require_stdout("the perplexity")
     if text_file is not None:  # --file replaces the split of --data: either of those with it would be ignored
         ctx = click.get_current_context()
         for name in ("data", "split"):

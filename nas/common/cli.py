@@ -94,6 +94,13 @@ def _message(err: click.ClickException | InputError) -> str:
     return str(err)
 
 
+def require_stdout(what: str) -> None:
+    """Refuse to start when standard output is closed (`>&-`: Python has no sys.stdout) and `what`, the
+    command's result, is printed there alone: click would drop it without a word."""
+    if sys.stdout is None:
+        raise InputError(f"standard output is closed, where {what} is printed: send it to a file (> FILE)")
+
+
 def passed_on(command: click.Command, program: str, args: list[str], given_as: str) -> dict[str, Any]:
     """The parameters `program` (`command`) takes from `args`, arguments this command passes on to it
     (`given_as`: where they were given, a flag or `--`), checked by that command's own flags now,
