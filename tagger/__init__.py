@@ -1,7 +1,9 @@
 """BiRNN-CRF sequence taggers (flair) whose recurrent layer is a cell found by `nas` search.
 
-`tagger.load_tagger(path)` loads a saved tagger (see `tagger.model`). It is looked up on first use,
-so importing `tagger` (as every command does before parsing its flags) does not load flair or torch.
+`tagger.load_tagger(path)` loads a saved tagger (see `tagger.model`); `tagger.train_tagger(config, run_dir)`
+trains one exactly as `bin/train-tagger` does, from a `tagger.TaggerConfig` (see `tagger.train`). They are
+looked up on first use, so importing `tagger` (as every command does before parsing its flags) does not
+load flair or torch.
 
 Importing `tagger` is enough for flair's own loaders (`SequenceTagger.load`) to rebuild this
 toolkit's taggers and the pooled-Flair memory: `tagger.model`, which teaches them, is imported now
@@ -44,4 +46,12 @@ def __getattr__(name: str):
         from .model import load_tagger
 
         return load_tagger
+    if name == "train_tagger":
+        from .train import train_tagger
+
+        return train_tagger
+    if name == "TaggerConfig":
+        from .config import TaggerConfig
+
+        return TaggerConfig
     raise AttributeError(f"module 'tagger' has no attribute {name!r}")

@@ -12,13 +12,15 @@ checkpoint removes its directory (`nas.common.runs`).
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from nas.common.errors import InputError
 from nas.common.files import atomic_write_json, read_json
 from nas.common.parameters import count_parameters
 from nas.common.runs import RunDir
@@ -34,8 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flair")
 # flair 0.15's trainer builds torch.cuda.amp.GradScaler (deprecated by torch) on every training, CPU too.
-warnings.filterwarnings("ignore", message=r"`torch\.cuda\.amp\.GradScaler\(args\.\.\.\)` is deprecated",
-                        category=FutureWarning)
+GRAD_SCALER = r"`torch\.cuda\.amp\.GradScaler\(args\.\.\.\)` is deprecated"
+warnings.filterwarnings("ignore", message=GRAD_SCALER, category=FutureWarning)
 
 
 def tag_dictionary(corpus: TaggingCorpus):
@@ -63,9 +65,12 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
         locked_dropout=config.locked_dropout)
 
 
-def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None):
+def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None, max_epochs: int | None = None):
     """A trainer plugin that logs the corpus notes to training.log, times each epoch, keeps the dev F1
-    of each epoch, and stops before an epoch that would end past `time_budget` minutes.
+    of each epoch, and stops before an epoch that would end past `time_budget` minutes. flair's line at
+    the end of each epoch's training (`EPOCH 3 done: loss ...`) gets the time left: at most the epochs
+    left to `max_epochs` at the mean epoch time so far (the annealing may stop sooner), or the time
+    budget left if that is less.
 
     The budget counts the wall-clock time since the first epoch started (training, dev evaluation,
     saving the best model). An epoch starts only if the mean epoch so far still fits, so a run stops
@@ -86,6 +91,37 @@ def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None
         def after_setup(self, **kw):
             for note in notes:
                 log.info(note)
+            log.addFilter(self.time_left)
+
+        @TrainerPlugin.hook("_training_finally")
+        def remove_filter(self, **kw):
+            log.removeFilter(self.time_left)
+
+        def time_left(self, record: logging.LogRecord) -> bool:
+            """A logging filter: flair's `EPOCH n done: ...` line, with the time left appended."""
+            message = record.getMessage()
+            words = message.split(" ", 2)
+            if max_epochs is not None and len(words) == 3 and words[0] == "EPOCH" and words[1].isdigit() \
+                    and words[2].startswith("done:"):
+                record.msg, record.args = f"{message} - {self.estimate(int(words[1]))}", ()
+            return True
+
+        def estimate(self, epoch: int) -> str:
+            """The time left after epoch `epoch`'s training (its dev evaluation still to come)."""
+            now = time.perf_counter()
+            train = [*self.train_seconds, now - self._start]  # this epoch's training has just ended
+            evaluating = [full - part for full, part in zip(self.epoch_seconds, self.train_seconds)]
+            per_epoch = _mean(train) + (_mean(evaluating) or 0.0)
+            epochs = max(max_epochs - epoch, 0)
+            left = epochs * per_epoch + (_mean(evaluating) or 0.0)
+            if not epochs:
+                return "last epoch"
+            said = f"time left at most ~{_duration(left)} ({epochs} epoch{'s' if epochs > 1 else ''} of ~{_duration(per_epoch)})"
+            if time_budget is not None:
+                budget_left = max(60 * time_budget - (now - self._first), 0.0)
+                if budget_left < left:
+                    said = f"time left at most ~{_duration(budget_left)} (the time budget)"
+            return said
 
         @TrainerPlugin.hook
         def before_training_epoch(self, epoch, **kw):
@@ -190,7 +226,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         untrained = state["dev_f1_untrained"]
     # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
     memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
-    timer = _epoch_plugin([*corpus.notes, *states_notes], scored_dev is not None, config.time_budget)
+    timer = _epoch_plugin([*corpus.notes, *states_notes], scored_dev is not None, config.time_budget, config.max_epochs)
     annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
                                 patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
     keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,
@@ -207,7 +243,8 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     truthful = _OwnTestScoring(len(corpus.test.tokens))
     log.addFilter(truthful)
     try:
-        with keeper.stop:
+        with keeper.stop, _bars_on_terminals_only(), warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=GRAD_SCALER, category=FutureWarning)  # whatever filters the caller set
             trainer.train_custom(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
                                  eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
                                  max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
@@ -252,6 +289,26 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if metrics["model"] != "final-model.pt" and not config.save_final_model:
         (out / "final-model.pt").unlink(missing_ok=True)
     return metrics
+
+
+@contextlib.contextmanager
+def _bars_on_terminals_only():
+    """flair's progress bars (its dev evaluation's, each epoch) shown on a terminal only: in a file or a
+    pipe that keeps stderr, flair's log and ours (training.log's lines) stay free of them."""
+    from flair.file_utils import Tqdm
+
+    flairs = Tqdm.__dict__["tqdm"]
+
+    def tqdm(*args, **kwargs):
+        if not kwargs.get("disable"):
+            kwargs["disable"] = None  # tqdm's own rule: off where its stream is not a terminal
+        return flairs.__func__(*args, **kwargs)
+
+    Tqdm.tqdm = staticmethod(tqdm)
+    try:
+        yield
+    finally:
+        Tqdm.tqdm = flairs
 
 
 def _score_saved(path: Path, sentences: list, gold: list[list[str]], config: TaggerConfig) -> tuple:
@@ -303,6 +360,16 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _duration(seconds: float) -> str:
+    """`0.4 s`, `48 s`, `12 min`, `3 h 05 min`: what a time-left estimate needs."""
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
                resume: bool = False, on_epoch: Callable | None = None) -> dict:
     """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary.
@@ -335,3 +402,192 @@ def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genoty
                **{k: runs[0][k] for k in ("rnn_parameters", "hidden_size", "matched_to") if k in runs[0]}}
     atomic_write_json(out / "metrics.json", summary)
     return summary
+
+
+# -- bin/train-tagger after its flags, and the same from Python ------------------------------------------
+
+
+@dataclass
+class Trained:
+    """What `run_training` did: the metrics (None after a dry run), the corpus, the settings it ran with
+    (paths from the root, `match_params` resolved) and the run directory."""
+
+    metrics: dict | None
+    corpus: TaggingCorpus
+    config: TaggerConfig
+    run_dir: Path
+    model: object = None  # the model a dry run built
+
+
+def train_tagger(config: TaggerConfig, run_dir: str | Path | None = None) -> dict:
+    """Train the tagger of `config` into `run_dir` exactly as `bin/train-tagger` does, and return its metrics.
+
+    The same settings object as the command's (`TaggerConfig`: one field per flag, the same defaults),
+    the same checks, and the same run directory (default `runs/tagger-<time>`): config.json,
+    best-model.pt, metrics.json, the model card README.md, test.conll, training.log and loss.tsv; with
+    `config.runs` > 1, one folder per seed and a summary. Lines that say what it loaded and sized go to
+    stderr, flair's log too; the test report is `metrics["test"]` (`tagger.evaluation.table` prints it).
+
+    config.json records `config.command` if set, else the `bin/train-tagger` command line that makes the
+    same run, marked as written by this call; `bin/train-tagger --resume RUN_DIR` continues the run if
+    it is interrupted (Ctrl-C raises `nas.common.runs.Interrupted` after the epoch's checkpoint). Like
+    the command, it sets flair's device, torch's CPU threads (`config.threads`) and the process's
+    matrix-product rule (`config.gemm`), and it is the one writer of the run directory while it runs.
+    """
+    from dataclasses import replace
+
+    from nas.common.runs import default_run_dir
+
+    run_dir = Path(run_dir) if run_dir is not None else default_run_dir("tagger")
+    config = replace(config)  # the caller's object is left as it was
+    if not config.command:
+        config.command = equivalent_command(config, run_dir)
+    with _one_command():
+        return run_training(config, run_dir).metrics
+
+
+def equivalent_command(config: TaggerConfig, run_dir: Path) -> str:
+    """The bin/train-tagger command line of `config` (its flags that differ from the defaults, --corpus and
+    --data always), then a shell comment saying it was run from Python: a command `--config` accepts."""
+    import shlex
+
+    from .cli.train_tagger import main
+
+    default = TaggerConfig()
+    words = ["bin/train-tagger"]
+    for param in main.params:
+        if param.name not in TaggerConfig.__dataclass_fields__ or param.name in ("preset", "command"):
+            continue
+        value = getattr(config, param.name)
+        if param.name not in ("corpus", "data") and (value == getattr(default, param.name) or value is None):
+            continue
+        if getattr(param, "is_flag", False):
+            flag = param.opts[0] if value else (param.secondary_opts or [None])[0]
+            words += [flag] if flag else []
+        else:
+            words += [param.opts[0], shlex.quote(str(value))]
+    words += ["--run-dir", shlex.quote(str(run_dir))]
+    return " ".join(words) + f"  # run as tagger.train_tagger(config, {str(run_dir)!r})"
+
+
+@contextlib.contextmanager
+def _one_command():
+    """Outside a command, what `nas.common.cli.Command` holds while one runs: the run directory's lock
+    (one writer) and the guard on writes over files read (`nas.common.locks`, `nas.common.guard`)."""
+    from nas.common import guard, locks
+
+    with contextlib.ExitStack() as stack:
+        if locks._held is None:
+            stack.enter_context(locks.holding())
+        if guard._noted is None:
+            stack.enter_context(guard.guarding())
+        yield
+
+
+def run_training(config: TaggerConfig, run_dir: Path, *, resume: bool = False, genotype: Genotype | None = None,
+                 dry_run: bool = False, hidden_size_given: bool = False) -> Trained:
+    """Everything bin/train-tagger does once its flags are read (`train_tagger` from Python): check the
+    settings, load the cell, the corpus and the embeddings, size the recurrent layer, and train
+    (`train_runs`), or with `dry_run` build the model only. `resume`: continue the run in `run_dir`,
+    whose settings and `genotype` `config` holds (read by the command). `hidden_size_given`: --hidden-size
+    was on the command line, which --match-params with --cell lstm refuses."""
+    from dataclasses import replace
+
+    import click
+
+    from nas.common.errors import WriteRefused
+    from nas.common.paths import absolute, absolute_if_exists
+    from nas.fast import gemm
+
+    from .cli.runtime import flair_logs_to_stderr, offline, use_device
+    from .corpora import load_corpus, parse_columns
+    from .embeddings import absolute_spec, build_embeddings
+
+    offline()
+    config.check()
+    if not resume and not dry_run and RunDir(run_dir).holds_run():
+        if (run_dir / "metrics.json").exists():
+            raise InputError(f"{run_dir}: already holds a run; choose another --run-dir")
+        raise InputError(f"{run_dir}: already holds a run; continue it with --resume {run_dir} or choose another --run-dir")
+    matched = config.match_reference()[0] if config.match_params and not resume else None
+    if matched == "lstm" and hidden_size_given:
+        raise InputError(f"--hidden-size: not with --match-params {config.match_params} (the cell's hidden size "
+                         "is chosen to match the LSTM's parameters)")
+    if not resume:
+        genotype = load_genotype(config.cell)
+    reference = load_genotype(matched) if matched else None  # a cell that does not load fails before the corpus loads
+    corpus = load_corpus(config.corpus, config.data,
+                         columns=parse_columns(config.columns) if config.columns is not None else None,
+                         tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
+    flair_logs_to_stderr()
+    use_device(config.device, config.threads)
+    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
+    embeddings = build_embeddings(config.embeddings, config.pooling)
+    for note in corpus.notes:
+        click.echo(note, err=True)
+    sized = replace(config, match_params=None) if resume else config  # a resumed run keeps the size it was matched to
+    click.echo(size_layer(sized, genotype, reference, embeddings.embedding_length), err=True)
+    if dry_run:
+        model = build_model(config, corpus, embeddings, genotype)
+        click.echo(f"model: {config.cell} cell, hidden {config.hidden_size}: "
+                   f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} trainable parameters", err=True)
+        return Trained(None, corpus, config, run_dir, model)
+    click.echo(f"run directory: {run_dir}", err=True)
+    if not resume:  # config.json names files from the root, so a resume or a rerun works from any folder
+        config = replace(config, data=str(absolute(config.data)), cell=absolute_if_exists(config.cell),
+                         embeddings=absolute_spec(config.embeddings),
+                         charlm_states=str(absolute(config.charlm_states)) if config.charlm_states else None)
+    try:
+        metrics = train_runs(config, corpus, embeddings, genotype, run_dir, resume=resume)
+    except RuntimeError as err:  # torch's load_state_dict: the checkpoint's tag layer has another size
+        if not (resume and "size mismatch" in str(err)):
+            raise
+        raise InputError(f"{config.data}: the corpus changed since the run began: its tags no longer fit the model "
+                         f"checkpointed in {run_dir}; resume with the files the run started with, or start a new "
+                         "run") from None
+    except WriteRefused as err:  # a full disk after a checkpoint: the run is kept (train_runs), and resumable
+        if not any(run_dir.glob("**/checkpoint.pt")):
+            raise
+        said = str(err).removesuffix(" (free some space and run again)")
+        raise WriteRefused(f"{said}; the run is kept up to its last checkpoint: free some space and continue it "
+                           f"with bin/train-tagger --resume {run_dir}") from None
+    return Trained(metrics, corpus, config, run_dir)
+
+
+def report_heading(trained: Trained) -> str:
+    """The line above the test report bin/train-tagger prints: the split, its size, the model file scored."""
+    test, metrics, out = trained.corpus.test, trained.metrics, trained.run_dir
+    if trained.config.runs == 1:
+        tested = metrics["model"]
+    else:
+        seeds = [run["seed"] for run in metrics["runs"]]
+        models = sorted({read_json(out / f"seed-{seed}" / "metrics.json")["model"] for seed in seeds})
+        tested = (f"{' or '.join(models)} of {len(seeds)} runs (seeds {', '.join(map(str, seeds))}), "
+                  "mean ± std over the runs")
+    return f"test split ({test.path.name}, {len(test.tokens):,} sentences), {tested}, seqeval strict IOB2:"
+
+
+def size_layer(config: TaggerConfig, genotype: Genotype | None, reference: Genotype | None, input_size: int) -> str:
+    """With --match-params (`reference`: the genotype of the layer matched, None for the LSTM), set
+    config.hidden_size to the matching size and config.matched_to; a line that says the recurrent
+    layer's size and parameter count (and the matched layer's)."""
+    from .sizing import match_layer, rnn_parameters
+
+    name = "flair's LSTM" if genotype is None else config.cell
+    if not config.match_params:
+        count = rnn_parameters(genotype, input_size, config.hidden_size)
+        return f"recurrent layer: {name}, hidden {config.hidden_size}, {count:,} parameters (both directions)"
+    cell, hidden = config.match_reference()
+    match = match_layer(genotype, cell, reference, hidden, input_size)
+    config.hidden_size, config.matched_to = match.hidden_size, match.reference
+    return (f"recurrent layer: {name}, hidden {match.hidden_size}, {match.rnn_parameters:,} parameters (both "
+            f"directions, input {input_size}); matched to {cell} at hidden {hidden}: {match.reference['rnn_parameters']:,}")
+
+
+def load_genotype(cell: str) -> Genotype | None:
+    """The genotype of --cell (None for lstm: flair's BiLSTM)."""
+    if cell.lower() == "lstm":
+        return None
+    from nas.cells.genotype import load
+
+    return load(cell)

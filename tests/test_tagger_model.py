@@ -174,7 +174,10 @@ def test_cli_trains_two_seeds_and_prints_mean_and_std(setup):
     assert [r["seed"] for r in summary["runs"]] == [5, 6] and summary["test"]["f1"]["runs"] == f1s
     assert summary["test"]["f1"]["mean"] == pytest.approx(sum(f1s) / 2)
     assert summary["test"]["f1"]["std"] == pytest.approx(abs(f1s[0] - f1s[1]) / 2 ** 0.5)
-    assert result.stdout.startswith("type") and "micro avg" in result.stdout and "±" in result.stdout
+    heading, header = result.stdout.splitlines()[:2]
+    assert heading.startswith("test split (eng.testb, 12 sentences), ") and header.startswith("type")
+    assert heading.endswith(" of 2 runs (seeds 5, 6), mean ± std over the runs, seqeval strict IOB2:")
+    assert "micro avg" in result.stdout and "±" in result.stdout
     assert "epoch 1" not in result.stdout  # flair's log goes to stderr
 
 

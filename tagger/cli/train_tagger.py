@@ -11,15 +11,15 @@ import click
 
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
                         defaults_option, flag_types, gemm_option)
-from nas.common.errors import InputError, WriteRefused
+from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.common.presets import preset_values, presets_help
 
 from ..config import CELL_INITS, TaggerConfig
 from ..corpus_formats import FORMATS
-from ..embeddings import POOLINGS, build_embeddings, parse_spec
+from ..embeddings import POOLINGS, parse_spec
 from ..tag_schemes import SCHEMES
-from .runtime import flair_logs_to_stderr, offline, use_device
+from .runtime import offline
 
 if TYPE_CHECKING:
     from nas.cells.genotype import Genotype
@@ -80,14 +80,10 @@ def main(run_dir, dry_run, resume, **options) -> None:
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """
     from nas.common.files import atomic_write_json
-    from nas.common.paths import absolute, absolute_if_exists
     from nas.common.runs import Interrupted, RunDir, default_run_dir
-    from nas.fast import gemm
-
-    from ..corpora import load_corpus, parse_columns
-    from ..embeddings import absolute_spec
 
     offline()
+    genotype = None
     if resume:
         run = RunDir(resume)
         run.config()  # a folder that holds no run is said so, and not locked
@@ -107,80 +103,21 @@ def main(run_dir, dry_run, resume, **options) -> None:
             raise InputError(f"--pooling: only with pooled-flair embeddings; with --embeddings {config.embeddings} it "
                              "has no effect")
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
-    config.check()
-    if not resume and not dry_run and RunDir(run_dir).holds_run():
-        if (run_dir / "metrics.json").exists():
-            raise InputError(f"{run_dir}: already holds a run; choose another --run-dir")
-        raise InputError(f"{run_dir}: already holds a run; continue it with --resume {run_dir} or choose another --run-dir")
-    matched = config.match_reference()[0] if config.match_params and not resume else None
-    if matched == "lstm" and \
-            click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE:
-        raise InputError(f"--hidden-size: not with --match-params {config.match_params} (the cell's hidden size "
-                         "is chosen to match the LSTM's parameters)")
-    if not resume:
-        genotype = _genotype(config.cell)
-    reference = _genotype(matched) if matched else None  # a cell that does not load fails before the corpus loads
-    corpus = load_corpus(config.corpus, config.data, columns=parse_columns(config.columns) if config.columns is not None else None,
-                         tag_column=config.tag_column, scheme=config.tag_scheme, seed=config.seed)
-    flair_logs_to_stderr()
-    use_device(config.device, config.threads)
-    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
-    embeddings = build_embeddings(config.embeddings, config.pooling)
-    for note in corpus.notes:
-        click.echo(note, err=True)
-    sized = replace(config, match_params=None) if resume else config  # a resumed run keeps the size it was matched to
-    click.echo(_size_layer(sized, genotype, reference, embeddings.embedding_length), err=True)
-    if dry_run:
-        from ..train import build_model
-
-        model = build_model(config, corpus, embeddings, genotype)
-        click.echo(f"model: {config.cell} cell, hidden {config.hidden_size}: "
-                   f"{sum(p.numel() for p in model.parameters() if p.requires_grad):,} trainable parameters", err=True)
-        click.echo(json.dumps(corpus.counts()))
-        return
     from ..evaluation import summary_table, table
-    from ..train import train_runs
+    from ..train import report_heading, run_training  # what tagger.train_tagger runs too
 
-    click.echo(f"run directory: {run_dir}", err=True)
-    if not resume:  # config.json names files from the root, so a resume or a rerun works from any folder
-        config = replace(config, data=str(absolute(config.data)), cell=absolute_if_exists(config.cell),
-                         embeddings=absolute_spec(config.embeddings),
-                         charlm_states=str(absolute(config.charlm_states)) if config.charlm_states else None)
+    given = click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE
     try:
-        metrics = train_runs(config, corpus, embeddings, genotype, run_dir, resume=bool(resume))
+        trained = run_training(config, run_dir, resume=bool(resume), genotype=genotype, dry_run=dry_run,
+                               hidden_size_given=given)
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
         sys.exit(130)
-    except RuntimeError as err:  # torch's load_state_dict: the checkpoint's tag layer has another size
-        if not (resume and "size mismatch" in str(err)):
-            raise
-        raise InputError(f"{config.data}: the corpus changed since the run began: its tags no longer fit the model "
-                         f"checkpointed in {run_dir}; resume with the files the run started with, or start a new "
-                         "run") from None
-    except WriteRefused as err:  # a full disk after a checkpoint: the run is kept (train_runs), and resumable
-        if not any(run_dir.glob("**/checkpoint.pt")):
-            raise
-        said = str(err).removesuffix(" (free some space and run again)")
-        raise WriteRefused(f"{said}; the run is kept up to its last checkpoint: free some space and continue it "
-                           f"with bin/train-tagger --resume {run_dir}") from None
-    click.echo(table(metrics["test"]) if config.runs == 1 else summary_table(metrics["test"]))
-
-
-def _size_layer(config: TaggerConfig, genotype: Genotype | None, reference: Genotype | None, input_size: int) -> str:
-    """With --match-params (`reference`: the genotype of the layer matched, None for the LSTM), set
-    config.hidden_size to the matching size and config.matched_to; a line that says the recurrent
-    layer's size and parameter count (and the matched layer's)."""
-    from ..sizing import match_layer, rnn_parameters
-
-    name = "flair's LSTM" if genotype is None else config.cell
-    if not config.match_params:
-        count = rnn_parameters(genotype, input_size, config.hidden_size)
-        return f"recurrent layer: {name}, hidden {config.hidden_size}, {count:,} parameters (both directions)"
-    cell, hidden = config.match_reference()
-    match = match_layer(genotype, cell, reference, hidden, input_size)
-    config.hidden_size, config.matched_to = match.hidden_size, match.reference
-    return (f"recurrent layer: {name}, hidden {match.hidden_size}, {match.rnn_parameters:,} parameters (both "
-            f"directions, input {input_size}); matched to {cell} at hidden {hidden}: {match.reference['rnn_parameters']:,}")
+    if dry_run:
+        click.echo(json.dumps(trained.corpus.counts()))
+        return
+    click.echo(report_heading(trained))
+    click.echo(table(trained.metrics["test"]) if config.runs == 1 else summary_table(trained.metrics["test"]))
 
 
 def _require(*names: str) -> None:
@@ -214,15 +151,6 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
     from nas.cells.genotype import validate
 
     return config, validate(stored["genotype"], f"{run.path / 'config.json'} genotype")
-
-
-def _genotype(cell: str) -> Genotype | None:
-    """The genotype of --cell (None for lstm: flair's BiLSTM)."""
-    if cell.lower() == "lstm":
-        return None
-    from nas.cells.genotype import load
-
-    return load(cell)
 
 
 if __name__ == "__main__":
