@@ -162,6 +162,9 @@ CASES = [
     ("train-lm", "--resume {fx}/seedsrun", "{fx}/seedsrun/config.json: a multi-seed run (bin/search-lm --seeds)"),
     ("train-tagger", "--resume {fx}/lmrun", "{fx}/lmrun/config.json: not a run of bin/train-tagger (the config of a "
                                             "bin/train-lm run: continue it with bin/train-lm --resume {fx}/lmrun)"),
+    ("search-tagger", f"{TAGGER} --columns '' --run-dir {{out}}", "--columns '': no columns given"),
+    ("search-tagger", f"--corpus conll03 --data {{fx}}/wide {GLOVE}", "{fx}/wide/eng.train: line 3: 5 columns, but this "
+                                                                     "corpus format has 4"),
     ("train-tagger", f"{TAGGER} --columns '' --run-dir {{out}}",
      "--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)"),
     ("tag", "{fx}/text.txt --model {fx}/flair.pt --out {out}",
