@@ -405,7 +405,10 @@ def test_a_failing_demo_leaves_only_the_logs_that_say_why_and_runs_again(fx, tmp
     (data / "ptb").mkdir(parents=True)
     for split in ("train", "valid", "test"):
         (data / "ptb" / f"ptb.{split}.txt").write_bytes((fx / "nul" / f"ptb.{split}.txt").read_bytes())
-    (data / "conll2000").mkdir()
+    (data / "conll2000").mkdir()  # a good tagging corpus: the demo checks it before its first step
+    for split in ("train", "test"):
+        (data / "conll2000" / f"{split}.txt").write_text("He PRP B-NP\nran VBD B-VP\n\nShe PRP B-NP\n",
+                                                         encoding="utf-8")
     root.mkdir()
     (root / "search-lm.log").write_text("a failed demo's log\n", encoding="utf-8")  # run again where one failed
     result = CliRunner().invoke(COMMANDS["demo"], ["--run-dir", str(root), "--data", str(data),

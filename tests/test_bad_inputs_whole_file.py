@@ -126,6 +126,10 @@ CASES = [
      "transformer:{fx}/lm: not a Hugging Face model directory (no config.json)"),
     ("transfer", "--cells lstm --corpora conll03:{fx}/tagdata,conll03b=conll03:{fx}/wide --run-dir {out} -- "
                  "--embeddings glove:{fx}/vectors.txt", "{fx}/wide/eng.train: line 3: 5 columns"),
+    ("demo", "--run-dir {out} --data {fx}/demodata --corpus conll2000 --embeddings glove:{fx}/nope.txt",
+     "{fx}/nope.txt: no such file (--embeddings glove:{fx}/nope.txt)"),
+    ("demo", "--run-dir {out} --data {fx}/demodata --corpus conll03",
+     "{fx}/demodata/conll03/eng.train: line 3: 5 columns, but this corpus format has 4"),
     # no traceback
     ("plot-run", "{fx}/strlog --out {out}", "{fx}/strlog/log.jsonl: line 1: field 'train_ppl': must be a number or null, "
                                             "got \"a\""),
@@ -255,6 +259,10 @@ def fx(tmp_path_factory) -> Path:
         (root / run).mkdir()
         (root / run / "config.json").write_text(json.dumps(config), encoding="utf-8")
         (root / run / "log.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
+    (root / "demodata").mkdir()
+    (root / "demodata" / "ptb").symlink_to(root / "lm")
+    (root / "demodata" / "conll03").symlink_to(root / "wide")
+    (root / "demodata" / "conll2000").symlink_to(root / "wide2000")
     (root / "lmrun").mkdir()
     (root / "lmrun" / "config.json").write_text(json.dumps({"cell": "darts_v2", "test_batch_size": 1,
                                                             "command": "bin/train-lm --data d"}), encoding="utf-8")

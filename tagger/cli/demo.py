@@ -103,6 +103,7 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
     for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
         if not folder.is_dir():
             raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
+    _check_late_inputs(data, corpus, embeddings)
     made = not root.exists() or all(entry.suffix == ".log" for entry in root.iterdir())  # new, or a failed demo's
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -113,6 +114,18 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
                 if entry.suffix != ".log":
                     shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
         raise
+
+
+def _check_late_inputs(data: str | None, corpus: str, embeddings: str | None) -> None:
+    """What the third step (bin/train-tagger) reads, checked before the first: a bad tagging corpus or
+    --embeddings file would otherwise fail after the search and the retraining."""
+    from tagger.corpora import load_corpus
+    from tagger.embeddings import check_files
+
+    if embeddings is not None:
+        check_files(embeddings)
+    if data is not None:
+        load_corpus(corpus, Path(data) / corpus)
 
 
 def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: str | None, seed: int, threads: int,
