@@ -128,6 +128,9 @@ CASES = [
                  "--embeddings glove:{fx}/vectors.txt", "{fx}/wide/eng.train: line 3: 5 columns"),
     ("demo", "--run-dir {out} --data {fx}/demodata --corpus conll2000 --embeddings glove:{fx}/nope.txt",
      "{fx}/nope.txt: no such file (--embeddings glove:{fx}/nope.txt)"),
+    ("demo", "--run-dir {out} --corpus wnut17", "--corpus: only with --data (it names a folder inside DATA); the "
+                                                "default data has its own"),
+    ("demo", "--run-dir {out} --lm wikitext-2", "--lm: only with --data"),
     ("demo", "--run-dir {out} --data {fx}/demodata --corpus conll03",
      "{fx}/demodata/conll03/eng.train: line 3: 5 columns, but this corpus format has 4"),
     # no traceback

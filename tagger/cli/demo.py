@@ -100,6 +100,10 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
     root = Path(run_dir or default_run_dir("demo"))
     if (root / "summary.json").exists():
         raise InputError(f"{root}: holds a finished demo already; choose another --run-dir")
+    ctx = click.get_current_context()
+    for name, flag in (("lm_name", "--lm"), ("corpus", "--corpus")):
+        if data is None and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            raise InputError(f"{flag}: only with --data (it names a folder inside DATA); the default data has its own")
     for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
         if not folder.is_dir():
             raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
