@@ -65,6 +65,29 @@ def test_the_python_call_makes_the_run_directory_the_command_makes(data, restore
     assert epochs[1].endswith("- last epoch")
 
 
+def test_a_python_run_stopped_by_ctrl_c_continues_with_the_commands_resume(data, restore_flair_logging, monkeypatch):
+    from nas.common import runs
+
+    root, vectors = data
+    config = tagger.TaggerConfig(corpus="conll03", data=str(root / "data"), embeddings=f"glove:{vectors}",
+                                 hidden_size=8, batch_size=4, lr=0.5, max_epochs=2, seed=3, threads=1)
+    straight = tagger.train_tagger(config, root / "straight")
+    asked = runs.StopFlag.__init__
+
+    def ctrl_c_at_once(self):  # Ctrl-C in epoch 1: the run stops after its checkpoint
+        asked(self)
+        self.requested = True
+
+    monkeypatch.setattr(runs.StopFlag, "__init__", ctrl_c_at_once)
+    with pytest.raises(runs.Interrupted, match="stopped after epoch 1"):
+        tagger.train_tagger(config, root / "cut")
+    monkeypatch.undo()
+    assert (root / "cut" / "checkpoint.pt").is_file() and not (root / "cut" / "metrics.json").exists()
+    result = CliRunner().invoke(main, ["--resume", str(root / "cut")])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads((root / "cut" / "metrics.json").read_text())["test"] == straight["test"]
+
+
 def test_importing_tagger_and_its_config_loads_neither_flair_nor_torch():
     code = "import sys, tagger; tagger.TaggerConfig(); print('flair' in sys.modules, 'torch' in sys.modules)"
     light = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
