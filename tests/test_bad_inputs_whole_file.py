@@ -88,6 +88,14 @@ CASES = [
     ("search-lm", f"{LM} --select-args '--emsize 8' --run-dir {{out}}",
      "--select-args: only with --seeds (it sets the retraining of each seed's cell); without --seeds it has no effect"),
     ("search-lm", f"{LM} --select-budget 3 --run-dir {{out}}", "--select-budget: only with --seeds"),
+    ("search-lm", f"{LM} --method darts --top-n 3 --run-dir {{out}}",
+     "--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)"),
+    ("search-lm", f"{LM} --early-stop-window 3 --run-dir {{out}}", "--early-stop-window: only with --early-stop hessian"),
+    ("search-lm", f"{LM} --early-stop none --early-stop-ratio 0.5 --run-dir {{out}}",
+     "--early-stop-ratio: only with --early-stop hessian"),
+    ("search-lm", f"{LM} --attention-heads 2 --run-dir {{out}}", "--attention-heads: only with multi-head attention "
+                                                                  "(--attention search or multihead); the attention "
+                                                                  "here is none"),
     ("train-lm", f"{LM} --cell lstm --nhid 8 --match-cell {{fx}}/nope.json --run-dir {{out}}",
      "--match-cell: only with --cell lstm and no --nhid (it sizes the LSTM); with --nhid 8 it has no effect"),
     ("train-lm", "--data {fx}/lm --emsize 8 --batch-size 4 --bptt 5 --cell darts_v2 --match-cell enas --run-dir {out}",

@@ -144,6 +144,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         cell = load(cell_spec) if cell_spec else validate(stored_cell, "--config cell") if stored_cell else None
         if options["attention"] is None:
             options["attention"] = (cell.attention if cell is not None else None) or "none"
+        _refuse_without_effect(options)
         resolved = {k: v for k, v in options.items() if v is not None}
         config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
                               order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
@@ -201,6 +202,20 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
             click.echo(warning, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
+
+
+def _refuse_without_effect(options: dict) -> None:
+    """Flags that act only with another flag's value, typed without it: refused by name, not ignored."""
+    ctx = click.get_current_context()
+    typed = {name for name in options if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    if "top_n" in typed and options["method"] != "idarts":
+        raise InputError("--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)")
+    for name in ("early_stop_window", "early_stop_ratio"):
+        if name in typed and options["early_stop"] != "hessian":
+            raise InputError(f"--{name.replace('_', '-')}: only with --early-stop hessian")
+    if "attention_heads" in typed and options["attention"] not in ("search", "multihead"):
+        raise InputError(f"--attention-heads: only with multi-head attention (--attention search or multihead); "
+                         f"the attention here is {options['attention']}")
 
 
 # Flags of the multi-seed run itself, not passed on to each seed's bin/search-lm.
