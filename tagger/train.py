@@ -458,6 +458,8 @@ def equivalent_command(config: TaggerConfig, run_dir: Path) -> str:
     for param in main.params:
         if param.name not in TaggerConfig.__dataclass_fields__ or param.name in ("preset", "command"):
             continue
+        if param.name == "hidden_size" and (config.match_params or "").lower().startswith("lstm:"):
+            continue  # chosen to match the LSTM's parameters: the command refuses --hidden-size with it
         value = getattr(config, param.name)
         if param.name not in ("corpus", "data") and (value == getattr(default, param.name) or value is None):
             continue

@@ -129,3 +129,20 @@ def test_the_time_left_after_each_epoch(monkeypatch):
     budget.before_training_epoch(epoch=1)  # 100 s
     assert budget.estimate(1) == "time left at most ~40 s (the time budget)"  # 20 s of 60 spent
     assert train._epoch_plugin([], True, None, max_epochs=None).time_left(other) and other.getMessage() == "EPOCH 1 done: x"
+
+
+def test_the_command_line_a_python_run_records_is_the_commands_own():
+    from pathlib import Path
+
+    from tagger.train import equivalent_command
+
+    config = tagger.TaggerConfig(corpus="wnut17", data="my data", hidden_size=64, reproject=False,
+                                 save_final_model=True, time_budget=2.5, match_params="lstm:32")
+    command = equivalent_command(config, Path("runs/x"))
+    # the defaults left out, flags as the command spells them, --hidden-size not with --match-params lstm:H
+    assert command == ("bin/train-tagger --corpus wnut17 --data 'my data' --match-params lstm:32 --no-reproject "
+                       "--save-final-model --time-budget 2.5 --run-dir runs/x  # run as tagger.train_tagger(config, 'runs/x')")
+    parsed = main.make_context("bin/train-tagger", shlex.split(command, comments=True)[1:]).params
+    assert {k: parsed[k] for k in ("corpus", "data", "reproject", "save_final_model", "time_budget", "match_params")} == \
+        {"corpus": "wnut17", "data": "my data", "reproject": False, "save_final_model": True, "time_budget": 2.5,
+         "match_params": "lstm:32"}
