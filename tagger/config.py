@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from nas.common.devices import GEMM_BACKENDS, device_problem
 from nas.common.errors import InputError
-from nas.common.ranges import (AT_LEAST_1, BATCH, EPOCHS, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
+from nas.common.ranges import (BATCH, EPOCHS, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            THREADS, Range, check_ranges)
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
