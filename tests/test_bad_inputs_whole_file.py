@@ -178,6 +178,9 @@ CASES = [
     ("train-tagger", "--resume {fx}/lmrun", "{fx}/lmrun/config.json: not a run of bin/train-tagger (the config of a "
                                             "bin/train-lm run: continue it with bin/train-lm --resume {fx}/lmrun)"),
     ("search-tagger", f"{TAGGER} --columns '' --run-dir {{out}}", "--columns '': no columns given"),
+    ("search-tagger", f"{TAGGER} --method darts --top-n 3 --run-dir {{out}}", "--top-n: only with --method idarts"),
+    ("search-tagger", f"{TAGGER} --pooling mean --run-dir {{out}}",
+     "--pooling: only with pooled-flair embeddings; with --embeddings glove:{fx}/vectors.txt it has no effect"),
     ("search-tagger", f"--corpus conll03 --data {{fx}}/wide {GLOVE}", "{fx}/wide/eng.train: line 3: 5 columns, but this "
                                                                      "corpus format has 4"),
     ("train-tagger", f"{TAGGER} --columns '' --run-dir {{out}}",

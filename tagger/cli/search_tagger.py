@@ -96,6 +96,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
                 raise InputError(f"--{name}: required (unless --resume)")
         settings = {name: options.pop(name) for name in METHOD_SETTINGS}
         check_method_flags(options["method"], {**settings, "order": order})
+        _refuse_without_effect(options)
         config = TaggingSearchConfig(order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                                      time_budget=time_budget, command=command_line("bin/search-tagger"), **options,
                                      **{name: value for name, value in settings.items() if value is not None})
@@ -115,6 +116,19 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         genotype.save(target)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(repr(genotype.to_dict()["nodes"]))
+
+
+def _refuse_without_effect(options: dict) -> None:
+    """Flags that act only with another flag's value, typed without it: refused by name, not ignored."""
+    from ..embeddings import parse_spec
+
+    ctx = click.get_current_context()
+    typed = {name for name in options if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
+    if "top_n" in typed and options["method"] != "idarts":
+        raise InputError("--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)")
+    if "pooling" in typed and "pooled-flair" not in [kind for kind, _ in parse_spec(options["embeddings"])]:
+        raise InputError(f"--pooling: only with pooled-flair embeddings; with --embeddings {options['embeddings']} it "
+                         "has no effect")
 
 
 if __name__ == "__main__":
