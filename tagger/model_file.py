@@ -25,6 +25,7 @@ import torch
 
 from nas.common.errors import InputError
 from nas.common.files import atomic_torch_save, safe_torch_load
+from nas.lm.model_file import FORMAT as LM_FORMAT
 
 MARKER, VERSION = "nas_tagger_format", 2
 _FORMAT_1 = "nas-tagger-model"  # format 1: {"format": _FORMAT_1, "version": 1, "state": re-encoded state}
@@ -53,6 +54,8 @@ def load(path: str | os.PathLike) -> dict:
         if data.get("model_card"):
             state["model_card"] = json.loads(data["model_card"])
         return state
+    if isinstance(data, dict) and data.get("format") == LM_FORMAT:
+        raise InputError(f"{path}: a language model (bin/train-lm), not a tagger: evaluate it with bin/eval-lm")
     raise InputError(f"{path}: not a tagger model of this toolkit (no '{MARKER}' marker)")
 
 

@@ -443,3 +443,27 @@ def test_a_byte_order_mark_is_not_read_as_text(fx, tmp_path):
     cell = tmp_path / "cell.json"
     cell.write_bytes(b"\xef\xbb\xbf" + (REPO / "resources" / "cells" / "darts_v2.json").read_bytes())
     assert load(cell) == load("darts_v2")  # not 'invalid JSON (Unexpected UTF-8 BOM)'
+
+
+def test_a_model_of_the_other_kind_is_named_as_what_it_is(fx, tmp_path, monkeypatch, tiny_tagger):
+    """A tagger given to the LM commands, a language model given to the tagger commands: one line that
+    says what the file is and which command takes it, not 'not tensors' or 'no marker'."""
+    monkeypatch.chdir(tmp_path)
+    lm_run, out = tmp_path / "lm", tmp_path / "out"
+    assert CliRunner().invoke(COMMANDS["train-lm"], [*_args(LM, fx, lm_run), "--max-batches-per-epoch", "2",
+                                                     "--eval-batches", "1", "--test-batch-size", "1", "--epochs", "1",
+                                                     "--run-dir", str(lm_run)]).exit_code == 0
+    tagger_file = tiny_tagger[0] / "best-model.pt"
+    before = _tree(tmp_path)
+    for command, args, expected in (
+            ("eval-lm", [str(tagger_file), "--file", str(fx / "text.txt")],
+             f"{tagger_file}: a tagger model (bin/train-tagger), not a language model: tag with it with bin/tag, or "
+             "score it with bin/evaluate"),
+            ("compare-words", [str(tagger_file), str(lm_run), "--data", str(fx / "lm")], f"{tagger_file}: a tagger model"),
+            ("tag", [str(fx / "text.txt"), "--model", str(lm_run / "best.pt"), "--out", str(out)],
+             f"{lm_run / 'best.pt'}: a language model (bin/train-lm), not a tagger: evaluate it with bin/eval-lm"),
+            ("evaluate", ["--model", str(lm_run / "best.pt"), "--corpus", "conll03", "--data", str(fx / "tagdata"),
+                          "--out", str(out)], f"{lm_run / 'best.pt'}: a language model (bin/train-lm), not a tagger")):
+        result = CliRunner().invoke(COMMANDS[command], args)
+        _assert_refused(result.exit_code, result.stdout, result.stderr, expected)
+    assert _tree(tmp_path) == before

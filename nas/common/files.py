@@ -142,20 +142,25 @@ def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed:
 PICKLE_PEEK = 16 << 20  # bytes of a model file's pickle looked at, never unpickled
 
 
-def _saved_by_flair(path: Path) -> bool:
-    """A torch zip file whose pickle is flair's (protocol 4, which flair saves with and torch does not,
-    naming flair's classes): told from its bytes, without unpickling anything."""
+def pickle_head(path: str | os.PathLike) -> bytes:
+    """The first bytes of a torch zip file's pickle, to tell what wrote it without unpickling anything
+    (b"" for a file that is not a torch zip file: torch's own error says what it is)."""
     import zipfile
 
     try:
         with zipfile.ZipFile(path) as archive:
             name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
             if name is None:
-                return False
+                return b""
             with archive.open(name) as pickle:
-                head = pickle.read(PICKLE_PEEK)
+                return pickle.read(PICKLE_PEEK)
     except (zipfile.BadZipFile, OSError):
-        return False  # not a zip file: torch's own error says what it is
+        return b""
+
+
+def _saved_by_flair(path: Path) -> bool:
+    """A pickle of flair's: protocol 4, which flair saves with and torch does not, naming flair's classes."""
+    head = pickle_head(path)
     return head.startswith(b"\x80\x04") and b"flair" in head
 
 
