@@ -47,7 +47,7 @@ def __getattr__(name: str):
 
         return load_tagger
     if name == "train_tagger":
-        from .train import train_tagger
+        from .cli.train_tagger import train_tagger
 
         return train_tagger
     if name == "TaggerConfig":

@@ -134,7 +134,7 @@ def test_the_time_left_after_each_epoch(monkeypatch):
 def test_the_command_line_a_python_run_records_is_the_commands_own():
     from pathlib import Path
 
-    from tagger.train import equivalent_command
+    from tagger.cli.train_tagger import equivalent_command
 
     config = tagger.TaggerConfig(corpus="wnut17", data="my data", hidden_size=64, reproject=False,
                                  save_final_model=True, time_budget=2.5, match_params="lstm:32")
