@@ -1,5 +1,6 @@
 """The toolkit as a built wheel: installed away from the checkout, its console scripts run from any
-directory with the shipped cells and character LMs, and the demo launches its steps from it."""
+directory with the shipped cells and character LMs, and the demo launches its steps from it. A wheel
+from pip's default isolated build (no torch, so no kernels built) compiles them on first use."""
 import configparser
 import json
 import os
@@ -7,7 +8,12 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+import zipfile
 from pathlib import Path
+
+import pytest
+import torch
 
 import tagger_data as td
 from nas.fast import kernels
@@ -32,14 +38,22 @@ def test_every_launcher_has_a_namespaced_console_script_running_the_same_command
     assert len(scripts) == len(list((REPO / "bin").iterdir()))
 
 
-def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
-    source = tmp_path / "source"  # a copy, so building leaves nothing in the checkout
-    source.mkdir()
+PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+
+
+def _source(folder: Path) -> Path:
+    """A copy of what the wheel is built from, so building leaves nothing in the checkout."""
+    folder.mkdir()
     for name in ("setup.py", "setup.cfg", "pyproject.toml", "README.md"):
-        shutil.copy(REPO / name, source / name)
+        shutil.copy(REPO / name, folder / name)
     for name in (*PACKAGES, "resources"):
-        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+        shutil.copytree(REPO / name, folder / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    return folder
+
+
+def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
+    source = _source(tmp_path / "source")
+    pip = PIP
     subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
                    check=True, capture_output=True)
     (wheel,) = (tmp_path / "wheels").glob("nas_tagger-*.whl")
@@ -87,3 +101,80 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
                 "'glove:vectors.txt', '--hidden-size', '8', '--dry-run'], Path('step.log'))"])
     assert step.returncode == 0, step.stderr + (elsewhere / "step.log").read_text()
     assert "$ nas-train-tagger --cell enas" in step.stderr and "model: enas cell" in (elsewhere / "step.log").read_text()
+
+
+# A frozen fused layer against its op-by-op path; which kernels ran, and from where.
+FUSED_LAYER = """
+import sys, torch, nas
+from nas.cells.cell import FrozenRNN
+from nas.cells.genotype import load
+from nas.fast import kernels
+torch.manual_seed(0)
+rnn = FrozenRNN(load("darts_v2"), 5, 4, directions=2).eval()
+x = torch.randn(6, 3, 5)
+with torch.no_grad():
+    fused = rnn(x)[0]
+    rnn.fused = False
+    torch.testing.assert_close(fused, rnn(x)[0], rtol=1e-5, atol=1e-6)
+module = kernels.compiled()
+print(nas.__file__, module and module.__file__)
+"""
+
+
+@pytest.fixture(scope="module")
+def isolated_wheel(tmp_path_factory) -> Path:
+    """The wheel of `pip wheel --no-deps .`: pip's default isolated build, which installs setuptools and
+    wheel into a fresh environment without torch (from the index pip is configured with; offline,
+    a local index or find-links, as here, serves them)."""
+    folder = tmp_path_factory.mktemp("isolated")
+    built = subprocess.run([*PIP, "wheel", "--no-deps", "-w", str(folder / "wheels"), str(_source(folder / "source"))],
+                           capture_output=True, text=True)
+    if built.returncode and re.search(r"No matching distribution|Could not find a version|Failed to establish",
+                                      built.stderr):
+        pytest.skip(f"pip's isolated build cannot fetch setuptools here: {built.stderr.strip().splitlines()[-1]}")
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (folder / "wheels").glob("nas_tagger-*.whl")
+    return wheel
+
+
+def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(isolated_wheel, tmp_path):
+    names = zipfile.ZipFile(isolated_wheel).namelist()
+    assert "nas/fast/csrc/fused_kernels.cpp" in names and not [n for n in names if n.endswith(".so")]
+    assert isolated_wheel.name.endswith("-py3-none-any.whl")
+    # a fresh venv with the wheel and nothing else of the checkout; torch (and the other dependencies)
+    # from this environment's site-packages, named by a .pth file (a path, not a site dir: the
+    # checkout's editable install there does not come along)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    (Path(purelib) / "project-dependencies.pth").write_text(str(Path(torch.__file__).resolve().parents[1]) + "\n")
+    subprocess.run([*PIP, "--python", python, "install", "--no-deps", "--no-index", str(isolated_wheel)], check=True,
+                   capture_output=True)
+    cache = tmp_path / "cache"
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAS_RESOURCES")},
+           "NAS_KERNELS_CACHE": str(cache)}
+
+    def fused_layer(**extra):
+        started = time.time()
+        done = subprocess.run([python, "-c", FUSED_LAYER], capture_output=True, text=True, cwd=tmp_path,
+                              env={**env, **extra}, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        installed, module = done.stdout.split()
+        assert Path(installed).is_relative_to(venv)  # the wheel's copy, not the checkout
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        return module, lines, time.time() - started
+
+    module, lines, first = fused_layer()
+    assert Path(module).is_relative_to(cache) and Path(module).name == "nas_fused_kernels.so"
+    assert len(lines) == 1 and lines[0].startswith(f"nas.fast: compiling the C++ kernels once into {cache}"), lines
+    again, lines, second = fused_layer()  # a second process loads the build: no line, no compiler
+    assert again == module and lines == [] and second < first / 3, (lines, first, second)
+    print(f"first use {first:.0f} s (compiling), second process {second:.1f} s")
+
+    # without a compiler, an empty cache: the PyTorch ops, and one line that says why
+    _, lines, _ = fused_layer(NAS_KERNELS_CACHE=str(tmp_path / "empty"), CXX="no-such-compiler")
+    assert lines == ["nas.fast: the C++ kernels could not be compiled on first use (no C++ compiler "
+                     "(no-such-compiler) on PATH); the frozen cell runs PyTorch ops, the search cell its autograd "
+                     "path (docs/install.md)"]
