@@ -1,7 +1,8 @@
 """Builds the optional C++ kernels of the fused frozen cell (nas/fast/csrc/) when torch can be imported
-at build time, as with the README's `pip install --no-build-isolation`. Without torch, or if the
-compiler fails, the package installs without them and the layer runs its PyTorch ops instead
-(nas/fast/kernels.py says so once). Everything else about the package is in setup.cfg."""
+at build time, as with the README's `pip install --no-build-isolation`. Without torch (pip's default
+isolated build), or if the compiler fails, the package installs without them and carries their source
+(package data), which nas/fast/kernels.py compiles on first use into a per-user cache, else runs the
+PyTorch ops (docs/install.md). Everything else about the package is in setup.cfg."""
 from setuptools import setup
 
 try:
