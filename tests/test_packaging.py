@@ -38,6 +38,11 @@ def test_every_launcher_has_a_namespaced_console_script_running_the_same_command
     assert len(scripts) == len(list((REPO / "bin").iterdir()))
 
 
+def test_help_examples_name_the_launchers_in_a_checkout():
+    helped = subprocess.run([str(REPO / "bin" / "eval-lm"), "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and "    bin/eval-lm runs/dartsv2 --data" in helped.stdout, helped.stderr
+
+
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
 
 
@@ -172,6 +177,12 @@ def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(
     again, lines, second = fused_layer()  # a second process loads the build: no line, no compiler
     assert again == module and lines == [] and second < first / 3, (lines, first, second)
     print(f"first use {first:.0f} s (compiling), second process {second:.1f} s")
+
+    # the help's examples name the console scripts, as installed
+    helped = subprocess.run([str(venv / "bin" / "nas-eval-lm"), "--help"], capture_output=True, text=True, env=env,
+                            cwd=tmp_path)
+    assert helped.returncode == 0 and "    nas-eval-lm runs/dartsv2 --data" in helped.stdout, helped.stderr
+    assert "bin/" not in helped.stdout
 
     # without a compiler, an empty cache: the PyTorch ops, and one line that says why
     _, lines, _ = fused_layer(NAS_KERNELS_CACHE=str(tmp_path / "empty"), CXX="no-such-compiler")

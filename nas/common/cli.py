@@ -25,11 +25,13 @@ from .errors import InputError
 from .files import read_json
 from .memory import keep_freed_memory
 from .ranges import AT_LEAST_1, BATCH, EPOCHS, MANY, NODES, NON_NEGATIVE_INT, SEED, SIZE, THREADS, Range
+from .subprocesses import as_invoked
 
 
 def command_line(program: str) -> str:
-    """This command as typed (recorded in config.json and the genotype's provenance)."""
-    return " ".join(shlex.quote(a) for a in [program, *sys.argv[1:]])
+    """This command as typed (recorded in config.json and the genotype's provenance): `program` is
+    `bin/NAME`, recorded as `nas-NAME` when the toolkit runs installed."""
+    return " ".join(shlex.quote(a) for a in [as_invoked(program), *sys.argv[1:]])
 
 
 # Packages every command needs (setup.cfg's install_requires): one missing is a Python without the toolkit.
@@ -50,6 +52,11 @@ class Command(click.Command):
     def invoke(self, ctx: click.Context) -> Any:
         _check_outputs(ctx)
         return super().invoke(ctx)
+
+    def get_help(self, ctx: click.Context) -> str:
+        """The help, its examples naming the commands as the user runs them: `bin/NAME` in a checkout,
+        `nas-NAME` installed (`nas.common.subprocesses.as_invoked`)."""
+        return as_invoked(super().get_help(ctx))
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:

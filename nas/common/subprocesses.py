@@ -16,6 +16,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 IMPORT_ROOT = Path(__file__).resolve().parents[2]  # the folder this toolkit's packages are imported from
+_LAUNCHER = re.compile(r"(?<![\w./-])bin/([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
+
+
+def command_name(name: str) -> str:
+    """The command NAME as a user types it: `bin/NAME` in a checkout, the console script `nas-NAME`
+    (setup.cfg) once installed."""
+    return f"bin/{name}" if (IMPORT_ROOT / "bin" / name).is_file() else f"nas-{name}"
+
+
+def as_invoked(text: str) -> str:
+    """`text` (a command's help, its recorded command line) with each `bin/NAME` as `command_name`
+    gives it; both are four characters, so wrapped text stays wrapped."""
+    return _LAUNCHER.sub(lambda m: command_name(m.group(1)), text)
 
 
 def run_module(module: str, args: list[str], log: Path, on_line: Callable[[str], None] | None = None) -> int:
