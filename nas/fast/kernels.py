@@ -22,6 +22,7 @@ import os
 import platform
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -41,6 +42,7 @@ CFLAGS = ["-O3", "-march=native"]  # as setup.py's
 STALE_LOCK_S = 900  # a build lock older than this was left by a killed process (a build takes about a minute)
 _compile_pending = _kernels is None and SOURCE.is_file()  # compile on first use (once per process)
 _compile_error: str | None = None  # why compiling on first use failed
+_compile_lock = threading.Lock()
 
 OP_CODES = {"identity": 0, "tanh": 1, "relu": 2, "sigmoid": 3}  # as in nas/fast/csrc/fused_kernels.cpp
 _warned = False
@@ -96,11 +98,23 @@ def _ninja() -> str | None:
 
 
 def _compile_once() -> None:
-    """Compile the shipped C++ source into the cache, or load it from there (first call only)."""
-    global _compile_pending, _kernels, _compile_error
+    """Compile the shipped C++ source into the cache, or load it from there (first call only; other
+    threads wait for it)."""
+    global _compile_pending, _compile_error
     if not _compile_pending:
         return
-    _compile_pending = False
+    with _compile_lock:
+        if _compile_pending:
+            try:
+                _compile_or_load()
+            except Exception as error:  # noqa: BLE001 - e.g. no home folder for the cache: the PyTorch path
+                _compile_error = _first_error(error)
+            finally:
+                _compile_pending = False
+
+
+def _compile_or_load() -> None:
+    global _kernels, _compile_error
     folder = build_directory()
     name = "nas_fused_kernels"
     library, lock, failed = folder / f"{name}.so", folder / "lock", folder / "failed"
