@@ -54,6 +54,13 @@ def load(path: str | os.PathLike) -> dict:
         if data.get("model_card"):
             state["model_card"] = json.loads(data["model_card"])
         return state
+    from .resume import FORMAT as CHECKPOINT_FORMAT
+
+    if isinstance(data, dict) and data.get("format") == CHECKPOINT_FORMAT:
+        run = os.path.dirname(os.path.abspath(path))
+        raise InputError(f"{path}: the training checkpoint of a bin/train-tagger run, not a saved model: give the run "
+                         f"directory ({run}) or its best-model.pt, or continue the run with bin/train-tagger --resume "
+                         f"{run}")
     if isinstance(data, dict) and data.get("format") == LM_FORMAT:
         raise InputError(f"{path}: a language model (bin/train-lm), not a tagger: evaluate it with bin/eval-lm")
     raise InputError(f"{path}: not a tagger model of this toolkit (no '{MARKER}' marker)")

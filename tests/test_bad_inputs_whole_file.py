@@ -349,8 +349,9 @@ def test_a_corpus_changed_since_the_run_began_is_said_so(fx, tmp_path, monkeypat
 def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_the_resume_runs(disk, tmp_path,
                                                                                               restore_flair_logging):
     """The disk fills after epoch 1's checkpoint (68 kB free: a checkpoint is 23 kB): the run is kept, the line
-    says so and how to go on, not 'nothing was written'. A resume on a corpus changed since (a new tag type) is
-    one line, not torch's size mismatch, and changes nothing; on the corpus it began with, the resume finishes."""
+    says so and how to go on, not 'nothing was written'; its checkpoint given as a model says what it is. A
+    resume on a corpus changed since (a new tag type) is one line, not torch's size mismatch, and changes
+    nothing; on the corpus it began with, the resume finishes."""
     write_conll03(tmp_path / "data", sizes=(12, 4, 4))
     (tmp_path / "vectors.txt").write_text("Anna 0.1 0.2\nParis 0.3 0.1\n", encoding="utf-8")
     fill(disk, 68 << 10)
@@ -361,6 +362,14 @@ def test_train_tagger_on_a_full_disk_after_a_checkpoint_says_how_to_resume_and_t
     line = refused(result, disk)
     assert line.endswith(f"nothing was written; the run is kept up to its last checkpoint: free some space and "
                          f"continue it with bin/train-tagger --resume {run}"), line
+    for command, args, expected in (  # its checkpoint is not a model: said so, with what to give instead
+            ("tag", [str(tmp_path / "vectors.txt"), "--model", str(run / "checkpoint.pt"), "--out", str(tmp_path / "t")],
+             f"{run / 'checkpoint.pt'}: the training checkpoint of a bin/train-tagger run, not a saved model: give "
+             f"the run directory ({run}) or its best-model.pt, or continue the run with bin/train-tagger --resume {run}"),
+            ("eval-lm", [str(run / "checkpoint.pt"), "--file", str(tmp_path / "vectors.txt")],
+             f"{run / 'checkpoint.pt'}: a tagger's file (bin/train-tagger), not a language model")):
+        result = CliRunner().invoke(COMMANDS[command], args)
+        _assert_refused(result.exit_code, result.stdout, result.stderr, expected)
     (disk / "filler").unlink()
     train = tmp_path / "data" / "eng.train"
     kept, before = train.read_text(encoding="utf-8"), _tree(run)
@@ -457,9 +466,9 @@ def test_a_model_of_the_other_kind_is_named_as_what_it_is(fx, tmp_path, monkeypa
     before = _tree(tmp_path)
     for command, args, expected in (
             ("eval-lm", [str(tagger_file), "--file", str(fx / "text.txt")],
-             f"{tagger_file}: a tagger model (bin/train-tagger), not a language model: tag with it with bin/tag, or "
-             "score it with bin/evaluate"),
-            ("compare-words", [str(tagger_file), str(lm_run), "--data", str(fx / "lm")], f"{tagger_file}: a tagger model"),
+             f"{tagger_file}: a tagger's file (bin/train-tagger), not a language model: tag with its run's model with "
+             "bin/tag, or score it with bin/evaluate"),
+            ("compare-words", [str(tagger_file), str(lm_run), "--data", str(fx / "lm")], f"{tagger_file}: a tagger's file"),
             ("tag", [str(fx / "text.txt"), "--model", str(lm_run / "best.pt"), "--out", str(out)],
              f"{lm_run / 'best.pt'}: a language model (bin/train-lm), not a tagger: evaluate it with bin/eval-lm"),
             ("evaluate", ["--model", str(lm_run / "best.pt"), "--corpus", "conll03", "--data", str(fx / "tagdata"),

@@ -22,7 +22,8 @@ from nas.lm.lstm import LSTMLayer
 from nas.lm.model import RNNModel
 
 FORMAT = "nas-lm-model"
-TAGGER_MARKERS = (b"nas_tagger_format", b"nas-tagger-model")  # tagger.model_file's keys, read as bytes
+# a tagger's model file (tagger.model_file's keys) or its training checkpoint (tagger.resume), read as bytes
+TAGGER_MARKERS = (b"nas_tagger_format", b"nas-tagger-model", b"nas-tagger-checkpoint")
 VERSION = 1
 KINDS = ("cell", "lstm")
 
@@ -73,8 +74,8 @@ def model_file(spec: LMSpec, vocab: list[str], state_dict: dict, **extra: Any) -
 def load_model_file(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[RNNModel, dict]:
     """(model with the file's weights, in eval mode, the whole file); a foreign file is an InputError."""
     if any(marker in pickle_head(path) for marker in TAGGER_MARKERS):  # the loader would say "not tensors"
-        raise InputError(f"{path}: a tagger model (bin/train-tagger), not a language model: tag with it with bin/tag, "
-                         "or score it with bin/evaluate")
+        raise InputError(f"{path}: a tagger's file (bin/train-tagger), not a language model: tag with its run's "
+                         "model with bin/tag, or score it with bin/evaluate")
     data = safe_torch_load(path, device)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"{path}: not a language model written by bin/train-lm")
