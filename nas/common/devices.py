@@ -8,6 +8,8 @@ import re
 DEVICES = "cpu, cuda or cuda:N"
 # How a CPU's float32 matrix products are run (nas.fast.gemm.use): a fixed rule, so a seed fixes a run.
 GEMM_BACKENDS = ("auto", "onednn", "mkl")
+# The training step's precision (nas.common.runs.autocast): bf16 runs it under torch.autocast
+PRECISIONS = ("fp32", "bf16")
 _FORM = re.compile(r"cpu|cuda(?::(\d+))?")
 
 
@@ -25,4 +27,20 @@ def device_problem(device: str) -> str | None:
     count = torch.cuda.device_count()
     if form.group(1) is not None and int(form.group(1)) >= count:
         return f"this machine has {count} CUDA device{'s' if count > 1 else ''} (cuda:0 to cuda:{count - 1})"
+    return None
+
+
+def precision_problem(device: str, precision: str) -> str | None:
+    """What stops `precision` on `device` (None: nothing). bf16 on a CPU needs its bf16 instructions
+    (AVX512-BF16 or AMX, what oneDNN's bf16 kernels use): elsewhere torch would emulate them, slower than fp32."""
+    if precision not in PRECISIONS:
+        return f"unknown precision {precision!r} (use {' or '.join(PRECISIONS)})"
+    if precision == "fp32":
+        return None
+    import torch
+
+    if device == "cpu" and not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return "this CPU has no bf16 instructions (AVX512-BF16 or AMX); use --precision fp32"
+    if device != "cpu" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bf16 support; use --precision fp32"
     return None

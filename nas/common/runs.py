@@ -29,12 +29,12 @@ from typing import Any
 import torch
 
 from . import guard, locks
+from .devices import PRECISIONS  # noqa: F401 - the vocabulary of autocast() below, kept in nas.common.devices
 from .errors import InputError
 from .files import (DISK_REFUSED, atomic_torch_save, atomic_write_json, atomic_write_text, parse_json, read_json,
                     safe_torch_load, utf8_lines, write_error)
 
 
-PRECISIONS = ("fp32", "bf16")
 TEMP_FILES = ".*.tmp"  # what nas.common.files.atomic_open leaves behind when killed mid-write
 
 log = logging.getLogger(__name__)

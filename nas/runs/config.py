@@ -9,13 +9,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nas.common.devices import GEMM_BACKENDS, device_problem
+from nas.common.devices import GEMM_BACKENDS, PRECISIONS, device_problem
 from nas.common.errors import InputError
 from nas.common.ranges import (AT_LEAST_1, BATCH, EPOCHS, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            Range, check_ranges)
 
 
-PRECISIONS = ("fp32", "bf16")  # nas.common.runs.autocast
 SEARCH_SPACES = ("intra", "inter", "joint")
 EARLY_STOPS = ("none", "hessian")  # nas.runs.health.EarlyStop
 ATTENTION_CHOICES = ("search", "dot", "multihead", "none")  # a searched mix, nas.cells.genotype.ATTENTION_TYPES, or none

