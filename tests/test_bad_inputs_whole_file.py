@@ -455,13 +455,18 @@ def test_a_byte_order_mark_is_not_read_as_text(fx, tmp_path):
 
 
 def test_a_model_of_the_other_kind_is_named_as_what_it_is(fx, tmp_path, monkeypatch, tiny_tagger):
-    """A tagger given to the LM commands, a language model given to the tagger commands: one line that
-    says what the file is and which command takes it, not 'not tensors' or 'no marker'."""
+    """A tagger given to the LM commands, a language model given to the tagger commands, a search's
+    checkpoint given to eval-lm: one line that says what the file is and which command takes it, not
+    'not tensors', 'no marker' or 'not a language model'."""
     monkeypatch.chdir(tmp_path)
     lm_run, out = tmp_path / "lm", tmp_path / "out"
     assert CliRunner().invoke(COMMANDS["train-lm"], [*_args(LM, fx, lm_run), "--max-batches-per-epoch", "2",
                                                      "--eval-batches", "1", "--test-batch-size", "1", "--epochs", "1",
                                                      "--run-dir", str(lm_run)]).exit_code == 0
+    search = tmp_path / "search"
+    assert CliRunner().invoke(COMMANDS["search-lm"], [*_args(LM, fx, search), "--nodes", "2", "--epochs", "1",
+                                                      "--max-batches-per-epoch", "2", "--eval-batches", "1",
+                                                      "--run-dir", str(search)]).exit_code == 0
     tagger_file = tiny_tagger[0] / "best-model.pt"
     before = _tree(tmp_path)
     for command, args, expected in (
@@ -475,4 +480,9 @@ def test_a_model_of_the_other_kind_is_named_as_what_it_is(fx, tmp_path, monkeypa
                           "--out", str(out)], f"{lm_run / 'best.pt'}: a language model (bin/train-lm), not a tagger")):
         result = CliRunner().invoke(COMMANDS[command], args)
         _assert_refused(result.exit_code, result.stdout, result.stderr, expected)
+    result = CliRunner().invoke(COMMANDS["eval-lm"], [str(search / "checkpoint.pt"), "--file", str(fx / "text.txt")])
+    _assert_refused(result.exit_code, result.stdout, result.stderr,
+                    f"{search / 'checkpoint.pt'}: the checkpoint of a bin/search-lm run, not a language model: "
+                    f"bin/compare-words reads its run directory ({search}); to score its cell, retrain it with "
+                    f"bin/train-lm --cell {search}/genotype.json (written when the search ends)")
     assert _tree(tmp_path) == before

@@ -77,6 +77,11 @@ def load_model_file(path: str | os.PathLike, device: str | torch.device = "cpu")
         raise InputError(f"{path}: a tagger's file (bin/train-tagger), not a language model: tag with its run's "
                          "model with bin/tag, or score it with bin/evaluate")
     data = safe_torch_load(path, device)
+    if isinstance(data, dict) and "architects" in data:  # nas.runs.search's checkpoint: α and the shared weights
+        run = os.path.dirname(os.path.abspath(path))
+        raise InputError(f"{path}: the checkpoint of a bin/search-lm run, not a language model: bin/compare-words "
+                         f"reads its run directory ({run}); to score its cell, retrain it with bin/train-lm --cell "
+                         f"{run}/genotype.json (written when the search ends)")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"{path}: not a language model written by bin/train-lm")
     if data.get("version") != VERSION:
