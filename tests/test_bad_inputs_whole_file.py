@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from conftest import write_lm_corpus
 from test_bad_inputs import COMMANDS, REPO, _args, _assert_refused, _tree
 from test_full_disk import disk, fill, refused  # noqa: F401 - disk is a fixture
+from test_pooled_memory import pooled_run  # noqa: F401 - a fixture
 from tagger_data import tiny_char_lm, write_conll03, write_wnut
 from tagger.cli import search_tagger, transfer
 
@@ -486,3 +487,17 @@ def test_a_model_of_the_other_kind_is_named_as_what_it_is(fx, tmp_path, monkeypa
                     f"bin/compare-words reads its run directory ({search}); to score its cell, retrain it with "
                     f"bin/train-lm --cell {search}/genotype.json (written when the search ends)")
     assert _tree(tmp_path) == before
+
+
+def test_export_rebuilding_the_pooled_memory_shows_its_progress(pooled_run, tmp_path, monkeypatch,
+                                                                restore_flair_logging):
+    """--rebuild-memory pools every training and dev sentence (minutes with Flair embeddings on a large corpus):
+    a line per sentence at interval 0, the count it ends with."""
+    from nas.cli.terminal import StatusLine
+
+    run, _ = pooled_run
+    monkeypatch.setattr(StatusLine, "EVERY", 0.0)
+    result = CliRunner().invoke(COMMANDS["export"], [str(run), "--rebuild-memory", "--out", str(tmp_path / "x.pt")])
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("pooling: ")]
+    assert lines[0].startswith("pooling: 1 of 150 sentences, ") and lines[-1].startswith("pooling: 150 of 150 sentences")

@@ -80,6 +80,8 @@ def _training_corpus(model: Path, data: str | None):
 
 
 def _rebuild(tagger, corpus) -> None:
+    from nas.cli.terminal import StatusLine
+
     from ..corpora import to_sentences
     from ..pooled_memory import pool_memory, pooled_embeddings
 
@@ -88,7 +90,16 @@ def _rebuild(tagger, corpus) -> None:
     sentences = to_sentences(corpus.train, corpus.tag_type)
     if corpus.dev is not None:
         sentences += to_sentences(corpus.dev, corpus.tag_type)
-    words = max(len(vectors) for vectors, _ in pool_memory(tagger, sentences))
+    status = StatusLine()
+
+    def shown(items: list):  # the sentences as they are pooled: minutes with Flair embeddings on a large corpus
+        for k, sentence in enumerate(items, start=1):
+            yield sentence
+            if status.due():
+                status.show(f"pooling: {k:,} of {len(items):,} sentences, {status.elapsed():.0f} s")
+
+    words = max(len(vectors) for vectors, _ in pool_memory(tagger, shown(sentences)))
+    status.clear()
     click.echo(f"rebuilt the pooled-Flair memory from {len(sentences)} sentences of {corpus.train.path.parent}: "
                f"{words} words", err=True)
 
