@@ -37,6 +37,7 @@ def kernels(request, monkeypatch):
         pytest.skip("C++ kernels not built")
     if request.param == "torch":
         monkeypatch.setattr(fast_kernels, "_kernels", None)
+        monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
         monkeypatch.setattr(fast_kernels, "_warned", True)
     return request.param
 
@@ -162,6 +163,7 @@ def test_under_autocast_the_layer_runs_the_autograd_path_in_bf16():
 
 def test_kernels_that_do_not_load_are_named_with_the_reason(monkeypatch, caplog):
     monkeypatch.setattr(fast_kernels, "_kernels", None)
+    monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
     monkeypatch.setattr(fast_kernels, "_kernels_error", ImportError("undefined symbol: _ZN2at4_ops"))
     monkeypatch.setattr(fast_kernels, "_warned", False)
     with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
@@ -173,6 +175,7 @@ def test_kernels_that_do_not_load_are_named_with_the_reason(monkeypatch, caplog)
 
 def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, caplog):
     monkeypatch.setattr(fast_kernels, "_kernels", None)
+    monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
     monkeypatch.setattr(fast_kernels, "_warned", False)
     rnn = _layer("darts_v2", 1).eval()
     x, hidden, lengths = _inputs(1)

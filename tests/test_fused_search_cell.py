@@ -215,6 +215,7 @@ def test_without_kernels_one_warning_line_then_the_autograd_path(monkeypatch, ca
     x, hidden = _inputs()
     expected = _run(ref, x, hidden)
     monkeypatch.setattr(kernels, "_kernels", None)
+    monkeypatch.setattr(kernels, "_compile_pending", False)  # nor compiled on first use
     monkeypatch.setattr(kernels, "_warned", False)
     with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
         got = _run(fast, x, hidden)
