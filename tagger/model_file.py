@@ -28,6 +28,7 @@ from nas.common.files import atomic_torch_save, safe_torch_load
 from nas.lm.model_file import FORMAT as LM_FORMAT
 
 MARKER, VERSION = "nas_tagger_format", 2
+CHECKPOINT_FORMAT = "nas-tagger-checkpoint"  # a training's checkpoint.pt (tagger.resume), told apart from a model
 _FORMAT_1 = "nas-tagger-model"  # format 1: {"format": _FORMAT_1, "version": 1, "state": re-encoded state}
 _DICTIONARY, _BYTES = "__flair_dictionary__", "__bytes__"  # how format 1 spelled a Dictionary and a BytesIO
 
@@ -54,8 +55,6 @@ def load(path: str | os.PathLike) -> dict:
         if data.get("model_card"):
             state["model_card"] = json.loads(data["model_card"])
         return state
-    from .resume import FORMAT as CHECKPOINT_FORMAT
-
     if isinstance(data, dict) and data.get("format") == CHECKPOINT_FORMAT:
         run = os.path.dirname(os.path.abspath(path))
         raise InputError(f"{path}: the training checkpoint of a bin/train-tagger run, not a saved model: give the run "

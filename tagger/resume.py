@@ -47,7 +47,7 @@ from .pooled_memory import holding
 
 log = logging.getLogger("flair")
 
-FORMAT = "nas-tagger-checkpoint"
+FORMAT = model_file.CHECKPOINT_FORMAT
 COMPLETE = "training_complete"  # the model card's mark
 LOSS_TABLE = "loss.tsv"
 
