@@ -27,7 +27,7 @@ def keep_freed_memory(limit: int = 1 << 30) -> None:
 
 
 @contextmanager
-def long_lived_frozen() -> Iterator[None]:
+def long_lived_frozen(full_collection: bool = True) -> Iterator[None]:
     """Leave the objects alive now out of the cyclic garbage collector until the block ends.
 
     A loaded tagger holds hundreds of thousands of objects the collector tracks (flair's embeddings
@@ -35,8 +35,13 @@ def long_lived_frozen() -> Iterator[None]:
     tokens, tensors), so the collector's full collections, each walking every tracked object, were a
     large share of a prediction's time (docs/speed.md). Frozen objects are still freed by reference
     counting; only cycles among them wait for the end of the block, where they rejoin the oldest
-    generation."""
-    gc.collect()
+    generation.
+
+    The block starts with a full collection, so that no garbage is frozen with them; without
+    `full_collection` only the young generations are collected, which is what a command that has
+    just loaded a model wants: the full collection found nothing there and took 0.2-0.4 s of its
+    start-up (docs/speed.md, "Start-up")."""
+    gc.collect() if full_collection else gc.collect(1)
     gc.freeze()
     try:
         yield

@@ -12,6 +12,7 @@ from nas.common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDE
 from nas.common.errors import InputError
 
 from ..corpus_formats import FORMATS, SPLITS
+from ..light_import import without_unused_libraries
 from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..tag_schemes import SCHEMES, spans
 from .runtime import flair_logs_to_stderr, offline, run_config, use_device, warn_if_unfinished
@@ -62,6 +63,7 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     problem = None if out else output_problem(target, "folder")
     if problem:
         raise InputError(f"{target}: {problem} (the default --out; give another)")
+    without_unused_libraries(model_path)  # before flair's import (tagger.light_import)
     spec = columns or run.get("columns")
     gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec else None,
                        tag_column=tag_column or run.get("tag_column"), scheme=tag_scheme or run.get("tag_scheme"),

@@ -15,6 +15,7 @@ from nas.common.cli import BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FILE_O
 from nas.common.errors import InputError
 from nas.common.memory import long_lived_frozen
 
+from ..light_import import without_unused_libraries
 from ..output_formats import EXTENSIONS, FORMATS, Writer
 from ..pooled_memory import DEFAULT_MAX_WORDS
 from ..prediction import tag
@@ -78,13 +79,14 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
             for name, path in sources.items():
                 check_columns(path, "stdin" if name == STDIN else name, encoding_errors)
         plan = _outputs(list(inputs), out, fmt)
+        without_unused_libraries(model)  # before flair's import (tagger.light_import)
         flair_logs_to_stderr(logging.WARNING)
         use_device(device, threads)
         from ..model import load_for_prediction
 
         tagger = load_for_prediction(model, device, pooled_memory)
         warn_if_unfinished(tagger, model)
-        stack.enter_context(long_lived_frozen())  # the loaded model out of the collector's way (nas.common.memory)
+        stack.enter_context(long_lived_frozen(full_collection=False))  # the loaded model out of the collector's way (nas.common.memory)
         for destination, names in plan:
             _write(tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size,
                    encoding_errors)
