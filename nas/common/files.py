@@ -197,9 +197,11 @@ PICKLE_PEEK = 16 << 20  # bytes of a model file's pickle looked at, never unpick
 
 def pickle_head(path: str | os.PathLike) -> bytes:
     """The first bytes of a torch zip file's pickle, to tell what wrote it without unpickling anything
-    (b"" for a file that is not a torch zip file: torch's own error says what it is)."""
+    (b"" for a file that is not a torch zip file: torch's own error says what it is). Anything but a
+    regular file (a FIFO would block the open) is an InputError first."""
     import zipfile
 
+    require_file(path)
     try:
         with zipfile.ZipFile(path) as archive:
             name = next((n for n in archive.namelist() if n.endswith("/data.pkl")), None)
