@@ -47,9 +47,14 @@ class Reprojection(nn.Linear):
 
 
 def skipping_padding(linear: nn.Linear) -> Reprojection:
-    """A `Reprojection` holding `linear`'s own parameters (no new weights drawn, no random numbers used)."""
-    reprojection = nn.utils.skip_init(Reprojection, linear.in_features, linear.out_features,
-                                      bias=linear.bias is not None, device=linear.weight.device,
-                                      dtype=linear.weight.dtype)
-    reprojection.weight, reprojection.bias = linear.weight, linear.bias
+    """A `Reprojection` holding `linear`'s own parameters (no new weights drawn, no random numbers used).
+
+    Built without `nn.Linear.__init__` (which would draw weights) rather than with
+    `nn.utils.skip_init`, whose meta-device tensors made torch import its symbolic-shapes machinery
+    (0.3 s of every tagger's construction and load)."""
+    reprojection = Reprojection.__new__(Reprojection)
+    nn.Module.__init__(reprojection)
+    reprojection.in_features, reprojection.out_features = linear.in_features, linear.out_features
+    reprojection.register_parameter("weight", linear.weight)
+    reprojection.register_parameter("bias", linear.bias)
     return reprojection
