@@ -186,6 +186,8 @@ CASES = [
                                                                      "corpus format has 4"),
     ("train-tagger", f"{TAGGER} --columns '' --run-dir {{out}}",
      "--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)"),
+    ("evaluate", "--model {fx}/nope.pt --corpus conll03 --data {fx}/tagdata --columns '' --out {out}",
+     "--columns '': no columns given (INDEX:NAME items, e.g. 0:text,3:ner)"),
     ("tag", "{fx}/text.txt --model {fx}/flair.pt --out {out}",
      "{fx}/flair.pt: a model saved by flair itself, which this toolkit does not load (loading it runs pickled code): "
      "load it with flair's own loader, e.g. SequenceTagger.load (only for files you trust)"),

@@ -64,8 +64,8 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     if problem:
         raise InputError(f"{target}: {problem} (the default --out; give another)")
     without_unused_libraries(model_path)  # before flair's import (tagger.light_import)
-    spec = columns or run.get("columns")
-    gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec else None,
+    spec = columns if columns is not None else run.get("columns")  # an empty --columns is refused, not the run's
+    gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec is not None else None,
                        tag_column=tag_column or run.get("tag_column"), scheme=tag_scheme or run.get("tag_scheme"),
                        seed=seed if seed is not None else run.get("seed", 1))
     for note in gold.notes:
