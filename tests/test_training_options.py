@@ -78,6 +78,16 @@ def test_adamw_trains_and_a_run_cut_after_epoch_1_resumes_to_the_same_model(tiny
 
     refused = CliRunner().invoke(main, ["--resume", str(other), "--optimizer", "sgd"])
     assert refused.exit_code == 2 and refused.stderr.startswith("error: --optimizer: not with --resume (the run has 'adamw')")
+    # a run started before the flags existed (no such keys in its config.json) resumes as sgd, fp32, features only
+    older = tmp_path / "older"
+    older.mkdir()
+    stored = json.loads((tmp_path / "straight" / "config.json").read_text())
+    for name in ("optimizer", "precision", "fine_tune_embeddings"):
+        del stored[name]
+    (older / "config.json").write_text(json.dumps({**stored, "lr": 0.5}))
+    resumed = CliRunner().invoke(main, ["--resume", str(older), "--optimizer", "sgd", "--precision", "fp32"])
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads((older / "metrics.json").read_text())["epochs"] == 2
 
 
 @pytest.mark.skipif(precision_problem("cpu", "bf16") is not None, reason="this CPU has no bf16 instructions")
