@@ -43,8 +43,10 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
               "## Model", "",
               f"- Recurrent layer: {_cell_line(cell)}",
               f"- Hidden size {metrics['hidden_size']} per direction; {metrics['rnn_parameters']:,} recurrent parameters",
-              f"- Embeddings: `{config.get('embeddings')}`",
-              f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}); this card describes `{model_file}`",
+              f"- Embeddings: `{config.get('embeddings')}`"
+              + (" (the transformer fine-tuned with the tagger)" if config.get("fine_tune_embeddings") else ""),
+              f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}) with {_training(config)}; this card "
+              f"describes `{model_file}`",
               *([f"- Pooled-Flair word memory saved with the model: {memory['words']:,} words, "
                  f"{memory['bytes'] / 2 ** 20:.1f} MiB (float32); the scores below are the saved file's"] if memory else []),
               ""]
@@ -131,3 +133,11 @@ def _versions() -> str:
 
     return (f"nas-tagger {nas.__version__}, flair {flair.__version__}, torch {torch.__version__}, "
             f"Python {platform.python_version()}")
+
+
+def _training(config: dict) -> str:
+    """`SGD, lr 0.1` / `AdamW, lr 0.005, bf16 autocast`: the optimiser and precision of the run (older runs: SGD, fp32)."""
+    optimizer = {"sgd": "SGD", "adamw": "AdamW"}.get(config.get("optimizer") or "sgd", config.get("optimizer"))
+    lr = config.get("lr")
+    said = f"{optimizer}, lr {lr:g}" if isinstance(lr, (int, float)) else optimizer
+    return said + (", bf16 autocast" if config.get("precision") == "bf16" else "")

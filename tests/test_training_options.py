@@ -158,6 +158,8 @@ def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_t
                     "--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(tmp_path / "run"))
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "run" / "config.json").read_text())["fine_tune_embeddings"] is True
+    card = (tmp_path / "run" / "README.md").read_text()
+    assert "(the transformer fine-tuned with the tagger)" in card and "with AdamW, lr 0.001;" in card
     saved = tmp_path / "run" / json.loads((tmp_path / "run" / "metrics.json").read_text())["model"]
     model = load_tagger(saved)
     tuned = dict(model.embeddings.embeddings[0].model.named_parameters())
