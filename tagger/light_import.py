@@ -172,15 +172,19 @@ def needs_transformers(path: Path) -> bool:
                         return True
                     tail = chunk[-len(TRANSFORMER_MARK):]
                 return False
-    except (zipfile.BadZipFile, OSError):
+    except Exception:  # damaged in any way (BadZipFile, OSError, EOFError, zlib.error ...): the loader says how
         return True
 
 
 def without_unused_libraries(model: str | os.PathLike) -> bool:
     """Import flair (and `tagger.model`, which flair's import brings in) with the UNUSED packages as
     stand-ins when the model file needs none of them; True when it did. Call before anything has
-    imported flair; later calls, `NAS_TAGGER_FULL_IMPORT=1`, or a transformer model: the usual import."""
-    if os.environ.get(SWITCH, "") not in ("", "0") or "flair" in sys.modules:
+    imported flair; later calls, `NAS_TAGGER_FULL_IMPORT=1`, or a transformer model: the usual import.
+
+    Only a command's own process takes it: one that has imported torch or flair already (a test, or
+    Python code calling a command's `main`) keeps the usual import, so that the stand-ins never
+    change a process they were not started for."""
+    if os.environ.get(SWITCH, "") not in ("", "0") or "flair" in sys.modules or "torch" in sys.modules:
         return False
     path = model_file(model)
     if path is None or needs_transformers(path):

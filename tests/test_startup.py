@@ -72,6 +72,15 @@ def test_bin_tag_writes_the_same_bytes_without_the_unused_libraries(pooled_model
     assert set(HEAVY_SUBMODULES) <= _imported(full.stderr)  # what the stand-ins save, and that the switch works
 
 
+def test_a_process_that_imported_torch_already_keeps_the_usual_import(pooled_model):
+    """A test, or Python code calling a command's main in-process: no stand-ins put into its modules."""
+    from tagger.light_import import StandIn, without_unused_libraries
+
+    model, _ = pooled_model
+    assert "torch" in sys.modules and not without_unused_libraries(model)
+    assert not any(isinstance(module, StandIn) for module in list(sys.modules.values()))
+
+
 def test_a_model_file_that_names_a_transformer_takes_the_usual_import(tmp_path):
     from tagger.light_import import model_file, needs_transformers
 

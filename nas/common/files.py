@@ -186,7 +186,7 @@ def _plain_torch_zip(path: Path) -> bool:
     try:
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
-    except (zipfile.BadZipFile, OSError):
+    except Exception:  # damaged in any way: the weights-only loader's own error
         return False
     return (sum(n.endswith("/data.pkl") for n in names) == 1
             and not any(n == "constants.pkl" or n.endswith("/constants.pkl") for n in names))
