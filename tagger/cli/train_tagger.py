@@ -56,7 +56,7 @@ OLDER_RUNS = {"word_vocab": 0, "gemm": "auto",  # word_vocab 0: every word vecto
 @click.option("--reproject/--no-reproject", default=D.reproject, help="A linear layer on the embeddings before the RNN (flair's reprojection).")
 @click.option("--word-vocab", type=T["word_vocab"], default=D.word_vocab, show_default=True, help="Word vectors the model keeps: those of every word of the corpus (as flair looks words up, so training and scores are the same as with all of them) and of this many first words of the vector file, its most frequent; other words tagged later get the unknown-word vector. 0: keep all (GloVe 6B: 400,000 words, 80 MB at 50d).")
 @click.option("--save-final-model", is_flag=True, help="Keep final-model.pt (the last epoch's model) beside best-model.pt; without it only the model tested is kept.")
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=D.optimizer, help="sgd: plain SGD as the papers; adamw: AdamW (weight decay 0.01), which wants a much smaller --lr, given explicitly: e.g. 5e-3, or 5e-5 with --fine-tune-embeddings (then with a --min-lr below it). The annealing on plateau is the same for both.")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=D.optimizer, help="sgd: plain SGD as the papers; adamw: AdamW (weight decay 0.01), which wants a much smaller --lr, given explicitly: e.g. 5e-3 (--lr below --min-lr: lower --min-lr too). The annealing on plateau is the same for both.")
 @click.option("--lr", type=T["lr"], default=D.lr, help="Learning rate (the papers' SGD: 0.1).")
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
 @click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
@@ -111,8 +111,8 @@ def main(run_dir, dry_run, resume, **options) -> None:
                              "has no effect")
         if config.optimizer == "adamw" and \
                 click.get_current_context().get_parameter_source("lr") == click.core.ParameterSource.DEFAULT:
-            raise InputError(f"--optimizer adamw: give its --lr (the default {D.lr:g} is SGD's, far too high for "
-                             "AdamW): e.g. --lr 5e-3, or --lr 5e-5 --min-lr 1e-7 with --fine-tune-embeddings")
+            raise InputError(f"--optimizer adamw: give its --lr (the default {D.lr:g} is SGD's; AdamW diverges at "
+                             "it): e.g. --lr 5e-3")
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     from ..evaluation import summary_table, table
     from .training import report_heading, run_training  # what tagger.train_tagger runs too
