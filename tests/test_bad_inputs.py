@@ -25,6 +25,8 @@ from tagger.cli import demo
 from tagger.cli import evaluate, export, tag, train_charlm, train_tagger, train_wordvec
 from tagger_data import write_conll03
 
+# commands run in-process set flair's log level and stream; each test leaves them as it found them
+pytestmark = pytest.mark.usefixtures("restore_flair_logging")
 REPO = Path(__file__).resolve().parent.parent
 COMMANDS = {"search-lm": search_lm.main, "train-lm": train_lm.main, "eval-lm": eval_lm.main,
             "compare-words": compare_words.main, "plot-search": plot_search.main, "plot-cell": plot_cell.main,

@@ -24,6 +24,8 @@ from tagger_data import tiny_char_lm, write_conll03, write_wnut
 from tagger.cli import search_tagger, transfer
 
 COMMANDS = {**COMMANDS, "transfer": transfer.main, "search-tagger": search_tagger.main}
+# commands run in-process set flair's log level and stream; each test leaves them as it found them
+pytestmark = pytest.mark.usefixtures("restore_flair_logging")
 GLOVE = "--embeddings glove:{fx}/vectors.txt --run-dir {out}"
 LM = "--data {fx}/lm --emsize 8 --nhid 8 --batch-size 4 --bptt 5"
 TAGGER = "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/vectors.txt"
