@@ -337,17 +337,23 @@ def _assert_refused(code: int, stdout: str, stderr: str, expected: str) -> None:
     assert expected in lines[0], lines[0]
 
 
-@pytest.mark.parametrize("command, args, expected", CASES)
-def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, monkeypatch, command, args, expected):
+def assert_refused_leaving_nothing(main, fx: Path, tmp_path: Path, monkeypatch, args: str, expected: str) -> None:
+    """`main` run in process on the case's arguments: one error line, exit 2, nothing written in the output
+    location or the working directory, the fixtures unchanged (the matrices of this file and its successor)."""
     work = tmp_path / "work"  # the working directory, where default run directories would appear
     work.mkdir()
     monkeypatch.chdir(work)
     out = tmp_path / "out" / "result"
     before = _tree(fx)
-    result = CliRunner().invoke(COMMANDS[command], _args(args, fx, out))
+    result = CliRunner().invoke(main, _args(args, fx, out))
     _assert_refused(result.exit_code, result.stdout, result.stderr, expected.format(fx=fx))
     assert not (tmp_path / "out").exists() and not any(work.iterdir())
     assert _tree(fx) == before
+
+
+@pytest.mark.parametrize("command, args, expected", CASES)
+def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, monkeypatch, command, args, expected):
+    assert_refused_leaving_nothing(COMMANDS[command], fx, tmp_path, monkeypatch, args, expected)
 
 
 def test_the_matrix_covers_every_command():

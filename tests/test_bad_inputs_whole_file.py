@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import write_lm_corpus
-from test_bad_inputs import COMMANDS, REPO, _args, _assert_refused, _tree
+from test_bad_inputs import COMMANDS, REPO, _args, _assert_refused, _tree, assert_refused_leaving_nothing
 from test_full_disk import disk, fill, refused  # noqa: F401 - disk is a fixture
 from test_pooled_memory import pooled_run  # noqa: F401 - a fixture
 from tagger_data import tiny_char_lm, write_conll03, write_wnut
@@ -296,15 +296,7 @@ def fx(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("command, args, expected", CASES)
 def test_bad_input_is_one_error_line_exit_2_and_leaves_nothing(fx, tmp_path, monkeypatch, command, args, expected):
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    out = tmp_path / "out" / "result"
-    before = _tree(fx)
-    result = CliRunner().invoke(COMMANDS[command], _args(args, fx, out))
-    _assert_refused(result.exit_code, result.stdout, result.stderr, expected.format(fx=fx))
-    assert not (tmp_path / "out").exists() and not any(work.iterdir())
-    assert _tree(fx) == before
+    assert_refused_leaving_nothing(COMMANDS[command], fx, tmp_path, monkeypatch, args, expected)
 
 
 @pytest.mark.parametrize("command, args, closed, expected", [
