@@ -7,6 +7,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from nas.fast.graphs import StepGraphs
 from nas.lm.model import RNNModel
 
 
@@ -18,19 +19,30 @@ def get_batch(source: torch.Tensor, i: int, seq_len: int) -> tuple[torch.Tensor,
 
 @torch.no_grad()
 def token_losses(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None,
-                 on_chunk: Callable[[int], None] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                 on_chunk: Callable[[int], None] | None = None,
+                 graphs: StepGraphs | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode.
-    `on_chunk(steps)`: after each chunk, the steps done so far (a caller's progress)."""
+    `on_chunk(steps)`: after each chunk, the steps done so far (a caller's progress). `graphs`: each
+    chunk replayed as a recorded CUDA graph (`nas.fast.graphs`; on a GPU the chunks are launch-bound)."""
     was_training = model.training
     model.eval()
     hidden = model.init_hidden(data.size(1))
     targets_seen, losses = [], []
+
+    def chunk(words: torch.Tensor, targets: torch.Tensor, hidden) -> tuple[torch.Tensor, object]:
+        logits, hidden, _, _ = model(words, hidden)
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), reduction="none"), hidden
+
     for k, i in enumerate(range(0, data.size(0) - 1, bptt)):
         if max_batches is not None and k >= max_batches:
             break
         words, targets = get_batch(data, i, bptt)
-        logits, hidden, _, _ = model(words, hidden)
-        losses.append(F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1), reduction="none"))
+        if graphs is None:
+            loss, hidden = chunk(words, targets, hidden)
+        else:
+            loss, hidden = graphs("eval", chunk, words, targets, hidden)
+            loss = loss.clone()  # the recording's output is overwritten by the next chunk
+        losses.append(loss)
         targets_seen.append(targets.reshape(-1))
         if on_chunk is not None:
             on_chunk(i + words.size(0))
@@ -39,9 +51,9 @@ def token_losses(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: in
 
 
 def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None,
-             on_chunk: Callable[[int], None] | None = None) -> float:
+             on_chunk: Callable[[int], None] | None = None, graphs: StepGraphs | None = None) -> float:
     """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
-    return float(token_losses(model, data, bptt, max_batches, on_chunk)[1].double().mean())
+    return float(token_losses(model, data, bptt, max_batches, on_chunk, graphs)[1].double().mean())
 
 
 def ppl(nll: float) -> float:

@@ -18,6 +18,7 @@ import torch.nn as nn
 from nas.cells.attention import SearchAttention
 from nas.cells.genotype import Genotype
 from nas.cells.search_cell import SearchRNN
+from nas.fast.graphs import StepGraphs
 from nas.lm.evaluation import evaluate, get_batch
 from nas.lm.model import RNNModel
 from nas.methods.architect import Architect, Batch, LossFn, language_model_loss
@@ -56,10 +57,11 @@ class Validation:
     split: torch.Tensor
     bptt: int
     max_batches: int | None  # --eval-batches
+    graphs: StepGraphs | None = None  # `full` replays its chunks as CUDA graphs (`nas.fast.graphs`)
 
     def full(self) -> float:
         """The epoch's validation NLL (`split`, at most --eval-batches batches)."""
-        return evaluate(self.model, self.split, self.bptt, self.max_batches)
+        return evaluate(self.model, self.split, self.bptt, self.max_batches, graphs=self.graphs)
 
     def nll(self, batches: int | None) -> float:
         """Mean NLL over the first `batches` batches of `columns` (None: all), from a fresh hidden state."""
@@ -95,6 +97,7 @@ class Conclusion:
 
 class SearchMethod:
     wraps = False  # True: an epoch runs on through the end of the training data (ESS rounds)
+    records_steps = True  # the same GPU work at every batch, so a CUDA graph may replay it (`nas.fast.graphs`)
 
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
         """`full_epoch`: batches of one pass over the training split; `loss_fn`: the loss α steps on

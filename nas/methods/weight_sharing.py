@@ -94,6 +94,7 @@ def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h
 class WeightSharing(SearchMethod):
     """What random search and ENAS share: the layer, the draw of each batch's architecture, the final choice."""
 
+    records_steps = False  # each batch runs the cell it draws
     candidate_scoring = ""  # which part of the validation data a candidate's `valid_ppl` in metrics.json is scored on
 
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):

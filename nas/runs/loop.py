@@ -379,25 +379,51 @@ class LMLoop(TrainingLoop):
         averaged over ranks with the gradients; the gradient norm is clipped. A non-finite
         loss or gradient norm raises `NonFinite` before the weights change.
         """
-        c = self.config
+        self.set_lr(seq_len)
+        loss, loss_value, nll, hidden = self.weight_loss(words, targets, self.hidden)
+        self.check_finite(loss_value, "loss")
+        norm = self.weight_grads(loss)
+        self.check_finite(norm, "gradient norm")
+        self.optimizer.step()
+        self.hidden = detach_hidden(hidden)
+        self.count_nll(nll, targets)
+
+    def set_lr(self, seq_len: int) -> None:
         for group in self.optimizer.param_groups:
-            group["lr"] = self.epoch_lr() * seq_len / c.bptt
+            group["lr"] = self.epoch_lr() * seq_len / self.config.bptt
+
+    def weight_loss(self, words: torch.Tensor, targets: torch.Tensor, hidden) -> tuple[torch.Tensor, ...]:
+        """(loss, its value and the NLL averaged over ranks, next hidden state) of the weight step."""
+        c = self.config
         with autocast(self.device, c.precision):
-            logits, hidden, raw, dropped = self.model(words, detach_hidden(self.hidden))
+            logits, hidden, raw, dropped = self.model(words, detach_hidden(hidden))
             loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
-        where = f"in epoch {self.epoch + 1}, batch {self.batch + 1}"
         loss_value, nll_value = self.ranks.average((loss.detach(), nll.detach()))
-        if not torch.isfinite(loss_value):
-            raise NonFinite(f"loss became {loss_value.item()} {where}")
+        return loss, loss_value, nll_value, hidden
+
+    def weight_grads(self, loss: torch.Tensor) -> torch.Tensor:
+        """The weights' gradients of `loss`, averaged over ranks and clipped; returns their norm before clipping."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward(inputs=self.weights)
         self.ranks.average_gradients(self.weights)
-        norm = torch.nn.utils.clip_grad_norm_(self.weights, c.clip)
-        if not torch.isfinite(norm):
-            raise NonFinite(f"gradient norm became {norm.item()} {where}")
+        return torch.nn.utils.clip_grad_norm_(self.weights, self.config.clip)
+
+    def weight_update(self, words: torch.Tensor, targets: torch.Tensor, hidden) -> tuple[torch.Tensor, ...]:
+        """The weight step without its checks, for a recorded step (`nas.fast.graphs`): the lr set
+        beforehand, the step taken whatever the loss; returns (loss, NLL, gradient norm, next hidden)
+        for the caller to check after the replay (a rollback restores the weights)."""
+        loss, loss_value, nll, hidden = self.weight_loss(words, targets, hidden)
+        norm = self.weight_grads(loss)
         self.optimizer.step()
-        self.hidden = detach_hidden(hidden)
-        self.totals["nll"] += nll_value.item() * targets.numel() * self.ranks.world
+        return loss_value, nll, norm, detach_hidden(hidden)
+
+    def check_finite(self, value: torch.Tensor, what: str) -> None:
+        """`NonFinite` naming the batch when `value` is not finite."""
+        if not torch.isfinite(value):
+            raise NonFinite(f"{what} became {value.item()} in epoch {self.epoch + 1}, batch {self.batch + 1}")
+
+    def count_nll(self, nll: torch.Tensor, targets: torch.Tensor) -> None:
+        self.totals["nll"] += nll.item() * targets.numel() * self.ranks.world
 
 
 def _check_splits(config: LMConfig, run_dir: RunDir) -> None:

@@ -17,6 +17,7 @@ converged by the toolkit's rule (`nas.runs.health.convergence`).
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import asdict, replace
@@ -32,6 +33,8 @@ from nas.cells.genotype import Genotype
 from nas.cells.search_cell import SearchRNN
 from nas.common.errors import InputError
 from nas.common.runs import RunDir, autocast
+from nas.fast import graphs
+from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
 from nas.lm.evaluation import get_batch, ppl
 from nas.lm.model import detach_hidden, lm_loss
@@ -57,11 +60,14 @@ class Searcher(LMLoop):
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
         self.method = method_class(c.method)(c, self.model, self.full_epoch())
-        self.validation = Validation(self.model, self.search_data, self.valid_data, c.bptt, c.eval_batches)
+        self.graphs = StepGraphs() if self.records_steps() else None
+        self.validation = Validation(self.model, self.search_data, self.valid_data, c.bptt, c.eval_batches,
+                                     StepGraphs() if self.graphs is not None else None)
         self.steps_done = 0
         self.hidden_valid = None
         self.arch = {n: p for a in self.method.architects.values() for n, p in a.arch.items()}  # every α, by name
         self.early_stop = EarlyStop(c.early_stop_window, c.early_stop_ratio) if c.early_stop == "hessian" else None
+        self.capturable_optimizers()
 
     @property
     def rnn(self) -> SearchRNN | FrozenRNN:
@@ -91,6 +97,17 @@ class Searcher(LMLoop):
         bptt = self.config.bptt
         return bptt if self.py_rng.random() < 0.95 else bptt // 2
 
+    def records_steps(self) -> bool:
+        """Whether bilevel steps run as recorded CUDA graphs: the backend's choice, for methods whose α
+        step is the same GPU work at every batch (first order; not the sampled cells of random search and ENAS)."""
+        return (graphs.usable(self.device, self.ranks.parallel) and self.config.order == 1
+                and self.method.records_steps)
+
+    def capturable_optimizers(self) -> None:
+        if self.graphs is not None:
+            for architect in self.method.architects.values():
+                graphs.make_capturable(architect.optimizer)
+
     # -- state -------------------------------------------------------------------------------
 
     def state(self) -> dict:
@@ -104,6 +121,9 @@ class Searcher(LMLoop):
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.method.load_state(state["architects"])
+        self.capturable_optimizers()
+        if self.graphs is not None:
+            self.graphs.clear()  # the α optimisers' states are new tensors
         self.epoch, self.steps_done = state["epoch"], state["steps"]
         self.load_position(state)
         self._check_lr_schedule(state)
@@ -132,15 +152,37 @@ class Searcher(LMLoop):
         self.bilevel_step(words, targets, valid, seq_len)
 
     def bilevel_step(self, words: torch.Tensor, targets: torch.Tensor, valid: Batch, seq_len: int) -> None:
-        """The α step of this batch's group on `valid`, then the weight step on (words, targets)."""
-        c = self.config
-        lr = self.epoch_lr() * seq_len / c.bptt  # the DARTS code scales the lr by the sequence length
-        self.hidden = detach_hidden(self.hidden)
-        with autocast(self.device, c.precision):
-            self.hidden_valid = detach_hidden(self.method.step_alpha(
-                self.batch, (words, targets), self.hidden, valid, detach_hidden(self.hidden_valid), lr))
-        self.weight_step(words, targets, seq_len)
+        """The α step of this batch's group on `valid`, then the weight step on (words, targets).
+
+        With `graphs` (a CUDA device) both run as one recorded step (`nas.fast.graphs`), replayed per
+        sequence length, learning rate and α group; its loss and gradient norm are checked after it."""
+        lr = self.epoch_lr() * seq_len / self.config.bptt  # the DARTS code scales the lr by the sequence length
+        if self.graphs is None:
+            self.hidden = detach_hidden(self.hidden)
+            self.hidden_valid = self.alpha_step(words, targets, self.hidden, valid, self.hidden_valid, lr)
+            self.weight_step(words, targets, seq_len)
+        else:
+            self.set_lr(seq_len)
+            key = (lr, self.method.phase(self.batch))
+            loss, nll, norm, self.hidden, self.hidden_valid = self.graphs(
+                key, functools.partial(self.device_step, lr), words, targets, valid, self.hidden, self.hidden_valid)
+            self.check_finite(loss, "loss")
+            self.check_finite(norm, "gradient norm")
+            self.count_nll(nll, targets)
         self.steps_done += 1
+
+    def alpha_step(self, words: torch.Tensor, targets: torch.Tensor, hidden, valid: Batch, hidden_valid, lr: float):
+        """The α step of this batch's group; returns the validation hidden state to carry on."""
+        with autocast(self.device, self.config.precision):
+            return detach_hidden(self.method.step_alpha(self.batch, (words, targets), hidden, valid,
+                                                        detach_hidden(hidden_valid), lr))
+
+    def device_step(self, lr: float, words: torch.Tensor, targets: torch.Tensor, valid: Batch, hidden,
+                    hidden_valid) -> tuple:
+        """The bilevel step as GPU work alone, for recording: (loss, NLL, gradient norm, hidden, hidden_valid)."""
+        hidden_valid = self.alpha_step(words, targets, detach_hidden(hidden), valid, hidden_valid, lr)
+        loss, nll, norm, hidden = self.weight_update(words, targets, hidden)
+        return loss, nll, norm, hidden, hidden_valid
 
     def giving_up(self, problem: str) -> str:
         return f"{problem}; {self.kept_note()} (try a lower --lr)"
