@@ -178,3 +178,25 @@ def test_leaderboard_ranks_by_retrained_perplexity_and_lists_failures_last():
     assert [e["seed"] for e in board["entries"]] == [3, 1, 4]
     assert board["winner"] == 3 and board["pending"] == [2]
     assert leaderboard([{"seed": 4, "status": "failed"}], [4], 10.0)["winner"] is None
+
+
+def test_seeds_per_gpu_asks_ray_for_that_share_of_a_gpu_per_seed(tmp_path):
+    from nas.runs.seeds import SeedRuns
+
+    splits = {split: str(tmp_path / f"{split}.txt") for split in ("train", "valid", "test")}
+    runs = lambda device, per_gpu, workers=3: SeedRuns(tmp_path, [1, 2, 3], workers, [], splits, device, 1.0, [],  # noqa: E731
+                                                        "cmd", seeds_per_gpu=per_gpu)
+    assert [runs("cuda", 3)._job(s).gpus for s in (1, 2, 3)] == [pytest.approx(1 / 3)] * 3
+    assert runs("cuda:1", 1)._job(1).gpus == 1.0
+    assert runs("cpu", 1)._job(1).gpus == 0.0
+    with pytest.raises(InputError, match=r"--seeds-per-gpu 2: only with --device cuda and seeds run on Ray"):
+        runs("cpu", 2)
+    with pytest.raises(InputError, match=r"--seeds-per-gpu 2: only with --device cuda"):
+        runs("cuda", 2, workers=1)
+
+
+def test_seeds_per_gpu_without_seeds_is_refused(lm_corpus_module, tmp_path):
+    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus_module), "--seeds-per-gpu", "2",
+                                            "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2
+    assert "error: --seeds-per-gpu: only with --seeds (it places several seeds' searches on one GPU)" in result.output

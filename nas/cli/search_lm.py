@@ -38,7 +38,8 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--epochs", type=T["epochs"], default=None, help=f"Search epochs [default: {D.epochs}].")
 @click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the weights, the dropout masks and the batches' lengths (the DARTS code searches with 3).")
 @click.option("--seeds", help="Search with each of these seeds (e.g. 1,2,3,4) in its own process and run directory, retrain each cell and keep the best (see --select-budget).")
-@click.option("--workers", type=COUNT, default=1, help="--seeds: seeds at a time, on a local Ray instance started for this command (more than 1 needs the ray extra; with --device cuda each seed gets a GPU of its own). Without --seeds: random search and ENAS score their candidates on this many workers at once (the same scores).")
+@click.option("--workers", type=COUNT, default=1, help="--seeds: seeds at a time, on a local Ray instance started for this command (more than 1 needs the ray extra; with --device cuda each seed gets a GPU of its own, or a share of one: --seeds-per-gpu). Without --seeds: random search and ENAS score their candidates on this many workers at once (the same scores).")
+@click.option("--seeds-per-gpu", type=COUNT, default=1, help="--seeds with --device cuda and more than one --workers: this many seeds share one GPU (Ray's fractional GPUs). A search is launch-bound at small sizes and leaves most of a GPU idle; docs/speed.md measures how many fit.")
 @click.option("--ray-address", help="--seeds: send the seeds (without --seeds: the candidates to score) to this existing Ray cluster (e.g. 10.0.0.1:6379, or auto); every node needs the same environment, data paths and --run-dir.")
 @click.option("--select-budget", type=bounded(MINUTES), default=10.0, help="--seeds: minutes of bin/train-lm retraining per derived cell; the lowest retrained validation perplexity wins.")
 @click.option("--select-args", default="", help="--seeds: extra bin/train-lm arguments for the retraining, e.g. \"--emsize 200 --batch-size 32\" [default: train-lm's DARTS protocol].")
@@ -92,7 +93,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
 def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, order, rounds, cell_spec, seeds,
-         workers, ray_address, select_budget, select_args, threads, time_budget, max_rollbacks, **options) -> None:
+         workers, seeds_per_gpu, ray_address, select_budget, select_args, threads, time_budget, max_rollbacks, **options) -> None:
     """Search a recurrent cell (differentiable search, or the random-search and ENAS baselines) and write its genotype.
 
     Example, a small first-order search on PTB:
@@ -123,6 +124,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         seeds, select_args = parse_seeds(seeds), select_arguments(select_args)
     else:
         ctx = click.get_current_context()
+        if ctx.get_parameter_source("seeds_per_gpu") == click.core.ParameterSource.COMMANDLINE:
+            raise InputError("--seeds-per-gpu: only with --seeds (it places several seeds' searches on one GPU)")
         for name in ("select_budget", "select_args"):
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
                 raise InputError(f"--{name.replace('_', '-')}: only with --seeds (it sets the retraining of each "
@@ -156,7 +159,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
     if seeds is not None:
-        return _search_seeds(config, run, seeds, workers, ray_address, select_budget, select_args, out)
+        return _search_seeds(config, run, seeds, workers, seeds_per_gpu, ray_address, select_budget, select_args, out)
     candidates_on_ray = workers > 1 or bool(ray_address)
     if candidates_on_ray:
         check_scoring(config.method, workers, ray_address)
@@ -219,12 +222,12 @@ def _refuse_without_effect(options: dict) -> None:
 
 
 # Flags of the multi-seed run itself, not passed on to each seed's bin/search-lm.
-SEEDS_OWN = ("seeds", "workers", "ray_address", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume",
+SEEDS_OWN = ("seeds", "workers", "seeds_per_gpu", "ray_address", "select_budget", "select_args", "seed", "device", "run_dir", "out", "resume",
              "data", "train_file", "valid_file", "test_file")  # the splits go on as absolute --train/--valid/--test
 
 
-def _search_seeds(config: SearchConfig, run: RunDir, seeds: list[int], workers: int, address: str | None,
-                  select_budget: float, select_args: list[str], out: str | None) -> None:
+def _search_seeds(config: SearchConfig, run: RunDir, seeds: list[int], workers: int, seeds_per_gpu: int,
+                  address: str | None, select_budget: float, select_args: list[str], out: str | None) -> None:
     """--seeds: one bin/search-lm per seed with the flags given here, then retraining and selection (nas.runs.seeds)."""
     from nas.common.paths import absolute_if_exists
     from nas.runs.seeds import SeedRuns, seed_search_args
@@ -240,7 +243,8 @@ def _search_seeds(config: SearchConfig, run: RunDir, seeds: list[int], workers: 
     given = {**{f"--{k}": v for k, v in splits.items()}, **given}
     board = SeedRuns(run.path, seeds, workers, seed_search_args(given), splits, config.device,
                      select_budget, select_args, config.command,
-                     report=lambda line: click.echo(line, err=True), address=address).run(Path(out) if out else None)
+                     report=lambda line: click.echo(line, err=True), address=address,
+                     seeds_per_gpu=seeds_per_gpu).run(Path(out) if out else None)
     click.echo(f"leaderboard: {run.path / 'leaderboard.json'}; winner seed {board['winner']}, genotype written to "
                f"{out or run.path / 'genotype.json'}", err=True)
     for entry in board["entries"]:

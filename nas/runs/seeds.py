@@ -85,10 +85,15 @@ class SeedRuns:
 
     def __init__(self, run_dir: Path, seeds: list[int], workers: int, search_args: list[str], splits: dict[str, str],
                  device: str, select_budget: float, select_args: list[str], command: str,
-                 report: Callable[[str], None] = lambda line: None, address: str | None = None):
+                 report: Callable[[str], None] = lambda line: None, address: str | None = None,
+                 seeds_per_gpu: int = 1):
         if current().parallel or int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise InputError("--seeds: run it without torchrun (each seed is its own process)")
         check_workers(workers, address)
+        if seeds_per_gpu > 1 and not (device.startswith("cuda") and on_ray(workers, address)):
+            raise InputError(f"--seeds-per-gpu {seeds_per_gpu}: only with --device cuda and seeds run on Ray "
+                             "(--workers above 1 or --ray-address)")
+        self.seeds_per_gpu = seeds_per_gpu
         if not select_budget > 0:
             raise InputError(f"--select-budget: must be a positive number of minutes, got {select_budget}")
         self.run_dir, self.seeds, self.workers, self.address = Path(run_dir), seeds, workers, address
@@ -132,7 +137,7 @@ class SeedRuns:
         return board
 
     def _job(self, seed: int) -> Job:
-        """A seed's search, then the retraining of the cell it writes; on Ray with `cuda`, on one GPU of its own."""
+        """A seed's search, then the retraining of the cell it writes; on Ray with `cuda`, on 1/--seeds-per-gpu of a GPU."""
         home = self.run_dir / f"seed-{seed}"
         search, retrain = home / "search", home / "retrain"
         device = "cuda" if self.device.startswith("cuda") and on_ray(self.workers, self.address) else self.device
@@ -143,7 +148,7 @@ class SeedRuns:
                 "--cell", str(search / "genotype.json"), "--train", self.splits["train"], "--valid",
                 self.splits["valid"], "--test", self.splits["test"], "--device", device, "--time-budget",
                 str(self.select_budget), "--test-batch-size", "10", *self.select_args, "--run-dir", str(retrain)],
-                home / "retrain.log")], gpus=1.0 if device.startswith("cuda") else 0.0)
+                home / "retrain.log")], gpus=1.0 / self.seeds_per_gpu if device.startswith("cuda") else 0.0)
 
     def _entry(self, outcome: Outcome) -> dict:
         """A finished seed: status ok with both perplexities, or the failed stage, its exit code and last error line."""
