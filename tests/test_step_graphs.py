@@ -17,9 +17,13 @@ from click.testing import CliRunner
 
 import nas.runs.search
 from conftest import write_lm_corpus
+import nas.runs.train
 from nas.cli.search_lm import main as search_lm
+from nas.cli.train_lm import main as train_lm
 from nas.fast.graphs import StepGraphs
 
+TINY_LM = ["--cell", "darts_v2", "--emsize", "12", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
+           "--max-batches-per-epoch", "6", "--epochs", "6", "--nonmono", "1", "--seed", "3", "--lr", "60"]  # lr 60: ASGD from epoch 5
 TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
         "--max-batches-per-epoch", "6", "--lr", "2", "--epochs", "2", "--seed", "3"]
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -46,13 +50,29 @@ def search(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict]:
     return log, torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)["model"]
 
 
+def train(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict, dict]:
+    result = CliRunner().invoke(train_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_LM, *extra],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
+    for record in log:
+        record.pop("seconds"), record.pop("tokens_per_s"), record.pop("elapsed")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return log, torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)["state_dict"], metrics
+
+
+def records_eagerly(monkeypatch, module) -> None:
+    """`module`'s searches or trainings take the recorded path, stepping eagerly through `CallsEagerly`."""
+    monkeypatch.setattr(module.graphs, "usable", lambda device, parallel: True)
+    monkeypatch.setattr(module.graphs, "make_capturable", lambda optimizer: None)  # CPU optimisers can't be
+    monkeypatch.setattr(module, "StepGraphs", CallsEagerly)
+    CallsEagerly.calls = 0
+
+
 def test_the_recorded_search_step_is_the_eager_step(tmp_path, monkeypatch):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
     eager_log, eager_weights = search(tmp_path / "eager", corpus)
-    monkeypatch.setattr(nas.runs.search.graphs, "usable", lambda device, parallel: True)
-    monkeypatch.setattr(nas.runs.search.graphs, "make_capturable", lambda optimizer: None)  # CPU Adam can't be
-    monkeypatch.setattr(nas.runs.search, "StepGraphs", CallsEagerly)
-    CallsEagerly.calls = 0
+    records_eagerly(monkeypatch, nas.runs.search)
     recorded_log, recorded_weights = search(tmp_path / "recorded", corpus)
     assert CallsEagerly.calls >= 2 * 6  # every bilevel step and every validation chunk went through it
     for record in (*eager_log, *recorded_log):
@@ -60,6 +80,18 @@ def test_the_recorded_search_step_is_the_eager_step(tmp_path, monkeypatch):
     assert recorded_log == eager_log
     assert recorded_weights.keys() == eager_weights.keys()
     assert all(torch.equal(recorded_weights[k], eager_weights[k]) for k in eager_weights)
+
+
+def test_the_recorded_lm_training_step_is_the_eager_step_through_the_switch_to_asgd(tmp_path, monkeypatch):
+    corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
+    eager = train(tmp_path / "eager", corpus)
+    records_eagerly(monkeypatch, nas.runs.train)
+    recorded = train(tmp_path / "recorded", corpus)
+    assert CallsEagerly.calls >= 4 * 6
+    assert "ASGD" in [r["optimizer"] for r in eager[0]]  # the switch, and the optimiser it brings, were exercised
+    assert recorded[0] == eager[0]
+    assert all(torch.equal(recorded[1][k], eager[1][k]) for k in eager[1])
+    assert recorded[2]["test_ppl"] == eager[2]["test_ppl"]
 
 
 @NEEDS_CUDA
@@ -104,3 +136,15 @@ def test_a_search_on_the_gpu_replays_its_steps_and_ends_where_the_eager_search_e
     assert [r["genotype"] for r in recorded_log] == [r["genotype"] for r in eager_log]
     for name, value in eager_weights.items():
         torch.testing.assert_close(recorded_weights[name], value, rtol=1e-3, atol=1e-5)
+
+
+@NEEDS_CUDA
+def test_lm_training_on_the_gpu_replays_its_steps_and_ends_where_the_eager_training_ends(tmp_path, monkeypatch):
+    corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
+    no_dropout = ["--device", "cuda", "--dropout", "0", "--dropout-h", "0", "--dropout-x", "0", "--dropout-i", "0"]
+    recorded = train(tmp_path / "recorded", corpus, *no_dropout)
+    monkeypatch.setattr(nas.runs.train.graphs, "usable", lambda device, parallel: False)
+    eager = train(tmp_path / "eager", corpus, *no_dropout)
+    assert [r["valid_ppl"] for r in recorded[0]] == pytest.approx([r["valid_ppl"] for r in eager[0]], rel=1e-4)
+    assert [r["optimizer"] for r in recorded[0]] == [r["optimizer"] for r in eager[0]]
+    assert recorded[2]["test_ppl"] == pytest.approx(eager[2]["test_ppl"], rel=1e-4)

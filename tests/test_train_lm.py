@@ -185,7 +185,7 @@ def test_asgd_switch_when_validation_stalls_and_averaged_weights_are_evaluated(c
     real_evaluate = nas.runs.train.evaluate
     validated = []  # the weights each ASGD validation saw
 
-    def fake_evaluate(model, data, bptt, max_batches=None):
+    def fake_evaluate(model, data, bptt, max_batches=None, graphs=None):
         if data is not t.valid_data:
             return real_evaluate(model, data, bptt, max_batches)
         if isinstance(t.optimizer, torch.optim.ASGD):

@@ -90,15 +90,15 @@ def _on_side_stream(step: Callable[..., Any], inputs: tuple) -> Any:
 
 
 def make_capturable(optimizer: torch.optim.Optimizer) -> None:
-    """Let an Adam-style optimiser step inside a recording: its step counters on the parameters' device.
-
-    Needed after construction and after every `load_state_dict`, which restores the saved groups' flags.
-    """
+    """Let an optimiser with a `capturable` mode (Adam, ASGD) step inside a recording: its step counters
+    and scalars on the parameters' device. Needed after construction and after every `load_state_dict`,
+    which restores the saved groups' flags and keeps the counters on the CPU."""
     for group in optimizer.param_groups:
         if "capturable" not in group:
             continue
         group["capturable"] = True
         for p in group["params"]:
-            state = optimizer.state.get(p)
-            if state and torch.is_tensor(state.get("step")) and state["step"].device != p.device:
-                state["step"] = state["step"].to(p.device, torch.float32)
+            state = optimizer.state.get(p, {})
+            for name, value in state.items():
+                if torch.is_tensor(value) and value.device != p.device:
+                    state[name] = value.to(p.device)

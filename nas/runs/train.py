@@ -31,6 +31,8 @@ from nas.cells.genotype import load
 from nas.common.errors import InputError
 from nas.common.parameters import count_parameters
 from nas.common.runs import RunDir
+from nas.fast import graphs
+from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
 from nas.lm.evaluation import evaluate, ppl
 from nas.lm.lstm import matching_nhid
@@ -127,6 +129,9 @@ class Trainer(LMLoop):
         self.val_history: list[float] = []  # validation NLL of the SGD epochs (AWD's trigger looks at these)
         self.best_valid, self.best_epoch = math.inf, 0
         self.epoch_optimizer = "SGD"  # the optimiser the epoch being validated trained with
+        # on a GPU a cell's steps and validation chunks replay as CUDA graphs (cuDNN's LSTM is one kernel already)
+        records = c.kind == "cell" and graphs.usable(self.device, self.ranks.parallel)
+        self.graphs, self.eval_graphs = (StepGraphs(), StepGraphs()) if records else (None, None)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -148,8 +153,9 @@ class Trainer(LMLoop):
     def restore_state(self, data: dict) -> None:
         train = data["train"]
         self.model.load_state_dict(data["state_dict"])
-        self.optimizer = make_optimizer(train["optimizer_kind"], self.model, self.config.lr, self.config.wdecay)
-        self.optimizer.load_state_dict(train["optimizer"])
+        optimizer = make_optimizer(train["optimizer_kind"], self.model, self.config.lr, self.config.wdecay)
+        optimizer.load_state_dict(train["optimizer"])
+        self.use_optimizer(optimizer)
         self.epoch = data["epoch"]
         self.load_position(train)
         self.val_history = list(train["val_history"])
@@ -168,7 +174,22 @@ class Trainer(LMLoop):
         return self.config.max_batches_per_epoch
 
     def step(self, words: torch.Tensor, targets: torch.Tensor, seq_len: int) -> None:
-        self.weight_step(words, targets, seq_len)
+        """The weight step; with `graphs`, replayed per sequence length and optimiser, checked after it."""
+        if self.graphs is None:
+            return self.weight_step(words, targets, seq_len)
+        self.set_lr(seq_len)
+        key = (self.optimizer.param_groups[0]["lr"], optimizer_kind(self.optimizer))
+        loss, nll, norm, self.hidden = self.graphs(key, self.weight_update, words, targets, self.hidden)
+        self.check_finite(loss, "loss")
+        self.check_finite(norm, "gradient norm")
+        self.count_nll(nll, targets)
+
+    def use_optimizer(self, optimizer: torch.optim.Optimizer) -> None:
+        """From now on step with `optimizer` (recorded steps of the last one forgotten)."""
+        self.optimizer = optimizer
+        if self.graphs is not None:
+            self.graphs.clear()
+            graphs.make_capturable(optimizer)
 
     def validate(self) -> float:
         """Validation NLL (under ASGD with its averaged weights); keeps the best model in best.pt and
@@ -176,7 +197,7 @@ class Trainer(LMLoop):
         c = self.config
         kind = optimizer_kind(self.optimizer)
         with averaged_weights(self.model, self.optimizer):
-            valid_nll = evaluate(self.model, self.valid_data, c.bptt, c.eval_batches)
+            valid_nll = evaluate(self.model, self.valid_data, c.bptt, c.eval_batches, graphs=self.eval_graphs)
             if not math.isfinite(valid_nll):
                 raise NonFinite(f"validation loss became {valid_nll} after epoch {self.epoch + 1}")
             if valid_nll < self.best_valid:
@@ -186,7 +207,7 @@ class Trainer(LMLoop):
         if kind == "SGD":
             history = self.val_history
             if len(history) > c.nonmono and valid_nll > min(history[:-c.nonmono]):
-                self.optimizer = make_optimizer("ASGD", self.model, c.lr, c.wdecay)
+                self.use_optimizer(make_optimizer("ASGD", self.model, c.lr, c.wdecay))
             history.append(valid_nll)
         self.epoch_optimizer = kind
         return valid_nll
