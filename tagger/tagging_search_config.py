@@ -4,17 +4,18 @@ Light on purpose (no torch, no flair), so `--help` and a bad flag answer at once
 settings keep `bin/train-tagger`'s names and defaults, except the hidden size: I-DARTS searched
 its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (Liu et al. 2019);
 the methods' own settings (ESS, random search, ENAS) keep `bin/search-lm`'s names and defaults,
-and `search_config` hands them to the method as the `SearchConfig` it reads.
+and `search_config` hands them to the method as the `SearchConfig` it reads; the settings that
+methods declare for themselves (`nas.methods.settings`) are `method_settings`, as in `SearchConfig`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
-from nas.methods import METHODS
+from nas.methods import METHODS, method_settings
 from nas.runs.config import SearchConfig, check_gate_history, flag_name
 from tagger.config import TaggerConfig
 
@@ -77,6 +78,7 @@ class TaggingSearchConfig:
     controller_lr: float = S.controller_lr
     entropy_weight: float = S.entropy_weight
     baseline_decay: float = S.baseline_decay
+    method_settings: dict = field(default_factory=dict)  # {}: the method's defaults (a run from before they were stored)
     device: str = T.device
     threads: int | None = None
     gemm: str = T.gemm  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
@@ -116,7 +118,8 @@ class TaggingSearchConfig:
                             lr=self.lr, wdecay=0.0, clip=self.clip, batch_size=self.batch_size, seed=self.seed,
                             method=self.method, order=self.order,
                             nodes=self.nodes, arch_lr=self.arch_lr, arch_wdecay=self.arch_wdecay, top_n=self.top_n,
-                            eval_batches=None, device=self.device,
+                            eval_batches=None, device=self.device, epochs=self.epochs,
+                            method_settings=self.method_settings,
                             **{name: getattr(self, name) for name in METHOD_SETTINGS})
 
     def check(self) -> None:
@@ -139,5 +142,6 @@ class TaggingSearchConfig:
             raise InputError("--search-space inter: not on the tagging task (the gates around a fixed cell are "
                              "searched with bin/search-lm); give intra or joint")
         check_gate_history(self.history, self.inter_nodes)
+        method_settings(self)
         if not 0 < self.arch_split < 1:
             raise InputError(f"--arch-split: must be a fraction of the training split in (0, 1), got {self.arch_split}")

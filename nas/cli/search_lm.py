@@ -14,8 +14,9 @@ from nas.common.errors import InputError
 from nas.common.presets import preset_values, presets_help
 from nas.common.ranges import MINUTES
 from nas.runs.config import ATTENTION_CHOICES, EARLY_STOPS, GATE_SIZE_MATCHES, GATE_SQUASHES, PRECISIONS, SEARCH_SPACES, SearchConfig
-from ..methods import METHODS, check_method_flags, entry, total_epochs
+from ..methods import METHODS, check_method_flags, entry, method_settings, total_epochs
 from .lm_flags import weight_step_options
+from .method_flags import chosen_settings, method_setting_options, take_method_settings
 
 if TYPE_CHECKING:
     from nas.common.runs import RunDir
@@ -76,6 +77,7 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--entropy-weight", type=T["entropy_weight"], default=None, help=f"enas: weight of the controller's sample entropy added to the reward 80/ppl [default: {D.entropy_weight}].")
 @click.option("--baseline-decay", type=T["baseline_decay"], default=None, help=f"enas: decay of the reward's moving-average baseline [default: {D.baseline_decay}].")
 @click.option("--track-candidates", type=T["track_candidates"], default=None, help=f"random: fixed draws scored like the candidates at each epoch end; the log follows their best, and so does the convergence rule [default: {D.track_candidates}].")
+@method_setting_options
 @click.option("--hessian-iterations", type=T["hessian_iterations"], default=None, help=f"Power iterations for the dominant eigenvalue of the Hessian of the validation loss in α, logged each epoch (0: not computed) [default: {D.hessian_iterations}].")
 @click.option("--early-stop", type=click.Choice(EARLY_STOPS), default=None, help="hessian: DARTS-ES (Zela et al. 2020): stop when the eigenvalue's mean over the last --early-stop-window epochs exceeds that of the window before by more than 1/--early-stop-ratio, and derive the cell from α of the window's start [default: none].")
 @click.option("--early-stop-window", type=T["early_stop_window"], default=None, help=f"--early-stop hessian: epochs per window, k [default: {D.early_stop_window}].")
@@ -130,19 +132,24 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
                 raise InputError(f"--{name.replace('_', '-')}: only with --seeds (it sets the retraining of each "
                                  "seed's cell); without --seeds it has no effect")
+    settings = take_method_settings(options)
     if resume:
         run = RunDir(resume)
         stored = run.config()
         config = SearchConfig.from_dict(stored, run.path / "config.json", epochs=epochs, rounds=rounds,
                                         time_budget=time_budget, max_rollbacks=max_rollbacks,
                                         lr_decay=options["lr_decay"], lr_decay_start=options["lr_decay_start"])
-        check_resume_flags(run.path, stored, changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay",
+        method_settings(config, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
+        check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay",
                                                          "lr_decay_start"),
                            runtime=("threads", "out"), defaults=asdict(D))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         check_method_flags(options["method"], not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs,
-                                                               "order": order, **options}))
+                                                               "order": order, **options, **settings}))
+        from_config = loaded_config()
+        settings = chosen_settings(options["method"], settings, from_config.get("method_settings")
+                                   if from_config.get("method") == options["method"] else None)
         stored_cell = loaded_config().get("cell")
         cell = load(cell_spec) if cell_spec else validate(stored_cell, "--config cell") if stored_cell else None
         if options["attention"] is None:
@@ -153,7 +160,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
                               order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                               rounds=rounds if rounds is not None else D.rounds,
                               cell=None if cell is None else cell.to_dict(), command=command_line("bin/search-lm"),
-                              time_budget=time_budget, max_rollbacks=max_rollbacks or 0, **resolved)
+                              time_budget=time_budget, max_rollbacks=max_rollbacks or 0, method_settings=settings,
+                              **resolved)
         run = RunDir(run_dir or default_run_dir("search"))
     config.validate()
     use_threads(threads)

@@ -3,16 +3,18 @@
 A method is a class in a module of this package (`base.SearchMethod` says what it implements).
 Its entry here says where the class comes from (a function that imports it, called only when a
 search starts) and what `bin/search-lm` must know while it parses flags: the method's part of the
-`--method` help, the settings only it reads, the flags it cannot take, and the setting that
-counts its epochs.
+`--method` help, its own settings (a dataclass in `settings`, light, since the flags are made from
+it before torch loads; the older methods' settings are still `SearchConfig` fields, listed in
+`options`), the flags it cannot take, and the setting that counts its epochs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from nas.common.errors import InputError
 from nas.runs.config import SearchConfig, flag_name
+from .settings import BetaDartsSettings, DartsMinusSettings, MethodSettings, SdartsSettings
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,7 @@ class Entry:
     refuses: dict[str, str] = field(default_factory=dict)  # SearchConfig field → why this method cannot take it
     epochs: str = "epochs"  # the SearchConfig field that counts its epochs
     unit: str = "epoch"  # what one of those epochs is called in the progress lines
+    settings: type[MethodSettings] = MethodSettings  # its own settings: its flags, config.json's method_settings
 
 
 def _darts() -> type:
@@ -50,6 +53,21 @@ def _enas() -> type:
     return Enas
 
 
+def _beta_darts() -> type:
+    from .beta_darts import BetaDarts
+    return BetaDarts
+
+
+def _darts_minus() -> type:
+    from .darts_minus import DartsMinus
+    return DartsMinus
+
+
+def _sdarts_rs() -> type:
+    from .sdarts import SdartsRS
+    return SdartsRS
+
+
 NO_ALPHA_STEP = "this method has no α step to take in first or second order (it draws its architectures)"
 NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rule follows its best candidate)"
 
@@ -71,6 +89,12 @@ METHODS: dict[str, Entry] = {
                   "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
                   options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
                   refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA}),
+    "beta-darts": Entry(_beta_darts, "DARTS with the Beta-Decay regulariser on α (β-DARTS, Ye et al. 2022)",
+                        settings=BetaDartsSettings),
+    "darts-minus": Entry(_darts_minus, "DARTS with an auxiliary skip on every edge whose weight decays to 0 (DARTS-, "
+                         "Chu et al. 2021)", settings=DartsMinusSettings),
+    "sdarts-rs": Entry(_sdarts_rs, "DARTS whose weight step sees randomly perturbed mixing weights (SDARTS-RS, "
+                       "Chen & Hsieh 2020)", settings=SdartsSettings),
 }
 
 
@@ -91,12 +115,28 @@ def total_epochs(config: SearchConfig) -> int:
     return getattr(config, entry(config.method).epochs)
 
 
+def own_settings(e: Entry) -> tuple[str, ...]:
+    """The settings only the method of entry `e` reads: its `SearchConfig` fields and its settings' fields."""
+    return e.options + tuple(f.name for f in fields(e.settings))
+
+
+def method_setting_names() -> tuple[str, ...]:
+    """Every registered method's own settings (`settings` fields), each once: the flags made from them."""
+    return tuple(dict.fromkeys(f.name for e in METHODS.values() for f in fields(e.settings)))
+
+
+def method_settings(config: Any, where: Callable[[str], str] = flag_name) -> MethodSettings:
+    """The settings of `config.method`, from `config.method_settings` (none stored, as in a run from
+    before they were: the defaults), checked (a problem names `where(name)`)."""
+    return entry(config.method).settings.of(config.method_settings, where)
+
+
 def check_method_flags(method: str, given: dict[str, Any]) -> None:
     """Flags given (not None) that do not fit `method`: another method's settings, or ones it counts otherwise."""
-    own = entry(method).options
-    for name in (n for e in METHODS.values() for n in e.options):
+    own = own_settings(entry(method))
+    for name in (n for e in METHODS.values() for n in own_settings(e)):
         if name not in own and given.get(name) is not None:
-            owners = " or ".join(m for m, e in METHODS.items() if name in e.options)
+            owners = " or ".join(m for m, e in METHODS.items() if name in own_settings(e))
             raise InputError(f"{flag_name(name)}: only with --method {owners}")
     for name, why in METHODS[method].refuses.items():
         if given.get(name) is not None:

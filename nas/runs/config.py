@@ -133,6 +133,8 @@ class SearchConfig(LMConfig):
     top_n: int = 1
     compile: bool = False
     extra: dict = field(default_factory=dict)
+    # the method's own settings (nas.methods.settings; {}: its defaults, as in a run from before they were stored)
+    method_settings: dict = field(default_factory=dict)
     # ESS (Li et al. 2020) and NASABN (Jing et al. 2020)
     search_space: str = "joint"
     rounds: int = 50

@@ -11,7 +11,8 @@ from nas.common.cli import (COUNT, EPOCH_COUNT, NODE_COUNT, NON_NEGATIVE_COUNT, 
 from nas.common.errors import InputError
 from nas.common.ranges import FACTOR, MINUTES, NON_NEGATIVE, POSITIVE
 from nas.cli import search_lm
-from nas.methods import METHODS, check_method_flags
+from nas.cli.method_flags import chosen_settings, take_method_settings
+from nas.methods import METHODS, check_method_flags, method_setting_names
 from . import train_tagger
 
 from ..tagging_search_config import METHOD_SETTINGS, TaggingSearchConfig
@@ -38,10 +39,11 @@ def tagger_flags(command: click.Command) -> click.Command:
 
 
 def method_flags(command: click.Command) -> click.Command:
-    """Give `command` bin/search-lm's own flags of the methods' settings (METHOD_SETTINGS), last; they
-    default to None, so a flag given for another method is refused by name."""
+    """Give `command` bin/search-lm's own flags of the methods' settings (METHOD_SETTINGS, and those the
+    methods declare, `nas.methods.settings`), last; they default to None, so a flag given for another
+    method is refused by name."""
     given = {param.name: param for param in search_lm.main.params}
-    command.params.extend(copy.copy(given[name]) for name in METHOD_SETTINGS)
+    command.params.extend(copy.copy(given[name]) for name in (*METHOD_SETTINGS, *method_setting_names()))
     return command
 
 
@@ -88,17 +90,19 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         run.lock()  # the one writer of the run from here on, before anything is read or written
         stored = run.config()
         config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
-        check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("out",),
+        check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "time_budget"), runtime=("out",),
                            defaults={"gemm": "auto"})  # a run started before --gemm existed
     else:
         for name in REQUIRED:
             if options[name] is None:
                 raise InputError(f"--{name}: required (unless --resume)")
         settings = {name: options.pop(name) for name in METHOD_SETTINGS}
-        check_method_flags(options["method"], {**settings, "order": order})
+        own = take_method_settings(options)
+        check_method_flags(options["method"], {**settings, **own, "order": order})
         _refuse_without_effect(options)
         config = TaggingSearchConfig(order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                                      time_budget=time_budget, command=command_line("bin/search-tagger"), **options,
+                                     method_settings=chosen_settings(options["method"], own),
                                      **{name: value for name, value in settings.items() if value is not None})
         run = RunDir(run_dir or default_run_dir("search-tagger"))
         config.check()  # a resumed config was checked by from_file, naming its file

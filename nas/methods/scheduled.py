@@ -1,0 +1,45 @@
+"""DARTS variants with a setting that moves over the search (β-DARTS's λ, DARTS−'s β, SDARTS's ε).
+
+The method counts the epochs whose batches are done (`after_batches`, before each epoch's
+validation) and keeps the count in the checkpoint, so a resumed search moves the setting as an
+uninterrupted one does; the schedule is linear from the setting's first-epoch value to its
+last-epoch value over `config.epochs` (a resume that raises --epochs stretches what is left).
+"""
+from __future__ import annotations
+
+import torch.nn as nn
+
+from nas.methods.architect import LossFn, language_model_loss
+from nas.methods.base import Scoring
+from nas.runs.config import SearchConfig
+from .settings import MethodSettings
+from .darts import Darts
+
+
+def linear(start: float, end: float, epoch: int, epochs: int) -> float:
+    """The value in `epoch` (counted from 0) of `epochs`: `start` in the first, `end` in the last, linear in between."""
+    return start + (end - start) * epoch / max(epochs - 1, 1)
+
+
+class ScheduledDarts(Darts):
+    Settings: type[MethodSettings] = MethodSettings  # the method's own (its entry's `settings` in the registry)
+    records_steps = False  # the moving setting is a Python number, which a replayed CUDA graph would keep fixed
+
+    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
+        self.settings = self.Settings.of(config.method_settings)
+        self.epoch = 0  # epochs whose batches are done
+        super().__init__(config, model, full_epoch, loss_fn=loss_fn)
+
+    def scheduled(self, start: float, end: float) -> float:
+        """The setting's value in the epoch now running."""
+        return linear(start, end, self.epoch, self.config.epochs)
+
+    def after_batches(self, validation: Scoring) -> None:
+        self.epoch += 1
+
+    def state(self) -> dict:
+        return {**super().state(), "epoch": self.epoch}
+
+    def load_state(self, state: dict) -> None:
+        super().load_state(state)
+        self.epoch = state["epoch"]

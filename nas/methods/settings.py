@@ -1,0 +1,80 @@
+"""The search methods' own settings: a frozen dataclass per method whose fields are its flags.
+
+They live here, not in the methods' modules, because the commands make their flags from them
+before torch loads (the methods' modules import torch). Each field is declared with `setting`:
+its default (from the method's paper), its allowed range, its help line. The commands make one
+flag per field, `--` and the name with hyphens, for every registered method
+(`nas.cli.method_flags`); config.json stores the chosen method's values under `method_settings`,
+and `of` reads them back, checked, so a resumed run and the genotype's provenance keep them.
+Light on purpose (no torch, no click).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable, TypeVar
+
+from nas.common.errors import InputError
+from nas.common.ranges import NON_NEGATIVE, Range, check_ranges
+from nas.runs.config import flag_name
+
+S = TypeVar("S", bound="MethodSettings")
+
+
+def setting(default: float | int, allowed: Range, help: str) -> Any:
+    """A field of a method's settings: its default, the range its flag and config.json must keep to, its help line."""
+    return field(default=default, metadata={"range": allowed, "help": help})
+
+
+@dataclass(frozen=True)
+class MethodSettings:
+    """The settings only one method reads (none here: DARTS, I-DARTS and the methods whose settings
+    are still `SearchConfig` fields); a method's subclass declares its own with `setting`."""
+
+    @classmethod
+    def ranges(cls) -> dict[str, Range]:
+        return {f.name: f.metadata["range"] for f in fields(cls)}
+
+    @classmethod
+    def help(cls, name: str) -> str:
+        return next(f.metadata["help"] for f in fields(cls) if f.name == name)
+
+    @classmethod
+    def of(cls: type[S], values: dict[str, Any], where: Callable[[str], str] = flag_name) -> S:
+        """The settings `values` gives (the rest at their defaults), each in its range; a name that is
+        not one of them, or a value out of range, is an InputError naming `where(name)`."""
+        known = {f.name for f in fields(cls)}
+        for name in values:
+            if name not in known:
+                raise InputError(f"{where(name)}: not a setting of this method")
+        settings = cls(**values)
+        check_ranges(settings, cls.ranges(), where)
+        return settings
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BetaDartsSettings(MethodSettings):
+    """β-DARTS (`nas.methods.beta_darts`): the weight of its regulariser, moving linearly over the epochs."""
+
+    beta_lambda_start: float = setting(0.0, NON_NEGATIVE,
+                                       "beta-darts: weight λ of the Beta-Decay regulariser in the first epoch")
+    beta_lambda_end: float = setting(50.0, NON_NEGATIVE, "beta-darts: λ in the last epoch (linear in between)")
+
+
+@dataclass(frozen=True)
+class DartsMinusSettings(MethodSettings):
+    """DARTS− (`nas.methods.darts_minus`): the auxiliary skip's first weight (the paper's 1)."""
+
+    aux_skip_start: float = setting(1.0, NON_NEGATIVE, "darts-minus: weight β of the auxiliary skip (identity) on every "
+                                    "edge in the first epoch; it decays linearly to 0 in the last")
+
+
+@dataclass(frozen=True)
+class SdartsSettings(MethodSettings):
+    """SDARTS-RS (`nas.methods.sdarts`): the noise's half-width, moving linearly over the epochs (the authors' code)."""
+
+    epsilon_start: float = setting(0.03, Range(0, 1), "sdarts-rs: ε, the half-width of the uniform noise added to each "
+                                   "edge's softmax weights for the weight step, in the first epoch")
+    epsilon_end: float = setting(0.3, Range(0, 1), "sdarts-rs: ε in the last epoch (linear in between)")
