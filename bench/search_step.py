@@ -1,34 +1,58 @@
-"""Tokens/s of a full search step (α step + weight step, `Searcher.bilevel_step`), fast vs slow reference.
+"""Tokens/s of a full search step (α step + weight step), ours against slower implementations of the same step.
 
-"fast" is our SearchRNN and Architect (the fused search cell of nas/fast/search_loop.py where it
-applies); "autograd" (--autograd) the same cell op by op through autograd; "compiled" (--compile)
-that with the cell's time step through torch.compile; "reference" is the per-edge, per-op cell and the α step with the reference
-DARTS code's structure (full backward, copied model) from reference/darts.py. All run the same
-model (synthetic 10k-word vocabulary, as PTB) with the same weights and the DARTS training-mode
-dropouts, interleaved rep by rep so that load on the shared machine hits them alike. FLOPs per token are the matrix products each implementation executes in one step, counted
-by torch's FlopCounterMode (forward and backward, so a first-order α step that skips weight
-gradients counts less). The fp32 GEMM peak is the median of 2048³ sgemm timings taken in the
-same run. Prints one JSON line of medians.
+Ours is `Searcher.bilevel_step` as search-lm builds it, in the variants of OURS (`--ours`): "fast",
+as search-lm runs it (the fused search cell of nas/fast/search_loop.py on a CPU; on a GPU the
+first-order step recorded as a CUDA graph, nas/fast/graphs.py); "eager", the same without the CUDA
+graph; "autograd" (also `--autograd`), the cell op by op through autograd; "compiled" (also
+`--compile`), that with the cell's time step through torch.compile. The baselines: "reference",
+the per-edge, per-op cell and the α step with the reference DARTS code's structure (full backward,
+copied model) from reference/darts.py; and "original" (`--original PATH`), the DARTS code itself
+(Liu, Simonyan, Yang, "DARTS: Differentiable Architecture Search", ICLR 2019, arXiv:1806.09055;
+github quark0/darts, rnn/), ported to torch 2.x outside this repository: PATH is the port's folder,
+whose train_search.py has `parse_args` and `Search` (the set-up, and train()'s loop body at a fixed
+sequence length).
 
-    python bench/search_step.py [--device cuda] [--precision bf16] [--orders 1 2]
+All run the same model (synthetic 10k-word vocabulary, as PTB) from the same weights, on the same
+batches, with the DARTS search's hyperparameters and training-mode dropouts, interleaved rep by rep
+so that load on a shared machine hits them alike. The original's step includes its gc.collect(),
+whose time in this process the record gives too (torch alone makes most of it; torch.compile's
+objects, with "compiled", add more). FLOPs per token are the matrix products each implementation
+executes in one step, counted by torch's FlopCounterMode (forward and backward, so a first-order α
+step that skips weight gradients counts less). The fp32 GEMM peak is the median of 2048³ sgemm
+timings taken in the same run. Prints one JSON line of medians.
+
+`--check` instead compares first-order α gradients with dropout off: the original's against each of
+ours, from the same weights on the same batch (relative difference, one JSON line), and reports the
+loss of the original's first full step at each order (with the usual dropouts).
+
+    python bench/search_step.py [--device cuda] [--precision bf16] [--orders 1 2] [--original PATH [--check]]
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
+import importlib
 import json
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
+from types import ModuleType
+from typing import Callable
 from unittest import mock
 
 from harness import DTYPES, GEMM_FLOPS, count_flops, default_device, gemm_seconds, median, report, timed
 
 import torch  # noqa: E402  (after common, which sets sys.path)
+import torch.nn as nn  # noqa: E402
 
 import nas.methods.base  # noqa: E402
 import nas.methods.darts  # noqa: E402
+from nas.cells.ops import OPS  # noqa: E402
 from nas.common.runs import RunDir  # noqa: E402
 from nas.runs.config import SearchConfig  # noqa: E402
 from nas.lm.corpus import Corpus  # noqa: E402
@@ -36,6 +60,10 @@ from nas.lm.evaluation import get_batch  # noqa: E402
 from nas.methods.architect import language_model_loss  # noqa: E402
 from nas.runs.search import Searcher  # noqa: E402
 from reference.darts import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
+
+Step = Callable[[], None]
+BASELINES = ("reference", "original")
+ORIGINAL_MODULES = ("train_search", "model_search", "model", "architect", "genotypes", "utils")  # the port's flat imports
 
 
 def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference: bool) -> Searcher:
@@ -61,14 +89,25 @@ def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference
     return searcher
 
 
-def step_fn(searcher: Searcher, bptt: int, precision: str):
-    """One full search step on the next train / search batches."""
-    device = searcher.device
+def positions(train_rows: int, bptt: int) -> Callable[[], int]:
+    """The start row of each next batch: full bptt-long batches, cycling through the data."""
     state = {"pos": 0}
 
-    def step() -> None:
+    def next_position() -> int:
         pos = state["pos"]
-        state["pos"] = (pos + bptt) % (searcher.train_data.size(0) - bptt - 1)
+        state["pos"] = (pos + bptt) % (train_rows - bptt - 1)
+        return pos
+
+    return next_position
+
+
+def step_fn(searcher: Searcher, bptt: int, precision: str) -> Step:
+    """One full search step on the next train / search batches."""
+    device = searcher.device
+    next_position = positions(searcher.train_data.size(0), bptt)
+
+    def step() -> None:
+        pos = next_position()
         words, targets = get_batch(searcher.train_data, pos, bptt)
         valid = get_batch(searcher.search_data, pos % (searcher.search_data.size(0) - bptt - 1), bptt)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
@@ -77,9 +116,143 @@ def step_fn(searcher: Searcher, bptt: int, precision: str):
     return step
 
 
+@dataclass(frozen=True)
+class Ours:
+    """A variant of our step: what it changes in the search's settings, what it switches on the built
+    Searcher (by attribute path), and how many untimed steps it needs before its FLOPs are counted."""
+    settings: dict = field(default_factory=dict)
+    switches: dict = field(default_factory=dict)
+    warmups: int = 1  # the allocator's first step; compiling; a CUDA graph's eager calls before its recording
+
+    def config(self, config: SearchConfig) -> SearchConfig:
+        return replace(config, **self.settings)
+
+    def build(self, searcher: Searcher, bptt: int, precision: str) -> Step:
+        for path, value in self.switches.items():
+            owner, _, name = path.rpartition(".")
+            target = attrgetter(owner)(searcher) if owner else searcher
+            assert hasattr(target, name), f"the Searcher has no {path} any more"
+            setattr(target, name, value)
+        return step_fn(searcher, bptt, precision)
+
+
+# Our step's variants by name; another one is one more entry. "fast" is the step as search-lm runs it:
+# the fused search cell on a CPU, on a GPU the first-order step recorded as a CUDA graph (nas.fast.graphs:
+# 2 eager calls, then the recording); the others run eagerly.
+OURS: dict[str, Ours] = {
+    "fast": Ours(switches={"rnn.fused": True}, warmups=2),
+    "eager": Ours(switches={"rnn.fused": True, "graphs": None}),
+    "autograd": Ours(switches={"rnn.fused": False, "graphs": None}),
+    "compiled": Ours(settings={"compile": True}, switches={"rnn.fused": False, "graphs": None}, warmups=2),
+}
+
+
 def config_of(args, order: int) -> SearchConfig:
     return SearchConfig(order=order, method=args.method, emsize=args.nhid, nhid=args.nhid, nodes=args.nodes,
                         batch_size=args.batch_size, bptt=args.bptt, device=args.device)
+
+
+def refuse(message: str) -> None:
+    """One `error:` line and exit 2, as the commands answer bad input."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def import_original(folder: str) -> ModuleType:
+    """The port's train_search module, imported from its folder (its modules import each other by flat names)."""
+    path = Path(folder)
+    if not (path / "train_search.py").is_file():
+        refuse(f"--original {folder}: no train_search.py there (give the folder of the ported original DARTS code)")
+    clashes = [name for name in ORIGINAL_MODULES if name in sys.modules]
+    if clashes:
+        refuse(f"--original {folder}: modules named {', '.join(clashes)} are imported already; the port's would not load")
+    sys.path.insert(0, str(path.resolve()))
+    return importlib.import_module("train_search")
+
+
+def original_args(original: ModuleType, config: SearchConfig) -> object:
+    """The original's flags for `config`: sizes, order and every hyperparameter of its step (the same values as ours)."""
+    c = config
+    flags = {"emsize": c.emsize, "nhid": c.nhid, "nhidlast": c.nhid, "batch_size": c.batch_size, "bptt": c.bptt,
+             "lr": c.lr, "clip": c.clip, "wdecay": c.wdecay, "dropout": c.dropout, "dropouth": c.dropouth,
+             "dropoutx": c.dropoutx, "dropouti": c.dropouti, "dropoute": c.dropoute, "alpha": c.ar, "beta": c.tar,
+             "arch_lr": c.arch_lr, "arch_wdecay": c.arch_wdecay}
+    argv = [str(item) for name, value in flags.items() for item in (f"--{name}", value)]
+    return original.parse_args(argv + (["--unrolled"] if c.order == 2 else []))
+
+
+def copy_into_original(ours: nn.Module, model: nn.Module, primitives: list[str]) -> None:
+    """Our search model's weights and α into the original's RNNModelSearch (α's columns in its op order)."""
+    cell = model.rnns[0]
+    pairs = [(model.encoder.weight, ours.encoder.weight), (model.decoder.bias, ours.decoder.bias),
+             (cell._W0, ours.rnn.w0), *zip(cell._Ws, ours.rnn.ws),
+             (model.weights, ours.rnn.alpha[:, [OPS.index(op) for op in primitives]])]
+    assert len(pairs) - 1 == len(list(model.parameters())), "every weight of the original is copied"
+    with torch.no_grad():
+        for theirs, mine in pairs:
+            theirs.copy_(mine)
+
+
+def original_search(original: ModuleType, config: SearchConfig, corpus: Corpus, run_dir: Path):
+    """(our Searcher, the original's Search) from the same weights, on the same batches."""
+    searcher = make_searcher(config, corpus, run_dir, reference=False)
+    search = original.Search(original_args(original, config), len(corpus.vocab), searcher.train_data,
+                             searcher.search_data, searcher.device)
+    copy_into_original(searcher.model, search.model, importlib.import_module("genotypes").PRIMITIVES)
+    return searcher, search
+
+
+def build(impl: str, args, config: SearchConfig, corpus: Corpus, run_dir: Path,
+          original: ModuleType | None) -> tuple[Step, int]:
+    """(one full step of `impl`, its untimed warm-up steps)."""
+    if impl == "original":
+        _, search = original_search(original, config, corpus, run_dir)
+        next_position = positions(search.train_data.size(0), args.bptt)
+        return lambda: search.step(next_position()), 1
+    if impl == "reference":
+        return step_fn(make_searcher(config, corpus, run_dir, reference=True), args.bptt, args.precision), 1
+    variant = OURS[impl]
+    searcher = make_searcher(variant.config(config), corpus, run_dir, reference=False)
+    return variant.build(searcher, args.bptt, args.precision), variant.warmups
+
+
+def first_alpha_gradient(optimizer: torch.optim.Optimizer, step: Step) -> torch.Tensor:
+    """The gradient the α optimiser steps on in `step` (its first step there; one α tensor)."""
+    seen = []
+    step_alpha = optimizer.step
+
+    def recording(*a, **k):
+        seen.extend(p.grad.detach().clone() for group in optimizer.param_groups for p in group["params"])
+        return step_alpha(*a, **k)
+
+    with mock.patch.object(optimizer, "step", recording):
+        step()
+    return seen[0]
+
+
+def check(args, corpus: Corpus, tmp: Path, original: ModuleType, ours: list[str]) -> None:
+    """Prints the relative difference of the original's first-order α gradient from each of ours (dropout off,
+    same weights, same batch), and the original's first-step loss at each order."""
+    record: dict = {"bench": "search_step_check", "device": args.device, "nhid": args.nhid, "batch": args.batch_size,
+                    "bptt": args.bptt}
+    no_dropout = replace(config_of(args, 1), dropout=0.0, dropouth=0.0, dropoutx=0.0, dropouti=0.0, dropoute=0.0)
+    columns = [OPS.index(op) for op in importlib.import_module("genotypes").PRIMITIVES]
+    for impl in ours:
+        searcher, search = original_search(original, OURS[impl].config(no_dropout), corpus, tmp / f"check-{impl}")
+        mine = first_alpha_gradient(next(iter(searcher.method.architects.values())).optimizer,
+                                    OURS[impl].build(searcher, args.bptt, "fp32"))[:, columns]
+        theirs = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
+        record[f"order1_alpha_grad_rel_diff_{impl}"] = difference = float((theirs - mine).norm() / mine.norm())
+        record[f"order1_alpha_grad_within_1e-4_{impl}"] = difference < 1e-4
+        record[f"order1_alpha_grad_norm_{impl}"] = float(mine.norm())
+    for order in args.orders:
+        _, search = original_search(original, config_of(args, order), corpus, tmp / f"check-original{order}")
+        alpha_grad = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
+        record[f"order{order}_original_first_step_loss"] = float(search.total_loss)
+        record[f"order{order}_original_first_step_finite"] = bool(
+            torch.isfinite(search.total_loss) and torch.isfinite(alpha_grad).all()
+            and all(torch.isfinite(p).all() for p in search.model.parameters()))
+    report(record)
 
 
 def memory_mib(field: str) -> float:
@@ -91,18 +264,23 @@ def memory_mib(field: str) -> float:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def peak_memory(args, corpus: Corpus, tmp: Path, impl: str) -> None:
+def peak_memory(args, corpus: Corpus, tmp: Path, impl: str, original: ModuleType | None) -> None:
     """Prints this process's peak RSS over 3 steps of `impl` (MiB), and how far the steps raised it
     above the RSS before them: `--memory` runs it once per implementation in a fresh process."""
     order = args.orders[-1]
-    searcher = make_searcher(config_of(args, order), corpus, tmp / impl, impl == "reference")
-    searcher.rnn.compile, searcher.rnn.fused = impl == "compiled", impl == "fast"
-    step = step_fn(searcher, args.bptt, args.precision)
+    step, _ = build(impl, args, config_of(args, order), corpus, tmp / impl, original)
     before = memory_mib("VmRSS")
     for _ in range(3):
         step()
     peak = memory_mib("VmHWM")
     print(json.dumps({"impl": impl, "order": order, "peak_rss_mib": round(peak, 1), "step_rss_mib": round(peak - before, 1)}))
+
+
+def gc_seconds() -> float:
+    """Seconds of one gc.collect() in this process, as the original's step runs one."""
+    start = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -113,9 +291,17 @@ def main() -> None:
     parser.add_argument("--method", choices=["darts", "idarts", "ess"], default="darts",
                         help="ess: joint search (intra and inter-cell gates); it has no reference, so needs --no-reference")
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per implementation and order")
-    parser.add_argument("--no-reference", action="store_true", help="time only the fast cell")
-    parser.add_argument("--autograd", action="store_true", help="also time the cell op by op through autograd (not fused)")
-    parser.add_argument("--compile", action="store_true", help="also time the autograd cell with its time step through torch.compile")
+    parser.add_argument("--ours", nargs="+", choices=sorted(OURS), default=["fast"], help="our variants to time [fast]")
+    parser.add_argument("--no-reference", action="store_true", help="leave out the reference structure of reference/darts.py")
+    parser.add_argument("--original", metavar="PATH",
+                        help="also time the original DARTS code: the folder of its port to torch 2.x (train_search.py)")
+    parser.add_argument("--check", action="store_true",
+                        help="with --original: compare first-order α gradients (dropout off) and report the original's "
+                             "first-step losses instead of timing")
+    parser.add_argument("--autograd", action="store_true",
+                        help="also time our cell op by op through autograd (--ours ... autograd)")
+    parser.add_argument("--compile", action="store_true",
+                        help="also time our autograd cell with its time step through torch.compile (--ours ... compiled)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--nhid", type=int, default=300)
     parser.add_argument("--nodes", type=int, default=8)
@@ -124,10 +310,22 @@ def main() -> None:
     parser.add_argument("--vocab", type=int, default=10_000)
     parser.add_argument("--memory", action="store_true",
                         help="also measure each implementation's peak memory (RSS) over 3 steps, each in a fresh process")
-    parser.add_argument("--memory-of", choices=["fast", "autograd", "compiled", "reference"], help=argparse.SUPPRESS)
+    parser.add_argument("--memory-of", choices=[*OURS, *BASELINES], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.method == "ess" and not args.no_reference:
-        parser.error("--method ess: the original DARTS code has no ESS gates; add --no-reference")
+        refuse("--method ess: the original DARTS code has no ESS gates; add --no-reference")
+    if args.check and not args.original:
+        refuse("--check compares with the original DARTS code: give its port's folder with --original")
+    original = None
+    if args.original:
+        if args.method != "darts":
+            refuse(f"--original with --method {args.method}: the original DARTS code searches the DARTS cell only")
+        if args.precision != "fp32":
+            refuse(f"--original with --precision {args.precision}: the original DARTS code runs in fp32 only")
+        original = import_original(args.original)
+        steps = importlib.import_module("genotypes").STEPS
+        if args.nodes != steps:
+            refuse(f"--original with --nodes {args.nodes}: the original DARTS code has {steps} (genotypes.STEPS)")
 
     device = torch.device(args.device)
     if args.threads:
@@ -137,25 +335,28 @@ def main() -> None:
     vocab = [f"w{i}" for i in range(args.vocab)]
     corpus = Corpus(vocab, torch.randint(args.vocab, (tokens,)), torch.randint(args.vocab, (tokens,)),
                     torch.randint(args.vocab, (tokens,)), {s: Path("synthetic") for s in ("train", "valid", "test")})
-    impls = (["fast"] + (["autograd"] if args.autograd else []) + (["compiled"] if args.compile else [])
-             + ([] if args.no_reference else ["reference"]))
+    ours = list(dict.fromkeys(args.ours + (["autograd"] if args.autograd else []) + (["compiled"] if args.compile else [])))
+    baselines = ([] if args.no_reference else ["reference"]) + (["original"] if original else [])
+    impls = ours + baselines
     record: dict = {"bench": "search_step", "device": str(device), "precision": args.precision,
                     "method": args.method, "nhid": args.nhid, "emsize": args.nhid, "nodes": args.nodes,
                     "bptt": args.bptt, "batch": args.batch_size, "vocab": args.vocab, "repeats": args.repeats,
                     "flops": "GEMM FLOPs executed per step (torch FlopCounterMode, fwd+bwd); elementwise not counted"}
     if args.memory_of:
         with tempfile.TemporaryDirectory() as tmp:
-            return peak_memory(args, corpus, Path(tmp), args.memory_of)
+            return peak_memory(args, corpus, Path(tmp), args.memory_of, original)
+    if args.check:
+        with tempfile.TemporaryDirectory() as tmp:
+            return check(args, corpus, Path(tmp), original, ours)
     peak_times: list[float] = []
+    gc_times: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         for order in args.orders:
             config = config_of(args, order)
             steps = {}
             for impl in impls:
-                searcher = make_searcher(config, corpus, Path(tmp) / f"{impl}{order}", impl == "reference")
-                searcher.rnn.compile, searcher.rnn.fused = impl == "compiled", impl == "fast"
-                steps[impl] = step_fn(searcher, args.bptt, args.precision)
-                for _ in range(2 if impl == "compiled" else 1):  # warm-up (allocator; compiling)
+                steps[impl], warmups = build(impl, args, config, corpus, Path(tmp) / f"{impl}{order}", original)
+                for _ in range(warmups):
                     steps[impl]()
                 record[f"order{order}_{impl}_gflop_per_token"] = count_flops(steps[impl]) / (args.batch_size * args.bptt) / 1e9
             times = {impl: [] for impl in impls}
@@ -163,6 +364,9 @@ def main() -> None:
                 for impl in impls:
                     times[impl].append(timed(steps[impl], device))
                 peak_times.append(gemm_seconds(device))
+                if original:
+                    gc_times.append(gc_seconds())
+            del steps
             for impl in impls if args.memory else ():
                 command = [sys.executable, __file__, *sys.argv[1:], "--memory-of", impl, "--orders", str(order)]
                 rss = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
@@ -175,11 +379,14 @@ def main() -> None:
                 record[f"order{order}_{impl}_step_s"] = round(sec, 4)
                 record[f"order{order}_{impl}_tokens_per_s"] = round(tok_s, 1)
                 record[f"order{order}_{impl}_gflop_s"] = round(gflops, 2)
-            for impl in [i for i in impls if i != "reference" and "reference" in impls]:
-                record[f"order{order}_{impl}_speedup_vs_reference"] = round(
-                    record[f"order{order}_{impl}_tokens_per_s"] / record[f"order{order}_reference_tokens_per_s"], 3)
+            for impl in ours:
+                for baseline in baselines:
+                    record[f"order{order}_{impl}_speedup_vs_{baseline}"] = round(
+                        record[f"order{order}_{impl}_tokens_per_s"] / record[f"order{order}_{baseline}_tokens_per_s"], 3)
     peak = GEMM_FLOPS / median(peak_times) / 1e9
     record["fp32_gemm_peak_gflop_s"] = round(peak, 2)
+    if gc_times:
+        record["original_gc_collect_s"] = round(median(gc_times), 4)
     for key in [k for k in record if k.endswith("_gflop_s") and k != "fp32_gemm_peak_gflop_s"]:
         record[key.replace("_gflop_s", "_fraction_of_peak")] = round(record[key] / peak, 3)
     for key in [k for k in record if k.endswith("_gflop_per_token")]:
