@@ -28,8 +28,10 @@ class ShrinkSettings(MethodSettings):
 class Shrink(Darts):
     """DARTS whose α is scaled by --shrink after every α step."""
 
+    Settings = ShrinkSettings
+
     def __init__(self, config, model, full_epoch, **kwargs):
-        self.settings = ShrinkSettings.of(config.method_settings)
+        self.settings = self.Settings.of(config.method_settings)
         super().__init__(config, model, full_epoch, **kwargs)
 
     def step_alpha(self, batch, train, train_hidden, valid, valid_hidden, eta):

@@ -107,6 +107,11 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
 
     \b
         bin/search-lm --data data/ptb --method ess --rounds 2 --intra-steps 20 --inter-steps 20 --attention search --out ess.json
+
+    A regularised DARTS, here β-DARTS with its own flags (beta-darts, darts-minus and sdarts-rs each have theirs):
+
+    \b
+        bin/search-lm --data data/ptb --method beta-darts --beta-lambda-end 50 --epochs 2 --max-batches-per-epoch 50 --out beta.json
     """
     from nas.cells.genotype import load, validate
     from nas.common.files import read_json
