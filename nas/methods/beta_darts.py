@@ -1,6 +1,6 @@
 """β-DARTS: DARTS with the Beta-Decay regulariser on α.
 
-Ye, Li, Lin, Chen, Ouyang. "β-DARTS: Beta-Decay Regularization for Differentiable Architecture
+Ye, Li, Li, Chen, Fan, Ouyang. "β-DARTS: Beta-Decay Regularization for Differentiable Architecture
 Search." CVPR 2022, arXiv:2203.01665. The α step minimises L_val + λ·L_β, where
 
     L_β = mean over edges of logsumexp(α_edge)

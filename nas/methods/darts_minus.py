@@ -1,6 +1,6 @@
 """DARTS−: DARTS with an auxiliary skip on every edge whose weight β decays to 0.
 
-Chu, Wang, Zhang, Zhang, Wei, Zhou. "DARTS-: Robustly Stepping out of Performance Collapse
+Chu, Wang, Zhang, Lu, Wei, Yan. "DARTS-: Robustly Stepping out of Performance Collapse
 Without Indicators." ICLR 2021, arXiv:2009.01027. Each edge's output is the DARTS mixture plus
 β times a skip of its input, β falling linearly from --aux-skip-start (the paper's 1) in the
 first epoch to 0 in the last; the skip takes over the residual role that lets the skip op win
