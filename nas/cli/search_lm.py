@@ -145,8 +145,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
                                         time_budget=time_budget, max_rollbacks=max_rollbacks,
                                         lr_decay=options["lr_decay"], lr_decay_start=options["lr_decay_start"])
         method_settings(config, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
-        check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay",
-                                                         "lr_decay_start"),
+        check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})},
+                           changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay", "lr_decay_start"),
                            runtime=("threads", "out"), defaults=asdict(D))
     else:
         paths = find_splits(data, train_file, valid_file, test_file)

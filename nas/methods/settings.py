@@ -35,10 +35,6 @@ class MethodSettings:
         return {f.name: f.metadata["range"] for f in fields(cls)}
 
     @classmethod
-    def help(cls, name: str) -> str:
-        return next(f.metadata["help"] for f in fields(cls) if f.name == name)
-
-    @classmethod
     def of(cls: type[S], values: dict[str, Any], where: Callable[[str], str] = flag_name) -> S:
         """The settings `values` gives (the rest at their defaults), each in its range; a name that is
         not one of them, or a value out of range, is an InputError naming `where(name)`."""

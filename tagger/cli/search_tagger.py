@@ -90,7 +90,8 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         run.lock()  # the one writer of the run from here on, before anything is read or written
         stored = run.config()
         config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
-        check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "time_budget"), runtime=("out",),
+        check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "time_budget"),
+                           runtime=("out",),
                            defaults={"gemm": "auto"})  # a run started before --gemm existed
     else:
         for name in REQUIRED:
