@@ -275,3 +275,16 @@ def test_a_run_stored_before_method_settings_resumes(lm_corpus, tmp_path):
     result = CliRunner().invoke(search_lm, ["--resume", str(run), "--epochs", "2"])
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["epoch"] for line in (run / "log.jsonl").read_text().splitlines()] == [1, 2]
+
+
+def test_config_of_a_run_gives_its_method_settings_and_a_flag_overrides_one(lm_corpus, tmp_path):
+    first = tmp_path / "first"
+    assert CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "beta-darts", "--beta-lambda-end", "5",
+                                          "--epochs", "1", "--run-dir", str(first), *TINY]).exit_code == 0
+    for flags, expected in (([], 5.0), (["--beta-lambda-end", "7"], 7.0)):
+        run = tmp_path / f"again{len(flags)}"
+        result = CliRunner().invoke(search_lm, ["--config", str(first / "config.json"), "--data", str(lm_corpus),
+                                                "--run-dir", str(run), *flags])
+        assert result.exit_code == 0, result.output
+        stored = json.loads((run / "config.json").read_text())
+        assert stored["method"] == "beta-darts" and stored["method_settings"]["beta_lambda_end"] == expected
