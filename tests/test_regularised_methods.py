@@ -251,17 +251,20 @@ def test_a_method_setting_that_does_not_fit_is_one_line(lm_corpus, tmp_path, com
     assert result.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
 
 
-def test_a_stored_setting_out_of_range_names_the_file(lm_corpus, tmp_path):
+@pytest.mark.parametrize("name, value, says", [("epsilon_end", 3.0, "must be in [0, 1], got 3.0"),
+                                               ("epsilon_end", "0.1", "must be a number, got '0.1'"),
+                                               ("beta_lambda_end", 5.0, "not a setting of this method")])
+def test_a_stored_setting_that_does_not_fit_names_the_file(lm_corpus, tmp_path, name, value, says):
     run = tmp_path / "run"
     result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "sdarts-rs", "--epochs", "1",
                                             "--run-dir", str(run), *TINY])
     assert result.exit_code == 0, result.output
     config = json.loads((run / "config.json").read_text())
-    config["method_settings"]["epsilon_end"] = 3.0
+    config["method_settings"][name] = value
     (run / "config.json").write_text(json.dumps(config))
     result = CliRunner().invoke(search_lm, ["--resume", str(run), "--epochs", "2"])
     assert result.exit_code == 2
-    assert result.stderr == f"error: {run / 'config.json'}: setting 'epsilon_end': must be in [0, 1], got 3.0\n"
+    assert result.stderr == f"error: {run / 'config.json'}: setting {name!r}: {says}\n"
 
 
 def test_a_run_stored_before_method_settings_resumes(lm_corpus, tmp_path):

@@ -24,9 +24,8 @@ def method_setting_options(command: Callable) -> Callable:
     for e in METHODS.values():
         for f in fields(e.settings):
             if f.name not in made:
-                default = f.default
                 made[f.name] = click.option(flag_name(f.name), f.name, type=bounded(f.metadata["range"]), default=None,
-                                            help=f"{f.metadata['help']} [default: {default}].")
+                                            help=f"{f.metadata['help']} [default: {f.default}].")
     for option in reversed(list(made.values())):
         command = option(command)
     return command

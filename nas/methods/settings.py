@@ -36,12 +36,14 @@ class MethodSettings:
 
     @classmethod
     def of(cls: type[S], values: dict[str, Any], where: Callable[[str], str] = flag_name) -> S:
-        """The settings `values` gives (the rest at their defaults), each in its range; a name that is
-        not one of them, or a value out of range, is an InputError naming `where(name)`."""
+        """The settings `values` gives (the rest at their defaults), each a number in its range; a name
+        that is not one of them, or a value that is not such a number, is an InputError naming `where(name)`."""
         known = {f.name for f in fields(cls)}
-        for name in values:
+        for name, value in values.items():
             if name not in known:
                 raise InputError(f"{where(name)}: not a setting of this method")
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise InputError(f"{where(name)}: must be a number, got {value!r}")
         settings = cls(**values)
         check_ranges(settings, cls.ranges(), where)
         return settings
