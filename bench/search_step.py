@@ -22,8 +22,9 @@ step that skips weight gradients counts less). The fp32 GEMM peak is the median 
 timings taken in the same run. Prints one JSON line of medians.
 
 `--check` instead compares first-order α gradients with dropout off: the original's against each of
-ours, from the same weights on the same batch (relative difference, one JSON line), and reports the
-loss of the original's first full step at each order (with the usual dropouts).
+ours, from the same weights on the same batch (relative difference, one JSON line), in float32 as
+timed and in float64, where rounding cannot hide a difference in the maths; and it reports the loss
+of the original's first full step at each order (with the usual dropouts).
 
     python bench/search_step.py [--device cuda] [--precision bf16] [--orders 1 2] [--original PATH [--check]]
 """
@@ -230,21 +231,36 @@ def first_alpha_gradient(optimizer: torch.optim.Optimizer, step: Step) -> torch.
     return seen[0]
 
 
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype):
+    """Models built inside are in `dtype` (both sides draw their weights and masks in the default dtype)."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def check(args, corpus: Corpus, tmp: Path, original: ModuleType, ours: list[str]) -> None:
     """Prints the relative difference of the original's first-order α gradient from each of ours (dropout off,
-    same weights, same batch), and the original's first-step loss at each order."""
+    same weights, same batch) in float32, as timed, and in float64, where only the maths can differ; and the
+    original's first-step loss at each order."""
     record: dict = {"bench": "search_step_check", "device": args.device, "nhid": args.nhid, "batch": args.batch_size,
                     "bptt": args.bptt}
     no_dropout = replace(config_of(args, 1), dropout=0.0, dropouth=0.0, dropoutx=0.0, dropouti=0.0, dropoute=0.0)
     columns = [OPS.index(op) for op in importlib.import_module("genotypes").PRIMITIVES]
-    for impl in ours:
-        searcher, search = original_search(original, OURS[impl].config(no_dropout), corpus, tmp / f"check-{impl}")
-        mine = first_alpha_gradient(next(iter(searcher.method.architects.values())).optimizer,
-                                    OURS[impl].build(searcher, args.bptt, "fp32"))[:, columns]
-        theirs = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
-        record[f"order1_alpha_grad_rel_diff_{impl}"] = difference = float((theirs - mine).norm() / mine.norm())
-        record[f"order1_alpha_grad_within_1e-4_{impl}"] = difference < 1e-4
-        record[f"order1_alpha_grad_norm_{impl}"] = float(mine.norm())
+    for dtype, suffix in ((torch.float32, ""), (torch.float64, "_float64")):
+        for impl in ours:
+            with default_dtype(dtype):
+                searcher, search = original_search(original, OURS[impl].config(no_dropout), corpus,
+                                                   tmp / f"check-{impl}{suffix}")
+            mine = first_alpha_gradient(next(iter(searcher.method.architects.values())).optimizer,
+                                        OURS[impl].build(searcher, args.bptt, "fp32"))[:, columns]
+            theirs = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
+            assert mine.dtype == theirs.dtype == dtype
+            record[f"order1_alpha_grad_rel_diff_{impl}{suffix}"] = float((theirs - mine).norm() / mine.norm())
+            record[f"order1_alpha_grad_norm_{impl}{suffix}"] = float(mine.norm())
     for order in args.orders:
         _, search = original_search(original, config_of(args, order), corpus, tmp / f"check-original{order}")
         alpha_grad = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
