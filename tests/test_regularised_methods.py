@@ -3,7 +3,6 @@ against a hand computation, each method through bin/search-lm and bin/search-tag
 their settings as flags (refused for another method), stored in config.json and resumed."""
 import json
 import math
-from dataclasses import replace
 
 import pytest
 import torch
@@ -18,7 +17,6 @@ from nas.cli.search_lm import main as search_lm
 from nas.common.runs import Interrupted, RunDir
 from nas.common.splits import find_splits
 from nas.lm.corpus import Corpus
-from nas.lm.model import lm_loss
 from nas.methods.architect import Architect, language_model_loss
 from nas.methods.beta_darts import beta_decay
 from nas.methods.darts_minus import SoftmaxWithSkip

@@ -44,6 +44,7 @@ def cell_alphas(model: nn.Module) -> list[nn.Parameter]:
 
 class BetaDarts(ScheduledDarts):
     Settings = BetaDartsSettings
+
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
         alphas = cell_alphas(model)
 
