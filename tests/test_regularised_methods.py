@@ -289,3 +289,33 @@ def test_config_of_a_run_gives_its_method_settings_and_a_flag_overrides_one(lm_c
         assert result.exit_code == 0, result.output
         stored = json.loads((run / "config.json").read_text())
         assert stored["method"] == "beta-darts" and stored["method_settings"]["beta_lambda_end"] == expected
+
+
+@pytest.mark.parametrize("method", ["darts-minus", "sdarts-rs"])
+def test_a_resumed_tagging_search_equals_an_uninterrupted_one(tmp_path, method):
+    from tagger.corpora import load_corpus
+    from tagger.embeddings import build_embeddings
+    from tagger.tagging_search import TaggingSearch
+    from tagger.tagging_search_config import TaggingSearchConfig
+
+    td.write_conll03(tmp_path / "data")
+    config = TaggingSearchConfig(corpus="conll03", data=str(tmp_path / "data"),
+                                 embeddings=f"glove:{td.write_vectors(tmp_path / 'vectors.txt')}", hidden_size=8,
+                                 nodes=3, batch_size=8, epochs=3, max_batches_per_epoch=3, seed=4, method=method)
+    corpus, embeddings = load_corpus("conll03", tmp_path / "data"), build_embeddings(config.embeddings)
+    whole = TaggingSearch(config, RunDir(tmp_path / "whole"), corpus, embeddings)
+    whole.start()
+    expected = whole.run()
+
+    def stop_in_second_epoch(s):
+        if s.epoch == 1 and s.batch == 1:
+            s.stop.request()
+
+    cut = TaggingSearch(config, RunDir(tmp_path / "cut"), corpus, embeddings)
+    cut.start()
+    with pytest.raises(Interrupted):
+        cut.run(on_batch=stop_in_second_epoch)
+    resumed = TaggingSearch(config, RunDir(tmp_path / "cut"), corpus, embeddings)
+    resumed.resume()
+    assert resumed.run() == expected
+    assert torch.equal(resumed.layer.cell.alpha, whole.layer.cell.alpha)
