@@ -7,12 +7,13 @@ nn.LSTM gets a PackedSequence, as flair's tagger feeds it ("lstm"), and, for sca
 batch, which runs its fused kernel over the padding too ("lstm_padded"; wrong past each length
 in the backward direction, a speed baseline only).
 
-"frozen" runs the fused time loop (`nas/fast/frozen_loop.py`: its per-step GEMMs on oneDNN, its C++
-kernels when they are built), "frozen_torch_ops" the same loop with the PyTorch ops the kernels
-replace, "frozen_mkl" with its GEMMs on torch.mm / torch.bmm (MKL) instead of oneDNN,
-"frozen_autograd" the same layer and weights op by op through autograd (`fused=False`): all timed
-in one interleaved run. A cell the fused loop does not run (ESS gates) runs on the autograd path
-alone: for it "frozen_autograd" (its per-step products on oneDNN where `nas.fast.gemm.prefers_onednn`
+"frozen" runs the layer on the device's `auto` backend (`nas.fast.backends`): on a CPU the fused time
+loop (`nas/fast/frozen_loop.py`: its per-step GEMMs on oneDNN, its C++ kernels when they are built),
+"frozen_torch_ops" the same loop with the PyTorch ops the kernels replace, "frozen_mkl" with its GEMMs
+on torch.mm / torch.bmm (MKL) instead of oneDNN, "frozen_autograd" the same layer and weights op by
+op through autograd (the `torch` backend, the definition): all timed in one interleaved run. A cell
+the fused loop does not run (ESS gates) runs on cpu-fused's autograd path alone: for it
+"frozen_autograd" (its per-step products `StepWeight`s, on oneDNN where `nas.fast.gemm.prefers_onednn`
 puts them under the `onednn` rule) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
 
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
@@ -38,6 +39,8 @@ import torch.nn as nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 import nas.fast.kernels as fast_kernels  # noqa: E402
+import nas.fast.backends as backends  # noqa: E402
+import nas.fast.frozen_loop as frozen_loop  # noqa: E402
 import nas.fast.gemm as gemm  # noqa: E402
 from nas.cells.cell import FrozenRNN  # noqa: E402
 from nas.cells.genotype import load  # noqa: E402
@@ -92,15 +95,17 @@ def main() -> None:
     kernels = fast_kernels._kernels
     fast_kernels._warned = True  # frozen_torch_ops runs without the kernels on purpose
 
-    def run_frozen(fused: bool = True, with_kernels: bool = True, onednn: bool = True) -> None:
-        frozen.fused, fast_kernels._kernels = fused, kernels if with_kernels else None
+    fast, definition = backends.choose("auto", device), backends.Torch()
+
+    def run_frozen(backend: backends.Backend = fast, with_kernels: bool = True, onednn: bool = True) -> None:
+        frozen.backend, fast_kernels._kernels = backend, kernels if with_kernels else None
         gemm.use("onednn" if onednn else "mkl")
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x, lengths=lengths)
         (out * grad_out).sum().backward()
 
     def run_one(b: int) -> None:  # sentence b alone: the work its real tokens need
-        frozen.fused = False
+        frozen.backend = definition
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x[: lengths[b], b: b + 1])
         (out * grad_out[: lengths[b], b: b + 1]).sum().backward()
@@ -118,10 +123,10 @@ def main() -> None:
 
     fused = {"frozen": run_frozen, "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
              "frozen_mkl": lambda: run_frozen(onednn=False)}
-    fusable = frozen.inter is None and frozen._plan is not None
-    unfused = {"frozen_autograd_mkl": lambda: run_frozen(False, onednn=False)}  # every product on torch.matmul
-    runs = {**(fused if fusable else unfused),
-            "frozen_autograd": lambda: run_frozen(False), "lstm": run_lstm, "lstm_padded": run_lstm_padded}
+    fusable = frozen.inter is None and frozen_loop.supports({op for node in frozen.genotype.nodes for op, _ in node})
+    unfused = {"frozen_autograd_mkl": lambda: run_frozen(onednn=False)}  # every product on torch.matmul
+    runs = {**(fused if fusable else unfused), "frozen_autograd": lambda: run_frozen(definition if fusable else fast),
+            "lstm": run_lstm, "lstm_padded": run_lstm_padded}
     ours = [name for name in runs if name.startswith("frozen")]
     tokens = int(lengths.sum())
     flops = {"frozen_autograd": count_flops(runs["frozen_autograd"]), "lstm": lstm_flops(lstm, x, lengths, grad_out)}

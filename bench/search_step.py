@@ -51,6 +51,7 @@ from harness import DTYPES, GEMM_FLOPS, count_flops, default_device, gemm_second
 import torch  # noqa: E402  (after common, which sets sys.path)
 import torch.nn as nn  # noqa: E402
 
+import nas.fast.backends as backends  # noqa: E402
 import nas.methods.base  # noqa: E402
 import nas.methods.darts  # noqa: E402
 from nas.cells.ops import OPS  # noqa: E402
@@ -119,9 +120,11 @@ def step_fn(searcher: Searcher, bptt: int, precision: str) -> Step:
 
 @dataclass(frozen=True)
 class Ours:
-    """A variant of our step: what it changes in the search's settings, what it switches on the built
-    Searcher (by attribute path), and how many untimed steps it needs before its FLOPs are counted."""
+    """A variant of our step: what it changes in the search's settings, what runs its cells (`cell_backend`),
+    what it switches on the built Searcher (by attribute path), and how many untimed steps it needs before
+    its FLOPs are counted."""
     settings: dict = field(default_factory=dict)
+    cells: str = "fused"
     switches: dict = field(default_factory=dict)
     warmups: int = 1  # the allocator's first step; compiling; a CUDA graph's eager calls before its recording
 
@@ -129,6 +132,7 @@ class Ours:
         return replace(config, **self.settings)
 
     def build(self, searcher: Searcher, bptt: int, precision: str) -> Step:
+        backends.attach(searcher.model, cell_backend(self.cells, searcher.device))
         for path, value in self.switches.items():
             owner, _, name = path.rpartition(".")
             target = attrgetter(owner)(searcher) if owner else searcher
@@ -141,11 +145,19 @@ class Ours:
 # the fused search cell on a CPU, on a GPU the first-order step recorded as a CUDA graph (nas.fast.graphs:
 # 2 eager calls, then the recording); the others run eagerly.
 OURS: dict[str, Ours] = {
-    "fast": Ours(switches={"rnn.fused": True}, warmups=2),
-    "eager": Ours(switches={"rnn.fused": True, "graphs": None}),
-    "autograd": Ours(switches={"rnn.fused": False, "graphs": None}),
-    "compiled": Ours(settings={"compile": True}, switches={"rnn.fused": False, "graphs": None}, warmups=2),
+    "fast": Ours(warmups=2),
+    "eager": Ours(switches={"graphs": None}),
+    "autograd": Ours(cells="autograd", switches={"graphs": None}),
+    "compiled": Ours(settings={"compile": True}, cells="compiled", switches={"graphs": None}, warmups=2),
 }
+
+
+def cell_backend(cells: str, device: torch.device) -> backends.Backend:
+    """The cells' backend (nas.fast.backends) of a variant: `fused`, the fused search loop on a CPU (on a GPU
+    the cell op by op, eagerly); `autograd`, the definition op by op; `compiled`, its time step through torch.compile."""
+    if cells == "fused":
+        return backends.choose("cpu-fused" if device.type == "cpu" else "torch", device)
+    return backends.Torch(compiled=cells == "compiled")
 
 
 def config_of(args, order: int) -> SearchConfig:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from nas.common.devices import GEMM_BACKENDS, PRECISIONS, device_problem, precision_problem
+from nas.common.devices import GEMM_BACKENDS, PRECISIONS, backend_problem, device_problem, precision_problem
 from nas.common.errors import InputError
 from nas.common.ranges import (BATCH, EPOCHS, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            THREADS, Range, check_ranges)
@@ -61,6 +61,7 @@ class TaggerConfig:
     precision: str = "fp32"  # bf16: the training step under torch.autocast (nas.common.runs.autocast)
     fine_tune_embeddings: bool = False  # the transformer: embeddings trained with the tagger
     gemm: str = "auto"  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = "auto"  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
     preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 
@@ -95,6 +96,9 @@ class TaggerConfig:
                              f"{self.embeddings}); word vectors and character LMs stay frozen")
         if self.gemm not in GEMM_BACKENDS:
             raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
+        problem = backend_problem(self.backend, self.device)
+        if problem:
+            raise InputError(problem)
         if self.match_params is not None:
             self.match_reference()
 

@@ -82,6 +82,7 @@ class TaggingSearchConfig:
     device: str = T.device
     threads: int | None = None
     gemm: str = T.gemm  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = T.backend  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
     command: str = ""
 
     @classmethod

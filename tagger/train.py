@@ -57,14 +57,15 @@ def tag_dictionary(corpus: TaggingCorpus):
 def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, rnn=None):
     """The tagger of `config`; `rnn`, a module behind flair's `nn.LSTM` interface, replaces the
     genotype's layer (the tagger search passes its search layer; such a model trains but does not reload)."""
+    from nas.fast.backends import attach, current
     from .model import CellTagger
 
-    return CellTagger(
+    return attach(CellTagger(
         embeddings, tag_dictionary(corpus), corpus.tag_type, genotype=genotype, rnn=rnn,
         cell_dropout_x=config.dropout_x, cell_dropout_h=config.dropout_h, cell_init=config.cell_init,
         hidden_size=config.hidden_size, tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
         reproject_embeddings=config.reproject, dropout=0.0, word_dropout=config.word_dropout,
-        locked_dropout=config.locked_dropout)
+        locked_dropout=config.locked_dropout), current(config.device))
 
 
 def optimizer_class(name: str):
@@ -233,6 +234,7 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
     from flair.trainers.plugins.loggers.loss_file import LossFilePlugin
 
+    from nas.fast.backends import current
     from . import resume as resuming
 
     if not multi_gpu:  # flair trains on flair.device, which flair sets to the GPU wherever one exists; the
@@ -259,7 +261,8 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         untrained = state["dev_f1_untrained"]
     # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
     memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
-    timer = _epoch_plugin([*corpus.notes, *states_notes], scored_dev is not None, config.time_budget, config.max_epochs)
+    timer = _epoch_plugin([*corpus.notes, *states_notes, f"backend: {current(config.device).name}"],
+                          scored_dev is not None, config.time_budget, config.max_epochs)
     annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
                                 patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
     keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,

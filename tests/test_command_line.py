@@ -39,6 +39,7 @@ def test_a_flag_means_the_same_everywhere(name):
     assert ("--threads" in options) == (name in COMPUTING)
     assert ("--seed" in options) == (name in RANDOM)
     assert ("--gemm" in options) == (name in TRAINING)
+    assert ("--backend" in options) == (name in TRAINING)  # nas.fast.backends, kept in config.json as --gemm is
     if "--seed" in options and name != "evaluate":  # evaluate takes the run's seed
         assert options["--seed"].default == 1
 

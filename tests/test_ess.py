@@ -144,7 +144,7 @@ def test_the_time_loops_gate_has_the_gradients_of_the_plain_gate(layer, monkeypa
         x, lengths = torch.randn(6, 3, 4, requires_grad=True), torch.tensor([6, 4, 1])
         plain = (FrozenGate, lambda self: lambda h: self(h.unsqueeze(1))[0])
     else:
-        rnn = SearchRNN(4, 3, steps=2, rule=Darts.rule, dropout_x=0.3, dropout_h=0.3, fused=False,
+        rnn = SearchRNN(4, 3, steps=2, rule=Darts.rule, dropout_x=0.3, dropout_h=0.3,
                         inter=InterGates.search(4, 3, Darts.rule, history=2, nodes=3)).train()
         x, lengths = torch.randn(6, 3, 4, requires_grad=True), None
         plain = (SearchGate, lambda self: self)

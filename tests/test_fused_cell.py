@@ -14,6 +14,7 @@ import torch
 
 from nas.cells.cell import FrozenRNN
 from nas.fast import kernels as fast_kernels
+from nas.fast.backends import CpuFused
 from nas.fast.frozen_loop import FusedFrozenCell, plan
 from nas.cells.waves import plan_waves
 from nas.cells.genotype import Genotype, load, shipped_cells
@@ -49,15 +50,18 @@ def test_the_shipped_cells_without_gates_are_covered():
 def _layer(name: str, directions: int, dtype=torch.float32, dropout: float = 0.0) -> FrozenRNN:
     torch.manual_seed(0)
     rnn = FrozenRNN(_genotype(name), 5, 4, directions=directions, dropout_x=dropout, dropout_h=dropout).to(dtype)
+    rnn.backend = CpuFused()
     with torch.no_grad():  # larger weights than the init range, so every path matters
         for p in rnn.parameters():
             p.uniform_(-0.5, 0.5)
     return rnn
 
 
-def _run(rnn: FrozenRNN, fused: bool, x, hidden, lengths):
-    """Outputs, last state and the gradients of a loss on both (inputs, initial state, every weight)."""
-    rnn.fused = fused
+def _run(rnn: FrozenRNN, fused: bool | None, x, hidden, lengths):
+    """Outputs, last state and the gradients of a loss on both (inputs, initial state, every weight); `fused`:
+    on the cpu-fused backend (True) or the definition (False), None: on the backend the layer has."""
+    if fused is not None:
+        rnn.backend = CpuFused() if fused else None
     torch.manual_seed(1)  # the same dropout masks on both paths
     out, h = rnn(x, hidden, lengths)
     target = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
@@ -127,11 +131,11 @@ def test_prediction_follows_every_change_of_the_weights():
 
     def agree(layer):
         with torch.inference_mode():
-            layer.fused = True
+            layer.backend = CpuFused()
             fused = layer(x, hidden, lengths)[0]
-            layer.fused = False
+            layer.backend = None
             torch.testing.assert_close(fused, layer(x, hidden, lengths)[0], **TOL32)
-            layer.fused = True
+            layer.backend = CpuFused()
             return fused
 
     before = agree(rnn)
@@ -148,11 +152,21 @@ def test_prediction_follows_every_change_of_the_weights():
     assert agree(rnn).dtype == torch.float64
 
 
+class _OpByOp(CpuFused):
+    """cpu-fused with its fused loop off: the autograd path it falls back to (its weights `StepWeight`s, whose
+    summed bf16 gradients round otherwise than the definition's per-step ones)."""
+
+    def frozen_loop(self, *args):
+        return None
+
+
 def test_under_autocast_the_layer_runs_the_autograd_path_in_bf16():
     rnn = _layer("darts_v2", 2).train()
     x, hidden, lengths = _inputs(2)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        fused, autograd = _run(rnn, True, x, hidden, lengths), _run(rnn, False, x, hidden, lengths)
+        fused = _run(rnn, True, x, hidden, lengths)
+        rnn.backend = _OpByOp()
+        autograd = _run(rnn, None, x, hidden, lengths)
     for f, a in zip(fused, autograd):
         assert torch.equal(f, a)
     full = _run(rnn, True, x, hidden, lengths)
@@ -185,20 +199,19 @@ def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, capl
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
     message = caplog.records[0].getMessage()  # true for a wheel's user too: no editable install asked for
     assert "were not built" in message and "pip install --no-build-isolation SOURCE" in message and " -e " not in message
-    rnn.fused = False
+    rnn.backend = None
     torch.testing.assert_close(first, rnn(x, hidden, lengths)[0], **TOL32)
 
 
 def test_a_cell_with_an_op_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypatch):
-    import nas.cells.cell
     import nas.fast.frozen_loop as frozen_loop
 
     monkeypatch.setattr(frozen_loop, "OP_CODES", {"identity": 0, "tanh": 1, "sigmoid": 3})  # no relu: darts_v2 has it
-    monkeypatch.setattr(nas.cells.cell, "fused_frozen_cell", None)  # calling it would fail
+    monkeypatch.setattr(frozen_loop, "fused_frozen_cell", None)  # calling it would fail
     rnn = _layer("darts_v2", 2)
     x, hidden, lengths = _inputs(2)
     got = rnn(x, hidden, lengths)[0]
-    rnn.fused = False
+    rnn.backend = None
     assert torch.equal(got, rnn(x, hidden, lengths)[0])
 
 
@@ -220,6 +233,6 @@ def test_at_two_threads_the_directions_run_concurrently_and_agree(kernels):
     for f, a in zip(fused, _run(rnn, False, x, hidden, lengths)):
         torch.testing.assert_close(f, a, **TOL32)
     rnn.eval()
-    rnn.fused = False
+    rnn.backend = None
     with torch.inference_mode():
         torch.testing.assert_close(predicted, rnn(x, hidden, lengths)[0], **TOL32)

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from nas.fast import kernels
+from nas.fast.backends import CpuFused, attach, detach, search_fusable
 from nas.runs.distributed import SyncedBatchNorm
 from nas.fast.search_loop import FusedGatedSearchCell, FusedSearchCell
 from nas.cells.gates import InterGates
@@ -24,9 +25,14 @@ REL32 = 1e-5  # float32: largest difference within 1e-5 of the tensor's largest 
 pytestmark = pytest.mark.skipif(kernels._kernels is None, reason="C++ kernels not built")
 
 
+def _fusable(cell: SearchRNN, x: torch.Tensor) -> bool:
+    """Whether the cell's forward on x runs the fused Function: on the cpu-fused backend, where it applies."""
+    return isinstance(cell.backend, CpuFused) and search_fusable(cell, x)
+
+
 def _pair(method: str, dropout: float, dtype=torch.float32, steps: int = 8):
     torch.manual_seed(0)
-    fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout)
+    fast = attach(SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout), CpuFused())
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
         for w in fast.ws:
@@ -69,7 +75,7 @@ def _inputs(dtype=torch.float32):
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 def test_fused_search_cell_equals_the_reference_in_float32(method, dropout, gemm_backend):
     fast, ref = _pair(method, dropout)
-    assert fast.fusable(torch.zeros(1, 4, 7))
+    assert _fusable(fast, torch.zeros(1, 4, 7))
     x, hidden = _inputs()
     names = ["out", "h", "x", "hidden"] + [n for n, _ in fast.named_parameters()]
     assert "alpha" in names and "ws.7" in names
@@ -83,7 +89,7 @@ def test_fused_search_cell_equals_the_autograd_path():
     fast, _ = _pair("darts", 0.3, torch.float64)
     x, hidden = _inputs(torch.float64)
     fused = _run(fast, x, hidden) + _statistics(fast)
-    fast.fused = False
+    detach(fast)
     for bn in fast.bn:
         bn.reset_running_stats()
     for a, b in zip(fused, _run(fast, x, hidden) + _statistics(fast)):
@@ -102,7 +108,7 @@ def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, 
     torch.manual_seed(0)
     rule = Darts.rule
     gates = InterGates.search(5, 4, rule, history, 3, size_match=size_match)
-    cell = SearchRNN(5, 4, 3, rule, dropout_x=dropout, dropout_h=dropout, inter=gates).double()
+    cell = attach(SearchRNN(5, 4, 3, rule, dropout_x=dropout, dropout_h=dropout, inter=gates).double(), CpuFused())
     with torch.no_grad():
         for name, p in cell.named_parameters():
             p.normal_(0, 1) if "alpha" in name else p.uniform_(-0.5, 0.5)
@@ -121,13 +127,13 @@ def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, 
 
     names = (["out", "h", "x_hist", "h_hist", "x", "h0", "x_hist0", "h_hist0"] + [n for n, _ in cell.named_parameters()]
              + ["mean", "var"])
-    assert cell.fusable(x) and "inter.g.alpha" in names
+    assert _fusable(cell, x) and "inter.g.alpha" in names
     seen = []
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(function, "forward", _spy(function.forward, seen))
         fused = run()
     assert len(seen) == (steps if per_step else 1)
-    cell.fused = False
+    detach(cell)
     for bn in cell.bn:
         bn.reset_running_stats()
     for name, a, b in zip(names, fused, run()):
@@ -148,13 +154,13 @@ def test_on_a_gpu_the_search_cell_gives_what_the_cpu_gives():
     masks), the same outputs, gradients and BatchNorm statistics."""
     cell, _ = _pair("darts", 0.0, torch.float64)
     x, hidden = _inputs(torch.float64)
-    assert cell.fusable(x)
+    assert _fusable(cell, x)
     on_cpu = _run(cell, x, hidden) + _statistics(cell)
     for bn in cell.bn:
         bn.reset_running_stats()
     cell.cuda()
     x, hidden = (t.detach().cuda().requires_grad_() for t in (x, hidden))
-    assert not cell.fusable(x)
+    assert not _fusable(cell, x)
     for a, b in zip(on_cpu, _run(cell, x, hidden) + _statistics(cell)):
         torch.testing.assert_close(b.cpu(), a, rtol=1e-9, atol=1e-11)
 
@@ -194,20 +200,20 @@ def test_first_order_alpha_pass_forms_no_weight_gradient():
 
 def test_the_fused_path_applies_only_where_it_is_exact():
     x = torch.zeros(3, 4, 7)
-    cell = SearchRNN(7, 6, 2, Darts.rule)
-    assert cell.fusable(x)
-    assert not cell.fusable(x[:, :1])  # BatchNorm of one row: the autograd path raises torch's error
+    cell = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused())
+    assert _fusable(cell, x)
+    assert not _fusable(cell, x[:, :1])  # BatchNorm of one row: the autograd path raises torch's error
     with torch.no_grad():
-        assert not cell.fusable(x)
+        assert not _fusable(cell, x)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        assert not cell.fusable(x)
-    assert not SearchRNN(7, 6, 2, Darts.rule, fused=False).fusable(x)
-    assert not cell.eval().fusable(x)
-    synced = SearchRNN(7, 6, 2, Darts.rule)
+        assert not _fusable(cell, x)
+    assert not _fusable(SearchRNN(7, 6, 2, Darts.rule), x)  # no backend: the definition
+    assert not _fusable(cell.eval(), x)
+    synced = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused())
     synced.bn[1].__class__ = SyncedBatchNorm  # what nas.runs.distributed does under torchrun
-    assert not synced.fusable(x)
-    gated = SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2))
-    assert gated.fusable(x)  # one step per call
+    assert not _fusable(synced, x)
+    gated = attach(SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2)), CpuFused())
+    assert _fusable(gated, x)  # one step per call
 
 
 def test_without_kernels_one_warning_line_then_the_autograd_path(monkeypatch, caplog):
@@ -230,6 +236,6 @@ def test_an_op_set_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypat
     from nas.fast import search_loop
 
     x = torch.zeros(3, 4, 7)
-    assert SearchRNN(7, 6, 2, Darts.rule).fusable(x)
+    assert _fusable(attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused()), x)
     monkeypatch.setattr(search_loop, "OPS_SUPPORTED", ("none", "identity", "tanh", "relu"))
-    assert not SearchRNN(7, 6, 2, Darts.rule).fusable(x)
+    assert not _fusable(attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused()), x)

@@ -1,10 +1,11 @@
 """The ESS search gate's DAG on its C++ kernels (`nas.fast.gate_dag`) against the same gate op by op
-through autograd (`SearchGate.fused = False`): outputs and every gradient, whole-sequence and step by step."""
+through autograd (`SearchGate.backend = None`): outputs and every gradient, whole-sequence and step by step."""
 import pytest
 import torch
 
 from nas.cells.gates import SearchGate
 from nas.fast import gate_dag
+from nas.fast.backends import CpuFused
 from nas.fast.kernels import compiled
 from nas.methods.darts import Darts
 
@@ -18,6 +19,7 @@ GATES = [(1, 2, "sigmoid", "project"), (2, 3, "2sigmoid", "project"), (3, 3, "no
 def _gate(m: int, nodes: int, squash: str, match: str) -> SearchGate:
     torch.manual_seed(0)
     gate = SearchGate(m, nodes, d_src=5, d_gate=6, rule=Darts.rule, squash=squash, size_match=match).double()
+    gate.backend = CpuFused()
     with torch.no_grad():
         for name, p in gate.named_parameters():
             p.normal_(0, 1) if name == "alpha" else p.uniform_(-0.7, 0.7)
@@ -35,9 +37,9 @@ def _both(gate: SearchGate, run) -> tuple[list[torch.Tensor], list[torch.Tensor]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gate_dag._MixedGate, "forward", staticmethod(counting))
-        gate.fused = True
+        gate.backend = CpuFused()
         fused = run()
-    gate.fused = False
+    gate.backend = None
     return fused, run(), len(calls)
 
 
@@ -122,5 +124,5 @@ def test_in_eval_mode_a_second_derivative_is_autograd_s():
 
     gate.eval()
     fused_flag_on = hvp()
-    gate.fused = False
+    gate.backend = None
     torch.testing.assert_close(fused_flag_on, hvp(), rtol=1e-10, atol=1e-12)

@@ -153,7 +153,7 @@ def test_an_unpacked_product_follows_the_rule_and_equals_torch(on_onednn: bool, 
 def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeypatch):
     """The first-order α step passes the weights detached: the products' inputs (which depend on α)
     still need their gradients, also where the product runs on oneDNN's packed weight."""
-    import nas.cells.step_weights as step_weights
+    import nas.fast.step_weights as step_weights
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)
     weight, x = torch.randn(5, 7), torch.randn(4, 5, requires_grad=True)
@@ -171,7 +171,7 @@ def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeyp
 def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(stacked: bool, monkeypatch):
     """StepWeight's per-step products on oneDNN (forced here; the GEMM rule decides in use)
     equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
-    import nas.cells.step_weights as step_weights
+    import nas.fast.step_weights as step_weights
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)
     shape = (2, 5, 7) if stacked else (5, 7)

@@ -106,6 +106,16 @@ def test_nas_never_imports_tagger():
     assert not bad, bad
 
 
+def test_the_cells_import_nothing_from_the_fast_paths():
+    """nas/cells is the definition in plain torch: a fast path reaches it only as the backend a model's builder
+    injects (nas.cells.backend, nas.fast.backends), never by an import."""
+    graph = import_graph(ROOT, PACKAGES)
+    bad = sorted(f"{m} → {t}" for m, targets in graph.items() if m.startswith("nas.cells")
+                 for t in targets if t == "nas.fast" or t.startswith("nas.fast."))
+    assert not bad, bad
+    assert "nas.cells.cell" in graph and "nas.fast.backends" in graph  # the check reads the modules it names
+
+
 def test_library_modules_never_import_click():
     bad = []
     for package in PACKAGES:

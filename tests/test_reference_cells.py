@@ -13,6 +13,7 @@ from nas.cells.genotype import Genotype, load
 from nas.methods import method_class
 from nas.lm.model import RNNModel
 from nas.cells.search_cell import SearchRNN
+from nas.fast.backends import CpuFused
 from reference.darts import ReferenceArchitect, ReferenceSearchRNN, load_weights, reference_frozen, reference_mixing_weights
 
 TOL = dict(rtol=1e-5, atol=1e-9)
@@ -24,7 +25,8 @@ def _grads(module: torch.nn.Module, loss: torch.Tensor, *extra: torch.Tensor) ->
 
 def _search_pair(method: str, steps: int, dropout: float, fused: bool = True):
     torch.manual_seed(0)
-    fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout, fused=fused).double()
+    fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout).double()
+    fast.backend = CpuFused() if fused else None
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
     ref = ReferenceSearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).double()
@@ -76,7 +78,7 @@ def _search_model(cell_class, mixing, fused: bool = True) -> RNNModel:
     """`mixing`: the method's rule for SearchRNN, its name for the reference."""
     torch.manual_seed(0)
     model = RNNModel(11, 6, cell_class(6, 6, 3, mixing, dropout_x=0.3, dropout_h=0.2), 0.3, 0.2, 0.1).double()
-    model.rnn.fused = fused
+    model.rnn.backend = CpuFused() if fused else None
     with torch.no_grad():
         model.rnn.alpha.normal_(0, 1)
     return model
@@ -117,7 +119,8 @@ MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identi
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "autograd"])
 def test_frozen_cell_matches_reference_on_variable_lengths(geno, directions, fused):
     torch.manual_seed(0)
-    rnn = FrozenRNN(geno, 5, 4, directions=directions, fused=fused).double()
+    rnn = FrozenRNN(geno, 5, 4, directions=directions).double()
+    rnn.backend = CpuFused() if fused else None
     with torch.no_grad():  # larger weights than the init range, so every path matters
         for p in rnn.parameters():
             p.uniform_(-0.5, 0.5)

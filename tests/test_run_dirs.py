@@ -283,10 +283,11 @@ def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory
     again = CliRunner().invoke(train_tagger, args)  # the same command, the same directory
     assert again.exit_code == 0, again.output
     stored = json.loads((root / "failing" / "config.json").read_text())
-    assert {k: v for k, v in stored.items() if k not in ("command", "max_epochs", "gemm")} == \
+    assert {k: v for k, v in stored.items() if k not in ("command", "max_epochs", "gemm", "backend")} == \
         {k: v for k, v in json.loads((root / "straight" / "config.json").read_text()).items()
-         if k not in ("command", "max_epochs", "gemm")}
+         if k not in ("command", "max_epochs", "gemm", "backend")}
     assert stored["gemm"] == gemm.host_backend()  # the straight run's auto (tagger.train, as a library), resolved
+    assert stored["backend"] == "cpu-fused"  # the same: auto on a CPU
     assert Path(stored["data"]).is_absolute() and Path(stored["embeddings"].split(":")[1]).is_absolute()
 
 

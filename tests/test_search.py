@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from nas.cells import genotype
 from nas.methods.architect import Architect
+from nas.fast.backends import CpuFused, search_fusable
 from nas.cli.search_lm import main as search_lm
 from nas.common.splits import find_splits
 from nas.lm.corpus import Corpus
@@ -34,6 +35,7 @@ def run_cli(args):
 def test_finite_difference_hvp_matches_autograd():
     torch.manual_seed(0)
     rnn = SearchRNN(6, 6, steps=2, rule=Darts.rule)
+    rnn.backend = CpuFused()
     model = RNNModel(20, 6, rnn, dropout=0.0, dropouti=0.0).double()
     words, targets = torch.randint(20, (5, 3)), torch.randint(20, (5, 3))
     architect = Architect(model)
@@ -41,7 +43,7 @@ def test_finite_difference_hvp_matches_autograd():
     v = [torch.randn_like(p) for p in weights.values()]
     approx = architect.hessian_vector_product(weights, v, (words, targets), None)
 
-    rnn.fused = False  # the exact second derivative through autograd; the fused cell is once differentiable
+    rnn.backend = None  # the exact second derivative through autograd; the fused cell is once differentiable
     logits = model(words, None)[0]
     grads = torch.autograd.grad(lm_loss(logits, targets), list(architect.weights.values()), create_graph=True)
     exact = torch.autograd.grad(sum((g * vi).sum() for g, vi in zip(grads, v)), [rnn.alpha])
@@ -56,14 +58,15 @@ def test_eval_mode_normalises_each_state_as_training_did(fused):
     s0 and every node keep their own statistics, though their scales differ by orders of magnitude
     (one BatchNorm shared by all, as in DARTS, shrinks s0 and the early nodes in eval mode)."""
     torch.manual_seed(0)
-    cell = SearchRNN(7, 6, 8, Darts.rule, fused=fused)
+    cell = SearchRNN(7, 6, 8, Darts.rule)
+    cell.backend = CpuFused() if fused else None
     with torch.no_grad():
         for w in cell.ws:
             w.uniform_(-0.5, 0.5)
     for bn in cell.bn:
         bn.momentum = 1.0  # the running statistics: the last batch's
     x = torch.randn(1, 256, 7)
-    assert cell.fusable(x) == fused
+    assert (cell.backend is not None and search_fusable(cell, x)) == fused
     trained, _ = cell(x)
     cell.eval()
     with torch.no_grad():

@@ -6,7 +6,8 @@ edge's ops mixed under mixing weights, and the sampled cell of random search and
 (`nas.methods.weight_sharing`) the same cell with one drawn input per node; both are written with
 these two functions. The fast paths in `nas/fast/` (a fused loop per cell with a hand-written
 backward, its elementwise passes in C++) implement these equations, and tests/test_fused_cell.py
-and tests/test_fused_search_cell.py check them against this code and the slow reference.
+and tests/test_fused_search_cell.py check them against this code and the slow reference. They reach
+the cells only as the `backend` a model's builder injects (`nas.cells.backend`); the cells import none.
 
 One time step (`cell_step`), with variational dropout masks m_x, m_h drawn once per sequence:
     [c0 | h0] = (x_t ⊙ m_x)·W0x + (h_{t-1} ⊙ m_h)·W0h,   s0 = h_{t-1} + σ(c0)⊙(tanh(h0) − h_{t-1})
@@ -19,13 +20,10 @@ cell of a genotype for one or two directions (two for a BiRNN: the second direct
 sequence reversed within its length), with separate weights per direction stacked on a leading
 axis so both directions run in the same batched matmuls. The x·W0x half is computed for all
 steps before the loop. The time loop, padded batches and the reversed direction are
-`nas.cells.recurrence`; `nas.cells.step_weights` sums each weight's per-step gradients in one GEMM.
+`nas.cells.recurrence`.
 
 A genotype may add the ESS inter-cell gates (`nas.cells.gates`: the cell then reads ĥ_{t-1} and x̂_t)
 and a NASABN attention layer over the output sequence (`nas.cells.attention`), both run here too.
-
-Without gates (and outside autocast) the time loop runs as one autograd Function with a
-hand-written backward instead, `nas.fast.frozen_loop`: the same equations, far fewer ops.
 """
 from __future__ import annotations
 
@@ -33,16 +31,13 @@ import torch
 import torch.nn as nn
 
 from nas.cells.attention import build_attention
+from nas.cells.backend import DEFINITION, CellBackend, StepProduct, times
 from nas.cells.gates import InterGates
 from nas.cells.genotype import Genotype
 from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE
 from nas.cells.recurrence import PaddedBatch, run_recurrence
-from nas.cells.step_weights import StepWeight
 from nas.cells.waves import Wave, plan_waves
-from nas.fast import frozen_loop
-from nas.fast.frozen_loop import LoopWeights, fused_frozen_cell, loop_weights
-from nas.fast.gemm import PackedCache
 
 
 def highway(prev: torch.Tensor, c: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -56,19 +51,19 @@ def first_node(xp: torch.Tensor, hw: torch.Tensor, h: torch.Tensor) -> torch.Ten
     return highway(h, c0, torch.tanh(h0))
 
 
-def cell_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: StepWeight,
-              waves: list[Wave], wave_weights: list[StepWeight], concat: tuple[int, ...]) -> torch.Tensor:
+def cell_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor | StepProduct,
+              waves: list[Wave], wave_weights: list[torch.Tensor | StepProduct], concat: tuple[int, ...]) -> torch.Tensor:
     """h_t from xp = (x_t ⊙ m_x)·W0x and h = h_{t-1}: the equations above, for D directions at once.
 
     xp is (D, B, 2H), h and mh (D, B, H); wave k's weights hold W_i of each edge and direction,
     (E·D, H, 2H).
     """
     D, B, H = h.shape
-    states = {0: first_node(xp, w0h.matmul(h if mh is None else h * mh), h)}
+    states = {0: first_node(xp, times(h if mh is None else h * mh, w0h), h)}
     for wave, w in zip(waves, wave_weights):
         prev = torch.stack([states[j] for j in wave.preds])  # (E, D, B, H)
         inp = prev if mh is None else prev * mh
-        c, hh = w.matmul(inp.view(-1, B, H)).view(len(wave.preds), D, B, 2 * H).split(H, -1)
+        c, hh = times(inp.view(-1, B, H), w).view(len(wave.preds), D, B, 2 * H).split(H, -1)
         act = torch.cat([ACTIVATIONS[op](hh[start:stop]) for op, start, stop in wave.runs])
         for node, new in zip(wave.nodes, highway(prev, c, act).unbind(0)):
             states[node] = new if node not in states else states[node] + new
@@ -83,19 +78,20 @@ class FrozenRNN(nn.Module):
     them across batches; otherwise it is h (directions, B, nhid). `inter` and `attention` replace
     the genotype's own (the inter-only search wraps a fixed cell in searchable gates).
 
-    Without gates the time loop is the fused Function of `nas.fast.frozen_loop` (the attention layer
-    after it stays on autograd). `fused=False` (or setting `.fused`) runs it op by op through
-    autograd (`cell_step`), as it always runs with gates and under autocast, where bf16 GEMMs
-    beat the fused loop in fp32 (docs/speed.md, "The fused frozen layer"). The weights start uniform in
+    `backend` (None: the definition, op by op through autograd) may run the whole time loop
+    (`CellBackend.frozen_loop`: on a CPU, the fused Function of `nas.fast.frozen_loop`, without gates and
+    outside autocast) or each step (`time_step`: compiled on a GPU); the attention layer after the loop
+    stays on autograd. The weights start uniform in
     ±`init_range` (DARTS: 0.04; the tagger's default is ±1/√nhid, `tagger.model.cell_init_range`).
     """
 
+    backend: CellBackend | None = None
+
     def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, attention_heads: int = 4,
-                 inter: nn.Module | None = None, attention: nn.Module | None = None, fused: bool = True,
+                 inter: nn.Module | None = None, attention: nn.Module | None = None,
                  init_range: float = INIT_RANGE):
         super().__init__()
-        self.fused = fused
         self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         steps = genotype.steps
@@ -107,13 +103,11 @@ class FrozenRNN(nn.Module):
             attention = build_attention(genotype.attention, directions * nhid, attention_heads)
         self.inter, self.attention = inter, attention
         self.waves = plan_waves(genotype)
-        ops = {op for node in genotype.nodes for op, _ in node}
-        self._plan = frozen_loop.plan(self.waves, genotype.concat, steps) if frozen_loop.supports(ops) else None
         # The node matrix W_i of every edge in wave order: one gather per forward (one zero-filled
         # gradient of ws in the backward pass), then split into the waves.
         self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self.waves for i in wave.nodes]),
                              persistent=False)
-        self._packed = PackedCache()  # see _fused_loop_weights
+        self.backend_state: dict = {}  # what the backend keeps for this layer between calls (plans, packed weights)
 
     @property
     def output_size(self) -> int:
@@ -142,23 +136,24 @@ class FrozenRNN(nn.Module):
         if self.training:  # in the loop's batch order
             mx = variational_mask(x, self.dropout_x, (D, B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (D, B, H))
-        if self.inter is None and self.fused and self._plan is not None and not torch.is_autocast_enabled(x.device.type):
-            packed = fused_frozen_cell(batch.packed_inputs(x, mx), h, self.w0, self.ws, mh, self._plan, batch.counts,
-                                       self._fused_loop_weights(batch.counts))
+        backend = self.backend or DEFINITION
+        packed = backend.frozen_loop(self, batch, x, h, mx, mh)
+        if packed is not None:
             return self._finish(batch, *batch.unpack(packed))
         x = batch.inputs(x)  # (T, D, B, ninp), sorted longest first when lengths differ
         xin = x if mx is None else x * mx
-        w0x, w0h, wave_weights = self._loop_weights()
+        w0x, w0h, wave_weights = self._loop_weights(backend)
         if self.inter is None:
             xproj = batch.project(xin, w0x)  # x·W0x of every step in one GEMM, before the loop
         else:
-            xsteps, w0x = xin.unbind(0), StepWeight(w0x)
+            xsteps, w0x = xin.unbind(0), backend.step_weight(w0x)
+        one_step = backend.time_step(cell_step, dynamic=True)  # the batch shrinks as sequences end
 
         def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
             n = h_in.size(1)  # the sequences still going (all, without lengths)
-            xp = xproj[t] if x_gate is None else w0x.matmul(xsteps[t][:, :n] * x_gate)  # x̂_t = x_t ⊙ g′
-            return cell_step(xp, h_in, None if mh is None else mh[:, :n], w0h, self.waves, wave_weights,
-                             self.genotype.concat)
+            xp = xproj[t] if x_gate is None else times(xsteps[t][:, :n] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
+            return one_step(xp, h_in, None if mh is None else mh[:, :n], w0h, self.waves, wave_weights,
+                            self.genotype.concat)
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, batch.packing)
         return self._finish(batch, out, h if history is None else (h, *history))
@@ -171,18 +166,12 @@ class FrozenRNN(nn.Module):
             out = batch.zero_padding(self.attention(out, causal=self.directions == 1, lengths=batch.lengths))
         return out, state
 
-    def _fused_loop_weights(self, counts: list[int]) -> LoopWeights:
-        """The fused loop's packed weights, formed again only when w0 or ws changed (an optimiser
-        step, a load) or the batch size did: prediction reuses them from batch to batch."""
-        return self._packed.get((self.w0, self.ws), lambda: loop_weights(self._plan, self.w0[:, self.ninp:], self.ws, counts),
-                                tag=counts[0])
-
-    def _loop_weights(self) -> tuple[torch.Tensor, StepWeight, list[StepWeight]]:
-        """W0x, and the weights the loop multiplies by at every step: W0h and each wave's W_i.
-
-        The latter are `StepWeight`s, whose gradients are summed over the steps in one GEMM.
-        """
+    def _loop_weights(self, backend: CellBackend) -> tuple[torch.Tensor, torch.Tensor | StepProduct,
+                                                           list[torch.Tensor | StepProduct]]:
+        """W0x, and the weights the loop multiplies by at every step: W0h and each wave's W_i (E·D, H, 2H),
+        as the backend holds them (`step_weight`)."""
         H = self.nhid
         w0x, w0h = self.w0[:, : self.ninp], self.w0[:, self.ninp:]
         per_wave = self.ws[:, self._edge_nodes].split([len(wave.nodes) for wave in self.waves], 1)  # (D, E, H, 2H)
-        return w0x, StepWeight(w0h), [StepWeight(w.transpose(0, 1).reshape(-1, H, 2 * H)) for w in per_wave]
+        return w0x, backend.step_weight(w0h), [backend.step_weight(w.transpose(0, 1).reshape(-1, H, 2 * H))
+                                               for w in per_wave]

@@ -37,10 +37,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from nas.cells.backend import DEFINITION, CellBackend, times
 from nas.cells.genotype import GATES, predecessors
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES
-from nas.cells.step_weights import StepWeight
-from nas.fast import gate_dag
 from nas.methods.mixing import MixingRule
 
 
@@ -55,16 +54,18 @@ def match_size(v: torch.Tensor, size: int) -> torch.Tensor:
     return v if have == size else F.pad(v, (0, size - have)) if have < size else v[..., :size]
 
 
-def _matmul(x: torch.Tensor, w: torch.Tensor | StepWeight) -> torch.Tensor:
-    return w.matmul(x) if isinstance(w, StepWeight) else torch.matmul(x, w)
-
-
 def _uniform(*shape: int) -> nn.Parameter:
     return nn.Parameter(torch.empty(*shape).uniform_(-INIT_RANGE, INIT_RANGE))
 
 
 class SearchGate(nn.Module):
-    """One gate as a mixed DAG over history (m, L, ..., d_src) -> (L, ..., d_gate)."""
+    """One gate as a mixed DAG over history (m, L, ..., d_src) -> (L, ..., d_gate).
+
+    `backend` (None: the definition, op by op) may run the DAG (`CellBackend.gate_nodes`: on a CPU, in
+    training, the one Function of `nas.fast.gate_dag`).
+    """
+
+    backend: CellBackend | None = None
 
     def __init__(self, history: int, nodes: int, d_src: int, d_gate: int, rule: MixingRule,
                  squash: str = "sigmoid", size_match: str = "project"):
@@ -78,7 +79,6 @@ class SearchGate(nn.Module):
         self.w_hist = _uniform(history, self.d_in, d_gate)
         self.w_node = _uniform(nodes - 1, d_gate, d_gate)
         self.alpha = nn.Parameter(1e-3 * torch.randn(sum(self.layout), len(OPS)))
-        self.fused = True  # in training, the DAG as one Function (`nas.fast.gate_dag`) where it can; False: op by op
 
     def mixing_weights(self) -> torch.Tensor:
         return self.rule.normalise(self.alpha, self.layout)
@@ -90,23 +90,22 @@ class SearchGate(nn.Module):
 
     def stepwise(self) -> Callable[[torch.Tensor], torch.Tensor]:
         """The gate as a time loop calls it at every step, history (m, B, d_src) -> (B, d_gate): the same
-        values, with each weight's gradients of all steps formed in one GEMM (`StepWeight`) and the
-        mixing weights normalised once."""
-        w_hist, w_node = [StepWeight(w) for w in self.w_hist], [StepWeight(w) for w in self.w_node]
+        values, each weight as the backend holds it for a time loop (`step_weight`), the mixing weights
+        normalised once."""
+        backend = self.backend or DEFINITION
+        w_hist, w_node = [backend.step_weight(w) for w in self.w_hist], [backend.step_weight(w) for w in self.w_node]
         weights = self.mixing_weights()
 
         def gate(history: torch.Tensor) -> torch.Tensor:
             hist = history if self.size_match == "project" else match_size(history, self.d_gate)
-            return self._nodes([w.matmul(h) for w, h in zip(w_hist, hist)], w_node, weights)
+            return self._nodes([times(h, w) for w, h in zip(w_hist, hist)], w_node, weights)
         return gate
 
     def _nodes(self, e: list[torch.Tensor], w_node: list, weights: torch.Tensor) -> torch.Tensor:
         """The DAG over the projected history vectors e_i: every edge mixes the ops by `weights`."""
-        # in training, the same values and gradients written out by hand; evaluation (the search's Hessian
-        # eigenvalue takes a second derivative there) stays on autograd, as the search cell does
-        if self.fused and self.training and gate_dag.supports(e[0]):
-            w_node = [w if isinstance(w, StepWeight) else StepWeight(w) for w in w_node]
-            return gate_dag.mixed_gate(e, w_node, weights[:, 1:], self.squash)
+        fast = (self.backend or DEFINITION).gate_nodes(self, e, w_node, weights)
+        if fast is not None:
+            return fast
         rows = 0
         projected: list[torch.Tensor] = []  # s_j·W_{s_j}
         states = []
@@ -118,7 +117,7 @@ class SearchGate(nn.Module):
             s = torch.einsum("jo,oj...->...", mix, ops)
             states.append(s)
             if i < self.nodes:
-                projected.append(_matmul(s, w_node[i - 1]))
+                projected.append(times(s, w_node[i - 1]))
         return SQUASHES[self.squash](torch.stack(states).mean(0))
 
     def derive(self) -> list[list[list]]:
@@ -137,6 +136,8 @@ class FrozenGate(nn.Module):
     D·(#history sources · d_in · d_gate + #node sources · d_gate²).
     """
 
+    backend: CellBackend | None = None
+
     def __init__(self, nodes: list, history: int, d_src: int, d_gate: int, directions: int = 1,
                  squash: str = "sigmoid", size_match: str = "project"):
         super().__init__()
@@ -154,9 +155,11 @@ class FrozenGate(nn.Module):
 
     def stepwise(self) -> Callable[[torch.Tensor], torch.Tensor]:
         """The gate as a time loop calls it at every step, history (m, D, B, d_src) -> (D, B, d_gate): the
-        same values, with each weight's gradients of all steps formed in one GEMM (`StepWeight`)."""
-        w_hist, w_node = [StepWeight(w) for w in self.w_hist.unbind(1)], [StepWeight(w) for w in self.w_node.unbind(1)]
-        return lambda history: self._nodes([w.matmul(h) for w, h in zip(w_hist, self._sources(history))], w_node)
+        same values, each weight as the backend holds it for a time loop (`step_weight`)."""
+        backend = self.backend or DEFINITION
+        w_hist = [backend.step_weight(w) for w in self.w_hist.unbind(1)]
+        w_node = [backend.step_weight(w) for w in self.w_node.unbind(1)]
+        return lambda history: self._nodes([times(h, w) for w, h in zip(w_hist, self._sources(history))], w_node)
 
     def _sources(self, history: torch.Tensor) -> torch.Tensor:
         """The history vectors some node reads, sized for their projection."""
@@ -172,7 +175,7 @@ class FrozenGate(nn.Module):
             s = sum(ACTIVATIONS[op](e_of[i] if p == 0 else projected[p]) for op, p in node)
             states.append(s)
             if i in self.node_sources:
-                projected[i] = _matmul(s, w_node[self.node_sources.index(i)])
+                projected[i] = times(s, w_node[self.node_sources.index(i)])
         return SQUASHES[self.squash](torch.stack(states).mean(0))
 
     def derive(self) -> list[list[list]]:

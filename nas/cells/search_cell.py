@@ -14,19 +14,17 @@ normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together),
 """
 from __future__ import annotations
 
-import functools
 from typing import Callable
 
 import torch
 import torch.nn as nn
 
+from nas.cells.backend import DEFINITION, CellBackend
 from nas.cells.cell import first_node
 from nas.cells.genotype import Genotype
 from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
-from nas.cells.recurrence import input_gate, run_recurrence
-from nas.fast import search_loop
-from nas.fast.gemm import PackedCache, linear
+from nas.cells.recurrence import run_recurrence
 from nas.methods.mixing import MixingRule
 
 
@@ -35,16 +33,17 @@ class SearchRNN(nn.Module):
 
     ESS `inter` gates (`nas.cells.gates.InterGates.search`) and a NASABN `attention` layer
     (`nas.cells.attention`) are optional; with gates the hidden state is (h, x_hist, h_hist).
-    A training forward that `fusable` allows runs the whole time loop as the fused Function of
-    `nas.fast.search_loop` (same equations, backward by hand); `fused=False` (or setting
-    `.fused`) runs it op by op through autograd everywhere.
+    `backend` (None: the definition, op by op through autograd) may run the whole time loop
+    (`CellBackend.search_loop`: on a CPU, in training, the fused Function of `nas.fast.search_loop`)
+    or each step (`time_step`: compiled).
     """
+
+    backend: CellBackend | None = None
 
     def __init__(self, ninp: int, nhid: int, steps: int, rule: MixingRule,
                  dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
-                 attention: nn.Module | None = None, compile: bool = False, fused: bool = True):
+                 attention: nn.Module | None = None):
         super().__init__()
-        self.compile = compile
         self.ninp, self.nhid, self.steps, self.rule = ninp, nhid, steps, rule
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
@@ -53,19 +52,7 @@ class SearchRNN(nn.Module):
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
         self.bn = node_norms(nhid, steps)
         self.inter, self.attention = inter, attention
-        self._packed = PackedCache()  # the loop weights packed, kept while the weights are unchanged
-        self.fused = fused
-
-    @property
-    def fused(self) -> bool:
-        return self._fused
-
-    @fused.setter
-    def fused(self, value: bool) -> None:
-        """The cell's fused Function and, with searchable ESS gates, the gates' (`SearchGate.fused`)."""
-        self._fused = value
-        if self.inter is not None and self.inter.searchable:
-            self.inter.f.fused = self.inter.g.fused = value
+        self.backend_state: dict = {}  # what the backend keeps for this layer between calls (packed weights)
 
     @property
     def output_size(self) -> int:
@@ -89,20 +76,9 @@ class SearchRNN(nn.Module):
     def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
         """(xp, h_{t-1}) → h_t for this forward: every edge mixing all ops under the current weights."""
         mixes = node_mixes(self.mixing_weights(), self.steps)
-        cell_step = _compiled_step() if self.compile else search_step
+        cell_step = (self.backend or DEFINITION).time_step(search_step)
         ws = list(self.ws)
         return lambda xp, h: cell_step(xp, h, mh, w0h, ws, mixes, self.bn)
-
-    def fusable(self, x: torch.Tensor) -> bool:
-        """Whether this forward can run as a fused Function (with ESS gates, the gated loop's, or the cell's one
-        step per call): a training forward with gradients, no torch.compile, on a CPU in float32/64 outside
-        autocast, with the cell's own BatchNorms (not the data-parallel synced ones), and the C++ kernels built
-        (else one warning line)."""
-        plain_norms = all(type(bn) is nn.BatchNorm1d and isinstance(bn.momentum, float) for bn in self.bn)
-        return (self.fused and self.training and torch.is_grad_enabled() and not self.compile
-                and x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
-                and not torch.is_autocast_enabled(x.device.type) and plain_norms
-                and search_loop.supports(OPS))  # the last: it warns
 
     def forward(self, x: torch.Tensor, hidden=None, lengths: torch.Tensor | None = None):
         T, B, _ = x.shape
@@ -115,24 +91,12 @@ class SearchRNN(nn.Module):
             mh = variational_mask(x, self.dropout_h, (B, H))
         xin = x if mx is None else x * mx
         w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp:]
-        xproj = None if self.inter is not None else linear(xin, w0x.t())
-        if self.fusable(x):
-            mix, ws = self.mixing_weights()[:, 1:], torch.stack(list(self.ws))  # `none` adds nothing
-            # packed once for a search step's two forwards (α and weights), which see the same weights
-            packed = self._packed.get((self.w0, *self.ws), lambda: search_loop.loop_weights(w0h, ws, B), tag=B)
-            if self.inter is None:
-                out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, self.bn, packed)
-                return self._finish(out, out[-1], None)
-            if self.inter.size_match == "project":  # g′'s products and the cell's steps: the whole loop in C++
-                return self._finish(*self._gated_loop(x, xin, h, history, w0x, w0h, ws, mix, mh, packed))
-
-            stats = search_loop.RunningStats(self.bn)
-
-            def cell_step(xp: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-                # with gates, x_t's projection needs h_{t-1..t-m}: the fused Function one step at a time
-                return search_loop.fused_search_cell(xp.unsqueeze(0), h, w0h, ws, mix, mh, self.bn, packed, stats)[0]
-        else:
-            cell_step, stats = self.step_function(mh, w0h), None
+        backend = self.backend or DEFINITION
+        xproj = None if self.inter is not None else backend.linear(xin, w0x.t())
+        done = backend.search_loop(self, x, xin, xproj, h, history, w0x, w0h, mh)
+        if done is not None:
+            return self._finish(*done)
+        cell_step = self.step_function(mh, w0h)
         # unbound once: one backward node, not a zero-filled (T, B, ·) gradient per step
         xsteps = xin.unbind(0) if xproj is None else xproj.unbind(0)
 
@@ -140,22 +104,7 @@ class SearchRNN(nn.Module):
             xp = xsteps[t] if x_gate is None else (xsteps[t] * x_gate) @ w0x
             return cell_step(xp, h)
 
-        out, h, history = run_recurrence(step, h, T, self.inter, x, history)
-        if stats is not None:
-            stats.update()
-        return self._finish(out, h, history)
-
-    def _gated_loop(self, x: torch.Tensor, xin: torch.Tensor, h: torch.Tensor, history: tuple, w0x: torch.Tensor,
-                    w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, mh: torch.Tensor | None,
-                    packed: search_loop.LoopWeights) -> tuple:
-        """`run_recurrence`'s gated loop as one Function (`search_loop.FusedGatedSearchCell`): f′ for every
-        step first, then g′, x̂_t·W0x and the cell per step in C++. Returns (out, last h, history)."""
-        x_hist, h_hist = history
-        m = h_hist.size(0)
-        f, xs = input_gate(self.inter, x, x_hist, x.size(0))
-        out = search_loop.fused_gated_search_cell(xin, h, h_hist, f, w0x, w0h, ws, mix, self.inter.g, mh, self.bn,
-                                                  packed)
-        return out, out[-1], (xs.flip(0)[:m], torch.cat([out.flip(0), h_hist])[:m])
+        return self._finish(*run_recurrence(step, h, T, self.inter, x, history))
 
     def _finish(self, out: torch.Tensor, h: torch.Tensor, history: tuple | None):
         if self.attention is not None:
@@ -220,8 +169,3 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
         states = torch.cat([states, s.unsqueeze(0)])
     return states[1:].mean(0)
 
-
-@functools.cache
-def _compiled_step():
-    """`search_step` through torch.compile (fused elementwise kernels forward and backward)."""
-    return torch.compile(search_step, dynamic=False)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from nas.common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded,
+from nas.common.cli import (COUNT, DEVICE, OUTPUT_FILE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, backend_option, bounded,
                         check_resume_flags, command, command_line, config_option, defaults_option, flag_types, gemm_option, loaded_config,
                         not_from_config, use_threads)
 from nas.common.errors import InputError
@@ -90,7 +90,8 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 @gemm_option()
-@click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time). See bench/search_step.py.")
+@backend_option()
+@click.option("--compile", is_flag=True, default=D.compile, help="Run the cell's time step through torch.compile (fused kernels; the first batches pay the compile time): the torch backend's compiled step (--backend auto then means torch on a CPU; cuda-graphs compiles anyway; not with cpu-fused). See bench/search_step.py.")
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/search-<time>].")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the run in this directory (its config is reused).")
 @config_option("bin/search-lm", CONFIG_KEYS, known=[f.name for f in fields(SearchConfig)])
@@ -119,7 +120,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.common.splits import find_splits
     from nas.runs.candidates import RayScoring, check_scoring
     from nas.runs.health import alpha_stall_warning, identity_warning
-    from nas.fast import gemm
+    from nas.fast import backends, gemm
     from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
 
@@ -171,6 +172,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     config.validate()
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
+    config.backend = backends.use(config.backend, config.device, config.compile)
     if seeds is not None:
         return _search_seeds(config, run, seeds, workers, seeds_per_gpu, ray_address, select_budget, select_args, out)
     candidates_on_ray = workers > 1 or bool(ray_address)
@@ -181,7 +183,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         if searcher.ranks.parallel:
             raise InputError("--workers without --seeds: not under torchrun (the ranks already share the work)")
         searcher.method.parallel_scoring = RayScoring(config, searcher.model, searcher.validation, workers, ray_address)
-    click.echo(f"run directory: {searcher.run_dir.path}", err=True)
+    click.echo(f"run directory: {searcher.run_dir.path} (backend {config.backend})", err=True)
     unit = entry(config.method).unit
     genotype = run_loop(searcher, Terminal(
         lambda s: f"search {unit} {s.epoch + 1}/{total_epochs(config)}",

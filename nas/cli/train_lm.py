@@ -6,7 +6,8 @@ from dataclasses import fields
 
 import click
 
-from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, check_resume_flags, command, command_line, config_option,
+from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, backend_option, check_resume_flags, command,
+                        command_line, config_option,
                         defaults_option, flag_types, gemm_option, use_threads)
 from nas.common.errors import InputError
 from nas.common.presets import preset_values, presets_help
@@ -50,6 +51,7 @@ T = flag_types(RetrainConfig.RANGES)
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 @gemm_option()
+@backend_option()
 @config_option("bin/train-lm", {"train": "train_file", "valid": "valid_file", "test": "test_file"},
                known=[f.name for f in fields(RetrainConfig)])
 def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, resume, epochs, time_budget, nhid,
@@ -65,7 +67,7 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
     from nas.common.paths import absolute_if_exists
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
-    from nas.fast import gemm
+    from nas.fast import backends, gemm
     from nas.runs.train import Trainer, optimizer_kind, resolve_cell
     from .terminal import Terminal, run_loop
 
@@ -89,10 +91,11 @@ def main(cell, match_cell, data, train_file, valid_file, test_file, run_dir, res
         run = RunDir(run_dir or default_run_dir("train"))
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
+    config.backend = backends.use(config.backend, config.device)
     trainer = Trainer.open(config, run, bool(resume))
     name = (config.genotype or {}).get("name") or config.cell
     matched = f", matched to {config.match_cell}'s {config.match_rnn_params:,}" if config.match_cell else ""
-    click.echo(f"run directory: {trainer.run_dir.path}\nmodel: {name}, emsize {config.emsize}, nhid {config.nhid}: "
+    click.echo(f"run directory: {trainer.run_dir.path} (backend {config.backend})\nmodel: {name}, emsize {config.emsize}, nhid {config.nhid}: "
                f"{trainer.parameters():,} parameters ({trainer.rnn_parameters():,} in the recurrent layer{matched})",
                err=True)
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Collection, Mapping
 import click
 
 from . import guard, locks
-from .devices import DEVICES, GEMM_BACKENDS, device_problem
+from .devices import BACKENDS, DEVICES, GEMM_BACKENDS, device_problem
 from .errors import InputError
 from .files import read_json
 from .memory import keep_freed_memory
@@ -207,6 +207,17 @@ def gemm_option() -> Callable:
                         help="CPU float32 matrix products: onednn (oneDNN for all but the smallest), mkl (torch.mm), "
                              "auto (onednn on AMD CPUs with AVX-512, else mkl). A fixed rule, never a timing, so a "
                              "seed fixes a run; config.json keeps what auto chose, and --resume runs with it.")
+
+
+def backend_option() -> Callable:
+    """`--backend`: which fast path runs the cells (`nas.fast.backends`). A training command records the
+    backend `auto` resolved to in config.json, and resumes with it."""
+    return click.option("--backend", type=click.Choice(BACKENDS), default="auto",
+                        help="What runs the cells: torch (op by op through autograd, any device), cpu-fused (the "
+                             "fused loops and C++ kernels, CPU only), cuda-graphs (compiled time steps, whole "
+                             "steps captured as CUDA graphs; CUDA with Triton), auto (cpu-fused on a CPU, "
+                             "cuda-graphs on CUDA where Triton imports, else torch). config.json keeps what auto "
+                             "chose, and --resume runs with it.")
 
 
 def use_threads(threads: int | None) -> None:

@@ -8,6 +8,8 @@ import re
 DEVICES = "cpu, cuda or cuda:N"
 # How a CPU's float32 matrix products are run (nas.fast.gemm.use): a fixed rule, so a seed fixes a run.
 GEMM_BACKENDS = ("auto", "onednn", "mkl")
+# Which fast path runs the cells (nas.fast.backends.use): the definition, the CPU's fused loops, compiled CUDA steps.
+BACKENDS = ("auto", "torch", "cpu-fused", "cuda-graphs")
 # The training step's precision (nas.common.runs.autocast): bf16 runs it under torch.autocast
 PRECISIONS = ("fp32", "bf16")
 _FORM = re.compile(r"cpu|cuda(?::(\d+))?")
@@ -43,4 +45,16 @@ def precision_problem(device: str, precision: str) -> str | None:
         return "this CPU has no bf16 instructions (AVX512-BF16 or AMX); use --precision fp32"
     if device != "cpu" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
         return "this GPU has no bf16 support; use --precision fp32"
+    return None
+
+
+def backend_problem(backend: str, device: str) -> str | None:
+    """Why `--backend` cannot run on `device` by name alone (None: it can; whether Triton imports is
+    `nas.fast.backends.resolve`'s to say): one error line."""
+    if backend not in BACKENDS:
+        return f"--backend {backend}: expected one of {', '.join(BACKENDS)}"
+    if backend == "cpu-fused" and device != "cpu":
+        return f"--backend cpu-fused: CPU only (the device is {device}); on a GPU use cuda-graphs or torch"
+    if backend == "cuda-graphs" and not device.startswith("cuda"):
+        return f"--backend cuda-graphs: CUDA only (the device is {device}); on a CPU use cpu-fused or torch"
     return None

@@ -13,7 +13,7 @@ to the later nodes, N the node count):
 
 Once differentiable, like the fused search cell, and used in training only: a second derivative
 (create_graph: the search's Hessian eigenvalue, taken in eval mode) goes through the gate's autograd
-path, as it does with `SearchRNN(fused=False)`. torch's once_differentiable does not always raise
+path, as it does on the `torch` backend. torch's once_differentiable does not always raise
 where a second derivative would cross it (it can drop the term silently), hence the rule.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from nas.cells.ops import OPS
-from nas.cells.step_weights import StepWeight
+from .step_weights import StepWeight
 from .kernels import compiled
 
 OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set the kernels know, in this order

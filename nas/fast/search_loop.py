@@ -21,7 +21,7 @@ BatchNorm is one module per state (`nas.cells.search_cell.node_norms`, affine of
 each of the 9 calls per step normalises with its batch's statistics and moves its state's running
 statistics, as the autograd path does. The elementwise passes are C++ kernels (`nas/fast/csrc/`); without
 them, on another device, under autocast or with a synced BatchNorm the cell runs its autograd path
-instead (`SearchRNN.fusable`). With ESS gates x_t's projection needs h_{t-1..t-m}: where g′ projects
+instead (`nas.fast.backends.search_fusable`). With ESS gates x_t's projection needs h_{t-1..t-m}: where g′ projects
 its history `FusedGatedSearchCell` runs the whole gated loop in C++; otherwise the cell calls
 `FusedSearchCell` one step at a time, with `loop_weights` packed once per forward.
 """
@@ -132,7 +132,7 @@ class FusedSearchCell(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable  # a second derivative (create_graph) needs the autograd path, `SearchRNN(fused=False)`
+    @once_differentiable  # a second derivative (create_graph) needs the autograd path (backend `torch`)
     def backward(ctx, grad_out: torch.Tensor):
         h0, w0h, ws, mix, mh, out, A0, S, rstd = ctx.saved_tensors
         T, N1, B, H = S.shape
@@ -190,7 +190,7 @@ class FusedGatedSearchCell(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable  # a second derivative (create_graph) needs the autograd path, `SearchRNN(fused=False)`
+    @once_differentiable  # a second derivative (create_graph) needs the autograd path (backend `torch`)
     def backward(ctx, grad_out: torch.Tensor):
         xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, w0h, ws, mix, mh, out, A0, S, rstd, h_in, xhat = ctx.saved_tensors
         T, N1, B, H = S.shape

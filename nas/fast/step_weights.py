@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from nas.fast.gemm import OnMKL, pack, product, uses_onednn
+from .gemm import OnMKL, pack, product, uses_onednn
 
 
 class StepWeight:

@@ -18,6 +18,7 @@ from nas.cells.genotype import Genotype, validate
 from nas.common.errors import InputError
 from nas.common.files import pickle_head, safe_torch_load
 from nas.common.parameters import count_on_meta
+from nas.fast.backends import attach
 from nas.lm.lstm import LSTMLayer
 from nas.lm.model import RNNModel
 
@@ -56,9 +57,10 @@ def build_rnn(kind: str, genotype: Genotype | None, ninp: int, nhid: int, dropou
 
 
 def build_lm(spec: LMSpec) -> RNNModel:
+    """The language model of `spec`, its cells on the process's backend (`nas.fast.backends.current`)."""
     genotype = validate(spec.genotype, "genotype") if spec.kind == "cell" else None
     rnn = build_rnn(spec.kind, genotype, spec.emsize, spec.nhid, spec.dropoutx, spec.dropouth)
-    return RNNModel(spec.ntoken, spec.emsize, rnn, spec.dropout, spec.dropouti, spec.dropoute)
+    return attach(RNNModel(spec.ntoken, spec.emsize, rnn, spec.dropout, spec.dropouti, spec.dropoute))
 
 
 def rnn_parameters(kind: str, genotype: Genotype | None, ninp: int, nhid: int) -> int:

@@ -38,4 +38,4 @@ class Darts(SearchMethod):
 
     @classmethod
     def search_cell(cls, c: SearchConfig, inter: nn.Module | None, attention: nn.Module | None) -> SearchRNN:
-        return SearchRNN(c.emsize, c.nhid, c.nodes, cls.rule, c.dropoutx, c.dropouth, inter, attention, c.compile)
+        return SearchRNN(c.emsize, c.nhid, c.nodes, cls.rule, c.dropoutx, c.dropouth, inter, attention)

@@ -43,8 +43,8 @@ class SampledRNN(SearchRNN):
     """
 
     def __init__(self, ninp: int, nhid: int, steps: int, dropout_x: float = 0.0, dropout_h: float = 0.0,
-                 attention: nn.Module | None = None, compile: bool = False):
-        super().__init__(ninp, nhid, steps, SoftmaxPerEdge(), dropout_x, dropout_h, None, attention, compile)
+                 attention: nn.Module | None = None):
+        super().__init__(ninp, nhid, steps, SoftmaxPerEdge(), dropout_x, dropout_h, None, attention)
         choice = torch.zeros_like(self.alpha)
         del self.alpha
         self.bn = nn.ModuleList(nn.Identity() for _ in self.bn)
@@ -60,10 +60,6 @@ class SampledRNN(SearchRNN):
 
     def mixing_weights(self) -> torch.Tensor:
         return self.choice
-
-    def fusable(self, x: torch.Tensor) -> bool:
-        """Never: the fused search loop mixes every edge under BatchNorm; the drawn cell runs its own step."""
-        return False
 
     def step_function(self, mh: torch.Tensor | None, w0h: torch.Tensor) -> Callable:
         """The drawn cell's own step: per node one GEMM of its one predecessor and one op, not the
@@ -110,7 +106,7 @@ class WeightSharing(SearchMethod):
         if isinstance(attention, SearchAttention):
             raise InputError(f"--attention search: --method {c.method} draws the cell only; "
                              "give a fixed type (dot, multihead) or none")
-        return SampledRNN(c.emsize, c.nhid, c.nodes, c.dropoutx, c.dropouth, attention, c.compile)
+        return SampledRNN(c.emsize, c.nhid, c.nodes, c.dropoutx, c.dropouth, attention)
 
     def make_architects(self, model: nn.Module) -> dict[str, Architect]:
         return {}

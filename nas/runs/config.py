@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nas.common.devices import GEMM_BACKENDS, PRECISIONS, device_problem
+from nas.common.devices import GEMM_BACKENDS, PRECISIONS, backend_problem, device_problem
 from nas.common.errors import InputError
 from nas.common.ranges import (AT_LEAST_1, BATCH, EPOCHS, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
                            Range, check_ranges)
@@ -71,6 +71,7 @@ class LMConfig:
     device: str = "cpu"
     precision: str = "fp32"
     gemm: str = "auto"  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = "auto"  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
     preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 
@@ -112,6 +113,9 @@ class LMConfig:
             raise InputError(f"--device: {problem}")
         if self.gemm not in GEMM_BACKENDS:
             raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
+        problem = backend_problem(self.backend, self.device)
+        if problem:
+            raise InputError(problem)
 
 
 @dataclass

@@ -21,7 +21,7 @@ D = TaggingSearchConfig()
 # bin/train-tagger's flags that the search takes with the same meaning (its defaults are D's)
 TAGGER_FLAGS = ("corpus", "data", "columns", "tag_column", "tag_scheme", "train_scheme", "embeddings", "pooling",
                 "hidden_size", "locked_dropout", "word_dropout", "dropout_x", "dropout_h", "reproject", "lr",
-                "batch_size", "eval_batch_size", "clip", "device", "threads", "gemm")
+                "batch_size", "eval_batch_size", "clip", "device", "threads", "gemm", "backend")
 REQUIRED = ("corpus", "data")  # required unless --resume
 
 
@@ -78,7 +78,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     """
     from nas.common.runs import RunDir, default_run_dir
     from nas.cli.terminal import Terminal, run_loop
-    from nas.fast import gemm
+    from nas.fast import backends, gemm
     from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
 
     from ..tagging_search import TaggingSearch
@@ -92,7 +92,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
         check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "time_budget"),
                            runtime=("out",),
-                           defaults={"gemm": "auto"})  # a run started before --gemm existed
+                           defaults={"gemm": "auto", "backend": "auto"})  # a run started before the flags existed
     else:
         for name in REQUIRED:
             if options[name] is None:
@@ -110,8 +110,9 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
+    config.backend = backends.use(config.backend, config.device)  # the same
     search = TaggingSearch.open(config, run, bool(resume))
-    click.echo(f"run directory: {run.path}", err=True)
+    click.echo(f"run directory: {run.path} (backend {config.backend})", err=True)
     genotype = run_loop(search, Terminal(
         lambda s: f"search epoch {s.epoch + 1}/{config.epochs}",
         lambda s, r: f"epoch {r['epoch']}: train loss {r['train_loss']:.3f}  dev F1 {100 * r['dev_f1']:.2f}  "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
-                        defaults_option, flag_types, gemm_option)
+                        defaults_option, flag_types, gemm_option, backend_option)
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.common.presets import preset_values, presets_help
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
 # Settings a config.json written before their flag existed lacks, read as the values such a run ran with
-OLDER_RUNS = {"word_vocab": 0, "gemm": "auto",  # word_vocab 0: every word vector was kept
+OLDER_RUNS = {"word_vocab": 0, "gemm": "auto", "backend": "auto",  # word_vocab 0: every word vector was kept
               "optimizer": "sgd", "precision": "fp32", "fine_tune_embeddings": False}
 
 
@@ -74,6 +74,7 @@ OLDER_RUNS = {"word_vocab": 0, "gemm": "auto",  # word_vocab 0: every word vecto
 @click.option("--device", type=DEVICE, default=D.device)
 @click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
 @gemm_option()
+@backend_option()
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/tagger-<time>].")
 @click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
 @click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")

@@ -48,7 +48,7 @@ def run_training(config: TaggerConfig, run_dir: Path, *, resume: bool = False, g
 
     from nas.common.errors import WriteRefused
     from nas.common.paths import absolute, absolute_if_exists
-    from nas.fast import gemm
+    from nas.fast import backends, gemm
 
     from ..corpora import load_corpus, parse_columns
     from ..embeddings import absolute_spec, build_embeddings
@@ -73,6 +73,7 @@ def run_training(config: TaggerConfig, run_dir: Path, *, resume: bool = False, g
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
+    config.backend = backends.use(config.backend, config.device)  # the same
     embeddings = build_embeddings(config.embeddings, config.pooling, config.fine_tune_embeddings)
     for note in corpus.notes:
         click.echo(note, err=True)

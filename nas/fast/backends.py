@@ -1,0 +1,251 @@
+"""The one dispatch point: which fast path runs the cells, chosen by name for a device.
+
+A backend answers the hooks of `nas.cells.backend.CellBackend` (the cells import nothing from here);
+whoever builds a model injects one into its cells (`attach`). The names, as `--backend` takes them:
+
+- `torch`: the definition, op by op through autograd, on any device (`nas.cells.backend.Definition`);
+  with `compiled` (search-lm's `--compile`), each time step through torch.compile.
+- `cpu-fused`: CPU only: the fused loops with hand-written backwards (`frozen_loop`, `search_loop`,
+  `gate_dag`, their elementwise passes in C++, `kernels`), the per-step weights as `StepWeight`s and
+  the products on the GEMM rule of `gemm.use` (`--gemm`). Each hook falls back, per call, to the
+  definition outside what it supports (autocast, a batch of one, a GPU tensor, gates for the frozen
+  loop, an op the kernels do not know, evaluation for the search loop); without the C++ kernels the
+  search loop and the gate DAG fall back with one warning line, the frozen loop runs its PyTorch steps.
+- `cuda-graphs`: CUDA only (and Triton, torch.compile's GPU code generator): each cell's time step
+  through torch.compile (the frozen cell's with a dynamic batch, which shrinks as sentences end), and
+  `captures_steps`: the training loops capture whole steps as CUDA graphs (`nas.fast.graphs`).
+- `auto`: `cpu-fused` on a CPU, `cuda-graphs` on CUDA where Triton imports, else `torch`.
+
+A command resolves its flag once (`use`, before any work) and records the resolved name in config.json,
+as it does the GEMM rule; the model builders (`nas.lm.model_file.build_lm`,
+`nas.lm.search_model.build_search_model`, `tagger.train.build_model`, `tagger.model`'s loaders)
+`attach` the process's backend (`current`). A library caller that never calls `use` gets `auto` for a CPU.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from nas.cells.backend import Definition
+from nas.cells.cell import FrozenRNN
+from nas.cells.gates import FrozenGate, SearchGate
+from nas.cells.ops import OPS
+from nas.cells.recurrence import input_gate, run_recurrence
+from nas.cells.search_cell import SearchRNN
+from nas.common.devices import backend_problem
+from nas.common.errors import InputError
+from . import frozen_loop, gate_dag, gemm, search_loop
+from .step_weights import StepWeight
+
+
+class Torch(Definition):
+    """The definition; `compiled`: each time step through torch.compile."""
+
+    name = "torch"
+    captures_steps = False  # whether the training loops capture whole steps as CUDA graphs
+
+    def __init__(self, compiled: bool = False):
+        self.compiled = compiled
+
+    def time_step(self, step: Callable, dynamic: bool = False) -> Callable:
+        return _compiled(step, dynamic) if self.compiled else step
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(compiled={self.compiled})"
+
+
+class CudaGraphs(Torch):
+    """CUDA: compiled time steps, whole training steps captured as CUDA graphs by the loops."""
+
+    name = "cuda-graphs"
+    captures_steps = True
+
+    def __init__(self):
+        super().__init__(compiled=True)
+
+    def __reduce__(self):
+        return CudaGraphs, ()
+
+
+class CpuFused(Definition):
+    """The CPU's fused loops, C++ kernels and GEMM rule; the definition wherever they do not apply."""
+
+    name = "cpu-fused"
+    captures_steps = False
+    compiled = False
+
+    def step_weight(self, weight: torch.Tensor) -> StepWeight:
+        return StepWeight(weight)
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return gemm.linear(x, weight)
+
+    def frozen_loop(self, rnn: FrozenRNN, batch, x, h, mx, mh) -> torch.Tensor | None:
+        """Without gates, on a CPU, outside autocast, over the ops the loop knows."""
+        if rnn.inter is not None or x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
+            return None
+        plan = _frozen_plan(rnn)
+        if plan is None:
+            return None
+        counts = batch.counts
+        # formed again only when w0 or ws changed (an optimiser step, a load) or the batch size did:
+        # prediction reuses them from batch to batch
+        weights = _packed_cache(rnn).get(
+            (rnn.w0, rnn.ws), lambda: frozen_loop.loop_weights(plan, rnn.w0[:, rnn.ninp:], rnn.ws, counts), tag=counts[0])
+        return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts, weights)
+
+    def search_loop(self, rnn: SearchRNN, x, xin, xproj, h, history, w0x, w0h, mh) -> tuple | None:
+        """In training: without gates, and with `project` gates, the whole loop as one Function; with `pad`
+        gates, the Function one step at a time (x_t's projection needs h_{t-1..t-m})."""
+        if not search_fusable(rnn, x):
+            return None
+        B = x.size(1)
+        mix, ws = rnn.mixing_weights()[:, 1:], torch.stack(list(rnn.ws))  # `none` adds nothing
+        # packed once for a search step's two forwards (α and weights), which see the same weights
+        packed = _packed_cache(rnn).get((rnn.w0, *rnn.ws), lambda: search_loop.loop_weights(w0h, ws, B), tag=B)
+        if rnn.inter is None:
+            out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, rnn.bn, packed)
+            return out, out[-1], None
+        if rnn.inter.size_match == "project":  # g′'s products and the cell's steps: the whole loop in C++
+            x_hist, h_hist = history
+            m = h_hist.size(0)
+            f, xs = input_gate(rnn.inter, x, x_hist, x.size(0))
+            out = search_loop.fused_gated_search_cell(xin, h, h_hist, f, w0x, w0h, ws, mix, rnn.inter.g, mh, rnn.bn,
+                                                      packed)
+            return out, out[-1], (xs.flip(0)[:m], torch.cat([out.flip(0), h_hist])[:m])
+        stats = search_loop.RunningStats(rnn.bn)
+        xsteps = xin.unbind(0)
+
+        def step(t: int, x_gate: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+            xp = (xsteps[t] * x_gate) @ w0x
+            return search_loop.fused_search_cell(xp.unsqueeze(0), h, w0h, ws, mix, mh, rnn.bn, packed, stats)[0]
+
+        out = run_recurrence(step, h, x.size(0), rnn.inter, x, history)
+        stats.update()
+        return out
+
+    def gate_nodes(self, gate: SearchGate, e, w_node, weights) -> torch.Tensor | None:
+        """In training (evaluation, where the search's Hessian eigenvalue takes a second derivative, stays on
+        autograd, as the search cell does)."""
+        if not (gate.training and gate_dag.supports(e[0])):
+            return None
+        w_node = [w if isinstance(w, StepWeight) else StepWeight(w) for w in w_node]
+        return gate_dag.mixed_gate(e, w_node, weights[:, 1:], gate.squash)
+
+    def __reduce__(self):
+        return CpuFused, ()
+
+
+Backend = Torch | CpuFused | CudaGraphs
+
+
+def search_fusable(rnn: SearchRNN, x: torch.Tensor) -> bool:
+    """Whether `CpuFused.search_loop` runs this forward: a training forward with gradients, on a CPU in
+    float32/64 outside autocast, a batch of more than one, every state under the cell's own BatchNorm (not
+    the data-parallel synced ones; a drawn cell of random search or ENAS has none), and the C++ kernels
+    built (else one warning line)."""
+    plain_norms = all(type(bn) is nn.BatchNorm1d and isinstance(bn.momentum, float) for bn in rnn.bn)
+    return (rnn.training and torch.is_grad_enabled() and x.device.type == "cpu"
+            and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
+            and not torch.is_autocast_enabled(x.device.type) and plain_norms
+            and search_loop.supports(OPS))  # the last: it warns
+
+
+def _frozen_plan(rnn: FrozenRNN) -> frozen_loop.Plan | None:
+    """The fused loop's plan of the layer's genotype (None: an op the loop does not know), made once."""
+    state = rnn.backend_state
+    if "plan" not in state:
+        ops = {op for node in rnn.genotype.nodes for op, _ in node}
+        state["plan"] = (frozen_loop.plan(rnn.waves, rnn.genotype.concat, rnn.genotype.steps)
+                         if frozen_loop.supports(ops) else None)
+    return state["plan"]
+
+
+def _packed_cache(layer: nn.Module) -> gemm.PackedCache:
+    """The layer's loop weights packed, kept while the weights are unchanged."""
+    state = layer.backend_state
+    if "packed" not in state:
+        state["packed"] = gemm.PackedCache()
+    return state["packed"]
+
+
+@functools.cache
+def _compiled(step: Callable, dynamic: bool) -> Callable:
+    """`step` through torch.compile (inductor fuses each node's elementwise ops, forward and backward)."""
+    return torch.compile(step, dynamic=dynamic)
+
+
+def triton_available() -> bool:
+    """Whether torch.compile can generate GPU code here (Triton imports)."""
+    return importlib.util.find_spec("triton") is not None
+
+
+def problem(name: str, device: str | torch.device, compile: bool = False) -> str | None:
+    """Why backend `name` cannot run on `device` (None: it can), as one `--backend` error line."""
+    why = backend_problem(name, str(device))
+    if why is None and name == "cpu-fused" and compile:
+        why = "--compile: not with --backend cpu-fused (its fused loops run no compiled step); use --backend torch"
+    if why is None and name == "cuda-graphs" and not triton_available():
+        why = "--backend cuda-graphs: needs Triton (torch.compile's GPU code generator), which does not import here"
+    return why
+
+
+def resolve(name: str, device: str | torch.device, compile: bool = False) -> str:
+    """The backend `name` means on `device`: itself, or for `auto` the device's (see the module's docstring;
+    with `compile`, never `cpu-fused`). Raises InputError (one line) where it cannot run there."""
+    if name == "auto":
+        kind = torch.device(device).type
+        if kind == "cuda" and triton_available():
+            return "cuda-graphs"
+        return "cpu-fused" if kind == "cpu" and not compile else "torch"
+    why = problem(name, device, compile)
+    if why is not None:
+        raise InputError(why)
+    return name
+
+
+def choose(name: str, device: str | torch.device, compile: bool = False) -> Backend:
+    """The backend object of `name` (or `auto`) for `device`."""
+    resolved = resolve(name, device, compile)
+    if resolved == "cpu-fused":
+        return CpuFused()
+    if resolved == "cuda-graphs":
+        return CudaGraphs()
+    return Torch(compiled=compile)
+
+
+_current: Backend | None = None  # the process's backend (`use`); None until then: auto for a CPU
+
+
+def use(name: str, device: str | torch.device, compile: bool = False) -> str:
+    """Build every model of this process on backend `name` for `device` from now on (`current`); returns
+    the resolved name, which a run records so that its resume runs the same code."""
+    global _current
+    _current = choose(name, device, compile)
+    return _current.name
+
+
+def current(device: str | torch.device = "cpu") -> Backend:
+    """The backend the model builders attach: the one `use` set, else `auto`'s for `device`."""
+    return _current if _current is not None else choose("auto", device)
+
+
+def attach(model: nn.Module, backend: Backend | None = None) -> nn.Module:
+    """Injects `backend` (default: `current()`; None after `detach`) into every cell and gate of `model`."""
+    chosen = current() if backend is None else backend
+    for module in model.modules():
+        if isinstance(module, (FrozenRNN, SearchRNN, SearchGate, FrozenGate)):
+            module.backend = chosen
+    return model
+
+
+def detach(model: nn.Module) -> nn.Module:
+    """Every cell and gate of `model` back on the definition (backend None)."""
+    for module in model.modules():
+        if isinstance(module, (FrozenRNN, SearchRNN, SearchGate, FrozenGate)):
+            module.backend = None
+    return model
