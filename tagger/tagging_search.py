@@ -14,19 +14,20 @@ gradient norm clipped). At each epoch end the method's own phase runs on the hel
 ENAS score their candidates there, by the CRF loss per token. The dev split is only scored (F1 at
 each epoch end, and of the chosen cell); the test split is never used.
 
-The search runs on the training loop of the LM search and retraining (`nas.runs.loop.TrainingLoop`):
-the run directory is laid out as `bin/search-lm` lays it out (config.json, log.jsonl with one
-record per epoch: loss, dev F1, α, the genotype so far; checkpoint.pt, written after the epoch's
-log line; at the end metrics.json and genotype.json), and Ctrl-C, `--resume`, `--time-budget` and
-rollback after a non-finite loss (`--max-rollbacks`) work as there. The checkpoint holds the RNG
+The search runs on the bilevel loop of the LM search (`nas.runs.bilevel.BilevelSearch`, on the
+training loop `nas.runs.loop.TrainingLoop`): the run directory is laid out as `bin/search-lm` lays
+it out (config.json, log.jsonl with one record per epoch: loss, dev F1, the held-apart sentences'
+perplexity `valid_ppl`, α, the genotype so far, the search's health; checkpoint.pt, written after
+the epoch's log line; at the end metrics.json and genotype.json), and Ctrl-C, `--resume`,
+`--time-budget`, rollback after a non-finite loss (`--max-rollbacks`), the Hessian health check
+(`--hessian-iterations`: the Hessian of the CRF loss per token of the first --batch-size held-apart
+sentences) and DARTS-ES (`--early-stop hessian`) work as there. The checkpoint holds the RNG
 states and the position in the epoch, so a resumed search on the CPU ends exactly where an
 uninterrupted one would; with pooled-flair embeddings, whose word memory flair wipes whenever the
 model enters training mode, that memory starts afresh at the resume.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
-from datetime import datetime, timezone
 from typing import Iterator
 
 import flair
@@ -38,11 +39,12 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
-from nas import __version__
+from nas.lm.evaluation import ppl
 from nas.methods.architect import is_arch, split_parameters
+from nas.methods.base import Conclusion
+from nas.runs.bilevel import BilevelSearch
 from nas.runs.config import SearchConfig
-from nas.cells.genotype import Genotype
-from nas.runs.loop import NonFinite, TrainingLoop
+from nas.runs.loop import NonFinite
 from nas.methods import method_class
 from nas.cells.recurrence import reverse_padded
 from tagger.charlm_states import reuse_states
@@ -160,10 +162,8 @@ def batches(order: list[int], size: int) -> list[list[int]]:
     return cut
 
 
-class TaggingSearch(TrainingLoop):
+class TaggingSearch(BilevelSearch):
     """One search in one run directory; `run` trains until `config.epochs` and returns the genotype."""
-
-    noun = "search"
 
     def __init__(self, config: TaggingSearchConfig, run_dir: RunDir, corpus: TaggingCorpus, embeddings):
         super().__init__(config, run_dir, config.time_budget, config.max_rollbacks)
@@ -185,7 +185,8 @@ class TaggingSearch(TrainingLoop):
         self.method = method(settings, self.model, min(one_pass, c.max_batches_per_epoch or one_pass),
                              loss_fn=tagging_loss)
         self.validation = HeldApart(self.model, self.alpha_sentences, c.batch_size)
-        self.steps = 0
+        self.watch_alpha()
+        self.steps_done = 0
         self.order: list[int] = []
         self.alpha_order: list[int] = []
         self.train_batches: list[list[int]] = []
@@ -204,19 +205,25 @@ class TaggingSearch(TrainingLoop):
             search.start()
         return search
 
+    @property
+    def cell(self) -> nn.Module:
+        """The forward direction's layer, which holds α and derives the genotype."""
+        return self.layer.cell
+
     # -- state -------------------------------------------------------------------------------
 
     def state(self) -> dict:
         return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "method": self.method.state(), "epoch": self.epoch, "steps": self.steps,
-                "order": self.order, "alpha_order": self.alpha_order, **self.position()}
+                "method": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
+                "order": self.order, "alpha_order": self.alpha_order, **self.bilevel_state(), **self.position()}
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.method.load_state(state["method"] if "method" in state else {"all": state["architect"]})  # older: DARTS's one group
-        self.epoch, self.steps = state["epoch"], state["steps"]
+        self.epoch, self.steps_done = state["epoch"], state["steps"]
         self.order, self.alpha_order = state["order"], state["alpha_order"]
+        self.load_bilevel_state(state)
         self.load_position(state)
 
     # -- steps -------------------------------------------------------------------------------
@@ -242,16 +249,18 @@ class TaggingSearch(TrainingLoop):
         on a batch of the others; an ESS round longer than a pass starts the pass again."""
         train = [self.train_sentences[i] for i in self.train_batches[self.batch % len(self.train_batches)]]
         alpha = [self.alpha_sentences[i] for i in self.alpha_batches[self.batch % len(self.alpha_batches)]]
-        self.method.step_alpha(self.batch, train, None, alpha, None, self.config.lr)
-        self._weight_step(train)
+        self.search_step(train, alpha, self.config.lr)
         store_embeddings(train + alpha, "cpu")  # as flair's trainer: static embeddings kept, dynamic ones dropped
-        self.steps += 1
+        self.steps_done += 1
         return sum(map(len, train))
 
-    def _weight_step(self, sentences: list) -> None:
+    def take_alpha_step(self, train: list, valid: list, lr: float) -> None:
+        self.method.step_alpha(self.batch, train, None, valid, None, lr)
+
+    def take_weight_step(self, train: list) -> None:
         """One SGD step on the summed CRF loss, as flair's trainer; a non-finite loss or gradient raises
         `NonFinite` before the weights change."""
-        loss, count = self.model.forward_loss(sentences)
+        loss, count = self.model.forward_loss(train)
         where = f"in epoch {self.epoch + 1}, batch {self.batch + 1}"
         if not torch.isfinite(loss):
             raise NonFinite(f"loss became {loss.item()} {where}")
@@ -269,45 +278,43 @@ class TaggingSearch(TrainingLoop):
 
     # -- epochs ------------------------------------------------------------------------------
 
-    def validate(self) -> float:
-        """The method's own end-of-epoch phase (ENAS trains its controller here), then the dev F1."""
-        self.method.after_batches(self.validation)
-        return self.dev_f1()
+    def validation_score(self) -> tuple[float, float]:
+        """(the dev F1, the held-apart sentences' CRF loss per token) of the search model as it stands."""
+        return self.dev_f1(), self.validation.full()
 
     def dev_f1(self) -> float:
         """The dev F1 of the search model as it stands."""
         return evaluate(self.model, self.dev_sentences, self.corpus.dev.tags, self.config.eval_batch_size)[0]["f1"]
 
-    def epoch_record(self, valid: float, seconds: float) -> dict:
-        """One log line: loss, dev F1, what the method records of its state (α, ...) and the genotype so far."""
+    def scores(self, valid: tuple[float, float]) -> dict:
+        """The train loss, the dev F1 and, as the LM search's `valid_ppl`, the held-apart perplexity
+        (the split α learns on; the convergence rule reads it)."""
+        dev_f1, held_nll = valid
+        return {"train_loss": self.totals["loss"] / max(self.totals["loss_tokens"], 1), "dev_f1": dev_f1,
+                "valid_ppl": ppl(held_nll)}
+
+    def counts(self, seconds: float) -> dict:
         t = self.totals
-        genotype = self.method.derive(self.layer.cell).to_dict()
-        return {"epoch": self.epoch, "step": self.steps, "train_loss": t["loss"] / max(t["loss_tokens"], 1),
-                "dev_f1": valid, **self.method.record(self.layer.cell),
-                **({"inter": genotype["inter"]} if genotype["inter"] is not None else {}), "genotype": genotype["nodes"],
-                "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "seconds": seconds}
+        return {"tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "seconds": seconds}
+
+    def health_loss(self, weights: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The CRF loss per token of the first --batch-size held-apart sentences (the held-apart split's
+        first batch, in its fixed order), under `weights` (detached) and the model's α."""
+        sentences = self.validation.batches[0]
+        loss, _ = tagging_loss(self.model, {**weights, **self.arch}, sentences)
+        store_embeddings(sentences, "cpu")
+        return loss / sum(map(len, sentences))
 
     # -- the result --------------------------------------------------------------------------
 
-    def finish(self) -> Genotype:
-        """The method's genotype with the provenance of this search; writes genotype.json and metrics.json.
-        Random search and ENAS choose their cell among candidates here, so its dev F1 is scored anew."""
-        c, log = self.config, self.run_dir.read_log()
-        conclusion = self.method.conclude(self.layer.cell, self.validation)
-        cell = conclusion.genotype
-        dev_f1 = self.dev_f1() if conclusion.valid_ppl is not None else log[-1]["dev_f1"] if log else None
-        provenance = {
-            "task": "tagging", "method": c.method, "order": c.order, "corpus": c.corpus,
-            "data": {name: str(split.path) for name, split in (("train", self.corpus.train), ("dev", self.corpus.dev))},
-            "arch_split": c.arch_split, "seed": c.seed, "epochs": c.epochs, "command": c.command,
-            "search_dev_f1": dev_f1, "settings": {k: v for k, v in asdict(c).items() if k != "command"},
-            "toolkit_version": __version__, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "run_dir": str(self.run_dir.path),
-        }
-        name = self.method.genotype_name().replace("_search_seed", "_tagger_search_seed")
-        genotype = Genotype(cell.nodes, cell.concat, cell.inter, cell.attention, name, provenance)
-        genotype.save(self.run_dir.path / "genotype.json")
-        self.run_dir.save_metrics({"search_dev_f1": dev_f1, "genotype": genotype.to_dict(), "epochs": c.epochs,
-                                   **conclusion.metrics})
-        return genotype
+    def search_score(self, conclusion: Conclusion, last: dict | None) -> dict:
+        """The chosen cell's dev F1: scored anew where the method chose among candidates, else the log's."""
+        return {"search_dev_f1": self.dev_f1() if conclusion.valid_ppl is not None else last["dev_f1"] if last else None}
 
+    def provenance_data(self, log: list[dict]) -> dict:
+        return {"task": "tagging", "corpus": self.config.corpus,
+                "data": {name: str(split.path) for name, split in (("train", self.corpus.train), ("dev", self.corpus.dev))},
+                "arch_split": self.config.arch_split}
+
+    def genotype_name(self) -> str:
+        return self.method.genotype_name().replace("_search_seed", "_tagger_search_seed")

@@ -6,6 +6,8 @@ its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (
 the methods' own settings (ESS, random search, ENAS) keep `bin/search-lm`'s names and defaults,
 and `search_config` hands them to the method as the `SearchConfig` it reads; the settings that
 methods declare for themselves (`nas.methods.settings`) are `method_settings`, as in `SearchConfig`.
+The search's health (HEALTH_SETTINGS: the Hessian check and DARTS-ES) keeps `bin/search-lm`'s names,
+defaults and checks.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.methods import METHODS, method_settings
-from nas.runs.config import SearchConfig, check_gate_history, flag_name
+from nas.runs.config import SearchConfig, check_early_stop, check_gate_history, flag_name
 from tagger.config import TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
@@ -26,6 +28,8 @@ S = SearchConfig  # search-lm's defaults of the methods' own settings
 # --epochs). Each is a field below, with search-lm's default.
 METHOD_SETTINGS = tuple(dict.fromkeys(name for entry in METHODS.values() for name in entry.options
                                       if name not in ("cell", "rounds")))
+
+HEALTH_SETTINGS = ("hessian_iterations", "early_stop", "early_stop_window", "early_stop_ratio")  # bin/search-lm's, the same
 
 
 @dataclass
@@ -62,6 +66,11 @@ class TaggingSearchConfig:
     time_budget: float | None = None  # minutes of training and validation, over resumes
     max_rollbacks: int = 0  # rollbacks to the last checkpoint after a non-finite loss before giving up
     seed: int = 1
+    # the search's health (nas.runs.health), as bin/search-lm's
+    hessian_iterations: int = S.hessian_iterations
+    early_stop: str = S.early_stop
+    early_stop_window: int = S.early_stop_window
+    early_stop_ratio: float = S.early_stop_ratio
     # the methods' own (METHOD_SETTINGS)
     search_space: str = S.search_space
     intra_steps: int | None = S.intra_steps
@@ -137,8 +146,9 @@ class TaggingSearchConfig:
             raise InputError(f"--time-budget: must be positive, got {self.time_budget}")
         if self.max_rollbacks < 0:
             raise InputError(f"--max-rollbacks: must be at least 0, got {self.max_rollbacks}")
-        check_ranges(self, {name: SearchConfig.RANGES[name] for name in METHOD_SETTINGS if name in SearchConfig.RANGES},
-                     flag_name)
+        check_ranges(self, {name: SearchConfig.RANGES[name] for name in (*METHOD_SETTINGS, *HEALTH_SETTINGS)
+                            if name in SearchConfig.RANGES}, flag_name)
+        check_early_stop(self.early_stop, self.hessian_iterations)
         if self.search_space == "inter":
             raise InputError("--search-space inter: not on the tagging task (the gates around a fixed cell are "
                              "searched with bin/search-lm); give intra or joint")

@@ -186,7 +186,7 @@ EPOCHS = {"darts": ["--epochs", "6", *TINY], "idarts": ["--method", "idarts", "-
 @pytest.mark.parametrize("method", ["darts", "idarts", "ess"])
 def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path, method):
     growing = iter([(1.0, 3), (2.0, 3), (4.0, 3), (8.0, 3), (16.0, 3), (32.0, 3)])
-    with mock.patch("nas.runs.search.dominant_eigenvalue", lambda *a, **k: next(growing)):
+    with mock.patch("nas.runs.bilevel.dominant_eigenvalue", lambda *a, **k: next(growing)):
         result = _search(["--data", str(lm_corpus), "--early-stop", "hessian", "--early-stop-window", "2",
                           "--run-dir", str(tmp_path / "run"), "--out", str(tmp_path / "cell.json"), *EPOCHS[method]])
     assert result.exit_code == 0, result.output

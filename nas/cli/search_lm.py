@@ -119,7 +119,7 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
     from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
     from nas.runs.candidates import RayScoring, check_scoring
-    from nas.runs.health import alpha_stall_warning, identity_warning
+    from nas.runs.health import summary_lines
     from nas.fast import backends, gemm
     from nas.runs.search import Searcher
     from .terminal import Terminal, run_loop
@@ -206,18 +206,8 @@ def main(data, train_file, valid_file, test_file, out, epochs, resume, run_dir, 
         click.echo(f"best of {len(metrics['candidates'])} candidates: valid ppl {ranks['best']:.1f} "
                    f"(median {ranks['median']:.1f}, worst {ranks['worst']:.1f}; all in metrics.json); "
                    f"on the validation split {valid_ppl if valid_ppl is None else round(valid_ppl, 1)}", err=True)
-    health = metrics["health"]
-    if "early_stop" in health:
-        stop = health["early_stop"]
-        click.echo(f"early stop (DARTS-ES): the Hessian eigenvalue grew past the rule at {unit} {stop['stopped_at']}; "
-                   f"the cell is α's of {unit} {stop['derive_epoch']}", err=True)
-    verdict = health["convergence"]
-    click.echo(f"converged by the rule: {'yes' if verdict['converged'] else 'no'} "
-               f"({', '.join(f'{k} {v:.3g}' if isinstance(v, float) else f'{k} {v}' for k, v in verdict.items() if k not in ('converged', 'rule'))})",
-               err=True)
-    for warning in (alpha_stall_warning(health.get("alpha_stall")), identity_warning(genotype.nodes, has_alpha=bool(searcher.arch))):
-        if warning:
-            click.echo(warning, err=True)
+    for line in summary_lines(metrics["health"], genotype.nodes, bool(searcher.arch), unit):
+        click.echo(line, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())
 

@@ -195,11 +195,18 @@ class SearchConfig(LMConfig):
         check_gate_history(self.history, self.inter_nodes)
         if (self.search_space == "inter") != (self.cell is not None):
             raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
-        if self.early_stop == "hessian" and self.hessian_iterations == 0:
-            raise InputError("--early-stop hessian: needs the eigenvalue, so --hessian-iterations at least 1")
+        check_early_stop(self.early_stop, self.hessian_iterations)
         if self.emsize != self.nhid:
             raise InputError(f"--emsize {self.emsize} and --nhid {self.nhid} must be equal: "
                              "the decoder is tied to the embedding")
+
+
+def check_early_stop(early_stop: str, hessian_iterations: int) -> None:
+    """DARTS-ES (--early-stop hessian) reads each epoch's eigenvalue, so it needs --hessian-iterations."""
+    if early_stop not in EARLY_STOPS:
+        raise InputError(f"--early-stop {early_stop}: expected one of {', '.join(EARLY_STOPS)}")
+    if early_stop == "hessian" and hessian_iterations == 0:
+        raise InputError("--early-stop hessian: needs the eigenvalue, so --hessian-iterations at least 1")
 
 
 def check_gate_history(history: int, inter_nodes: int) -> None:

@@ -210,3 +210,19 @@ def alpha_stall_warning(stall: dict | None, window: int = WINDOW) -> str | None:
             f"{stall['recent']:.2g}, against {stall['earlier']:.2g} in epoch {stall['earlier_epoch']}; a search that "
             "meets the convergence rule this way has stalled, not settled (one exploding gradient, a spike of the "
             "log's train ppl or eigenvalue, can hold Adam's steps on α near zero for many epochs)")
+
+
+def summary_lines(health: dict, nodes: Sequence[Sequence[Sequence]], has_alpha: bool, unit: str = "epoch") -> list[str]:
+    """What a search command says of its health at the end (`health`: metrics.json's, `nodes`: the found
+    cell's, `unit`: what an epoch is called): DARTS-ES's stop, the convergence verdict, the warnings."""
+    lines = []
+    if "early_stop" in health:
+        stop = health["early_stop"]
+        lines.append(f"early stop (DARTS-ES): the Hessian eigenvalue grew past the rule at {unit} {stop['stopped_at']}; "
+                     f"the cell is α's of {unit} {stop['derive_epoch']}")
+    verdict = health["convergence"]
+    figures = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in verdict.items()
+                        if k not in ("converged", "rule"))
+    lines.append(f"converged by the rule: {'yes' if verdict['converged'] else 'no'} ({figures})")
+    warnings = (alpha_stall_warning(health.get("alpha_stall")), identity_warning(nodes, has_alpha=has_alpha))
+    return lines + [w for w in warnings if w]

@@ -15,7 +15,7 @@ from nas.cli.method_flags import chosen_settings, take_method_settings
 from nas.methods import METHODS, check_method_flags, method_setting_names
 from . import train_tagger
 
-from ..tagging_search_config import METHOD_SETTINGS, TaggingSearchConfig
+from ..tagging_search_config import HEALTH_SETTINGS, METHOD_SETTINGS, TaggingSearchConfig
 
 D = TaggingSearchConfig()
 # bin/train-tagger's flags that the search takes with the same meaning (its defaults are D's)
@@ -39,11 +39,11 @@ def tagger_flags(command: click.Command) -> click.Command:
 
 
 def method_flags(command: click.Command) -> click.Command:
-    """Give `command` bin/search-lm's own flags of the methods' settings (METHOD_SETTINGS, and those the
-    methods declare, `nas.methods.settings`), last; they default to None, so a flag given for another
-    method is refused by name."""
+    """Give `command` bin/search-lm's own flags of the search's health (HEALTH_SETTINGS) and of the methods'
+    settings (METHOD_SETTINGS, and those the methods declare, `nas.methods.settings`), last; they default
+    to None, so a flag given for another method is refused by name."""
     given = {param.name: param for param in search_lm.main.params}
-    command.params.extend(copy.copy(given[name]) for name in (*METHOD_SETTINGS, *method_setting_names()))
+    command.params.extend(copy.copy(given[name]) for name in (*HEALTH_SETTINGS, *METHOD_SETTINGS, *method_setting_names()))
     return command
 
 
@@ -69,6 +69,12 @@ def method_flags(command: click.Command) -> click.Command:
 def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     """Search a recurrent cell as the BiRNN layer of the CRF tagger, on the tagging corpus itself.
 
+    The loop is bin/search-lm's, with the training sentences held apart (--arch-split) as the split α
+    learns on. Each epoch logs the train loss, the dev F1, the held-apart perplexity and the search's
+    health: the dominant eigenvalue of the Hessian in α of the held-apart CRF loss per token
+    (--hessian-iterations); --early-stop hessian stops by DARTS-ES and derives the cell from α of the
+    window's start (docs/concepts/search-health.md).
+
     Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
 
     \b
@@ -78,6 +84,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     """
     from nas.common.runs import RunDir, default_run_dir
     from nas.cli.terminal import Terminal, run_loop
+    from nas.runs.health import summary_lines
     from nas.fast import backends, gemm
     from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
 
@@ -92,15 +99,17 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
         config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
         check_resume_flags(run.path, {**stored, **stored.get("method_settings", {})}, changeable=("epochs", "time_budget"),
                            runtime=("out",),
-                           defaults={"gemm": "auto", "backend": "auto"})  # a run started before the flags existed
+                           defaults={"gemm": "auto", "backend": "auto",  # a run started before the flags existed
+                                     **{name: getattr(D, name) for name in HEALTH_SETTINGS}})
     else:
         for name in REQUIRED:
             if options[name] is None:
                 raise InputError(f"--{name}: required (unless --resume)")
         settings = {name: options.pop(name) for name in METHOD_SETTINGS}
         own = take_method_settings(options)
-        check_method_flags(options["method"], {**settings, **own, "order": order})
+        check_method_flags(options["method"], {**settings, **own, "order": order, "early_stop": options["early_stop"]})
         _refuse_without_effect(options)
+        settings.update((name, options.pop(name)) for name in HEALTH_SETTINGS)  # None: the default
         config = TaggingSearchConfig(order=int(order or D.order), epochs=epochs if epochs is not None else D.epochs,
                                      time_budget=time_budget, command=command_line("bin/search-tagger"), **options,
                                      method_settings=chosen_settings(options["method"], own),
@@ -116,10 +125,13 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     genotype = run_loop(search, Terminal(
         lambda s: f"search epoch {s.epoch + 1}/{config.epochs}",
         lambda s, r: f"epoch {r['epoch']}: train loss {r['train_loss']:.3f}  dev F1 {100 * r['dev_f1']:.2f}  "
-                     f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
+                     + (f"λmax {r['eigenvalue']:.3g}  " if "eigenvalue" in r else "")
+                     + f"{r['tokens_per_s']:,.0f} tok/s  genotype {r['genotype']}"))
     target = Path(out) if out else run.path / "genotype.json"
     if out:
         genotype.save(target)
+    for line in summary_lines(genotype.provenance["health"], genotype.nodes, bool(search.arch)):
+        click.echo(line, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(repr(genotype.to_dict()["nodes"]))
 
@@ -132,6 +144,9 @@ def _refuse_without_effect(options: dict) -> None:
     typed = {name for name in options if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
     if "top_n" in typed and options["method"] != "idarts":
         raise InputError("--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)")
+    for name in ("early_stop_window", "early_stop_ratio"):
+        if name in typed and options["early_stop"] != "hessian":
+            raise InputError(f"--{name.replace('_', '-')}: only with --early-stop hessian")
     if "pooling" in typed and "pooled-flair" not in [kind for kind, _ in parse_spec(options["embeddings"])]:
         raise InputError(f"--pooling: only with pooled-flair embeddings; with --embeddings {options['embeddings']} it "
                          "has no effect")
