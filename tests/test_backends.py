@@ -148,6 +148,28 @@ def test_the_torch_and_compiled_backends_never_run_a_fused_loop(monkeypatch):
     assert calls == []
 
 
+def test_the_language_models_loss_runs_on_the_process_backend(monkeypatch):
+    """cpu-fused: the loss on the C++ kernels (where built); torch: `F.cross_entropy`, the same value."""
+    from nas.fast import cross_entropy
+    from nas.lm.model import lm_loss
+
+    calls = []
+    original = cross_entropy._CrossEntropy.forward
+    monkeypatch.setattr(cross_entropy._CrossEntropy, "forward",
+                        staticmethod(lambda ctx, *a: calls.append(1) or original(ctx, *a)))
+    logits, targets = torch.randn(3, 2, 11, dtype=torch.float64), torch.randint(11, (3, 2))
+    expected = torch.nn.functional.cross_entropy(logits.view(6, 11), targets.view(6))
+    try:
+        backends.use("torch", "cpu")
+        torch.testing.assert_close(lm_loss(logits, targets), expected, rtol=1e-12, atol=0)
+        assert calls == []
+        backends.use("cpu-fused", "cpu")
+        torch.testing.assert_close(lm_loss(logits, targets), expected, rtol=1e-12, atol=1e-15)
+        assert calls == ([1] if kernels.compiled() is not None else [])
+    finally:
+        backends._current = None
+
+
 # -- the compiled time steps equal the definition -------------------------------------------------
 
 

@@ -6,8 +6,9 @@ whoever builds a model injects one into its cells (`attach`). The names, as `--b
 - `torch`: the definition, op by op through autograd, on any device (`nas.cells.backend.Definition`);
   with `compiled` (search-lm's `--compile`), each time step through torch.compile.
 - `cpu-fused`: CPU only: the fused loops with hand-written backwards (`frozen_loop`, `search_loop`,
-  `gate_dag`, their elementwise passes in C++, `kernels`), the per-step weights as `StepWeight`s and
-  the products on the GEMM rule of `gemm.use` (`--gemm`). Each hook falls back, per call, to the
+  `gate_dag`, their elementwise passes in C++, `kernels`), the per-step weights as `StepWeight`s,
+  the products on the GEMM rule of `gemm.use` (`--gemm`) and the language model's loss on C++ kernels
+  (`cross_entropy`). Each hook falls back, per call, to the
   definition outside what it supports (autocast, a batch of one, a GPU tensor, gates for the frozen
   loop, an op the kernels do not know, evaluation for the search loop); without the C++ kernels the
   search loop and the gate DAG fall back with one warning line, the frozen loop runs its PyTorch steps.
@@ -29,6 +30,7 @@ from typing import Callable
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from nas.cells.backend import Definition
 from nas.cells.cell import FrozenRNN
@@ -39,6 +41,7 @@ from nas.cells.search_cell import SearchRNN
 from nas.common.devices import backend_problem
 from nas.common.errors import InputError
 from . import frozen_loop, gate_dag, gemm, search_loop
+from .cross_entropy import cross_entropy as kernels_cross_entropy
 from .step_weights import StepWeight
 
 
@@ -53,6 +56,10 @@ class Torch(Definition):
 
     def time_step(self, step: Callable, dynamic: bool = False) -> Callable:
         return _compiled(step, dynamic) if self.compiled else step
+
+    def cross_entropy(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The language model's loss (`nas.lm.model.lm_loss`): mean `F.cross_entropy` over the rows."""
+        return F.cross_entropy(logits, targets)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(compiled={self.compiled})"
@@ -80,6 +87,10 @@ class CpuFused(Definition):
 
     def step_weight(self, weight: torch.Tensor) -> StepWeight:
         return StepWeight(weight)
+
+    def cross_entropy(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """On the C++ kernels where they apply (float32/64 on a CPU, outside autocast)."""
+        return kernels_cross_entropy(logits, targets)
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return gemm.linear(x, weight)
@@ -230,8 +241,14 @@ def use(name: str, device: str | torch.device, compile: bool = False) -> str:
 
 
 def current(device: str | torch.device = "cpu") -> Backend:
-    """The backend the model builders attach: the one `use` set, else `auto`'s for `device`."""
-    return _current if _current is not None else choose("auto", device)
+    """The backend the model builders attach and the language model's loss runs on: the one `use` set, else
+    `auto`'s for `device`."""
+    return _current if _current is not None else _auto(str(device))
+
+
+@functools.cache
+def _auto(device: str) -> Backend:
+    return choose("auto", device)
 
 
 def attach(model: nn.Module, backend: Backend | None = None) -> nn.Module:

@@ -11,7 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from nas.cells.masks import batch_mask
-from nas.fast.cross_entropy import cross_entropy
+from nas.fast.backends import current
 from nas.fast.gemm import Linear
 
 
@@ -58,9 +58,9 @@ class RNNModel(nn.Module):
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean token negative log-likelihood (nats); perplexity is its exp. `F.cross_entropy`, on the
-    kernels of `nas.fast.cross_entropy` where they apply."""
-    return cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+    """Mean token negative log-likelihood (nats); perplexity is its exp. `F.cross_entropy`, as the process's
+    backend runs it (`nas.fast.backends`: cpu-fused on the kernels of `nas.fast.cross_entropy` where they apply)."""
+    return current().cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def regularised_loss(logits: torch.Tensor, targets: torch.Tensor, raw: torch.Tensor, dropped: torch.Tensor,
