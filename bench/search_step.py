@@ -143,9 +143,11 @@ class Ours:
 
 # Our step's variants by name; another one is one more entry. "fast" is the step as search-lm runs it:
 # the fused search cell on a CPU, on a GPU the first-order step recorded as a CUDA graph (nas.fast.graphs:
-# 2 eager calls, then the recording); the others run eagerly.
+# 2 eager calls, then the recording); "fast-compiled" that with each time step through torch.compile (the
+# cuda-graphs backend, search-lm's default on a GPU); the others run eagerly.
 OURS: dict[str, Ours] = {
     "fast": Ours(warmups=2),
+    "fast-compiled": Ours(settings={"compile": True}, cells="compiled", warmups=2),
     "eager": Ours(switches={"graphs": None}),
     "autograd": Ours(cells="autograd", switches={"graphs": None}),
     "compiled": Ours(settings={"compile": True}, cells="compiled", switches={"graphs": None}, warmups=2),

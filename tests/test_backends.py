@@ -285,3 +285,32 @@ def test_a_tagger_run_names_its_backend_in_training_log(tiny_tagger):
     run, _ = tiny_tagger
     assert json.loads((run / "config.json").read_text())["backend"] == "auto"  # a library run stores what it was given
     assert "backend: cpu-fused" in (run / "training.log").read_text()  # and runs, on a CPU, what auto means there
+
+
+def test_a_search_on_compiled_steps_takes_its_hessian_on_the_definition(monkeypatch, tmp_path):
+    """The health check differentiates twice, which torch.compile's steps cannot (aot_autograd refuses double
+    backward: on a GPU, where `auto` compiles, the first epoch's end failed so): it runs on the definition,
+    and the eigenvalue is the one a search on the definition logs."""
+    import torch._dynamo
+
+    from nas.cli.search_lm import main as search_lm
+
+    original = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda step, dynamic=None: original(step, dynamic=dynamic, backend="aot_eager"))
+    corpus = write_lm_corpus(tmp_path / "corpus", train_lines=60, other_lines=20)
+    tiny = ["--data", str(corpus), "--emsize", "8", "--nhid", "8", "--nodes", "2", "--batch-size", "4", "--bptt", "6",
+            "--eval-batch-size", "2", "--max-batches-per-epoch", "2", "--epochs", "1", "--hessian-iterations", "5",
+            "--dropout", "0", "--dropout-h", "0", "--dropout-x", "0", "--dropout-i", "0"]
+    eigenvalues = []
+    try:
+        for name, flags in (("compiled", ["--backend", "torch", "--compile"]), ("definition", ["--backend", "torch"])):
+            backends._compiled.cache_clear()
+            torch._dynamo.reset()
+            result = CliRunner().invoke(search_lm, [*tiny, *flags, "--run-dir", str(tmp_path / name)])
+            assert result.exit_code == 0, result.output
+            eigenvalues.append(json.loads((tmp_path / name / "log.jsonl").read_text().splitlines()[-1])["eigenvalue"])
+    finally:
+        backends.use("auto", "cpu")
+        backends._compiled.cache_clear()
+        torch._dynamo.reset()
+    assert eigenvalues[0] == pytest.approx(eigenvalues[1], rel=1e-4)

@@ -64,6 +64,7 @@ def train(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict, d
 def records_eagerly(monkeypatch, module) -> None:
     """`module`'s searches or trainings take the recorded path, stepping eagerly through `CallsEagerly`."""
     monkeypatch.setattr(module.graphs, "usable", lambda device, parallel: True)
+    monkeypatch.setattr(type(module.backends.current("cpu")), "captures_steps", True)
     monkeypatch.setattr(module.graphs, "make_capturable", lambda optimizer: None)  # CPU optimisers can't be
     monkeypatch.setattr(module, "StepGraphs", CallsEagerly)
     CallsEagerly.calls = 0

@@ -24,9 +24,10 @@ as it does the GEMM rule; the model builders (`nas.lm.model_file.build_lm`,
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn as nn
@@ -266,3 +267,15 @@ def detach(model: nn.Module) -> nn.Module:
         if isinstance(module, (FrozenRNN, SearchRNN, SearchGate, FrozenGate)):
             module.backend = None
     return model
+
+
+@contextlib.contextmanager
+def on_definition(model: nn.Module) -> Iterator[nn.Module]:
+    """`model`'s cells and gates on the definition for a while, then back on their backends: for what
+    differentiates twice (the Hessian of the search's health check), which torch.compile's steps cannot."""
+    kept = [(m, m.backend) for m in model.modules() if isinstance(m, (FrozenRNN, SearchRNN, SearchGate, FrozenGate))]
+    try:
+        yield detach(model)
+    finally:
+        for module, backend in kept:
+            module.backend = backend

@@ -21,7 +21,7 @@ from nas.cells.cell import FrozenRNN
 from nas.cells.search_cell import SearchRNN
 from nas.common.errors import InputError
 from nas.common.runs import RunDir, autocast
-from nas.fast import graphs
+from nas.fast import backends, graphs
 from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
 from nas.lm.evaluation import get_batch, ppl
@@ -92,8 +92,8 @@ class Searcher(BilevelSearch, LMLoop):
     def records_steps(self) -> bool:
         """Whether bilevel steps run as recorded CUDA graphs: the backend's choice, for methods whose α
         step is the same GPU work at every batch (first order; not the sampled cells of random search and ENAS)."""
-        return (graphs.usable(self.device, self.ranks.parallel) and self.config.order == 1
-                and self.method.records_steps)
+        return (backends.current(self.device).captures_steps and graphs.usable(self.device, self.ranks.parallel)
+                and self.config.order == 1 and self.method.records_steps)
 
     def capturable_optimizers(self) -> None:
         if self.graphs is not None:

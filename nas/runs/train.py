@@ -31,7 +31,7 @@ from nas.cells.genotype import load
 from nas.common.errors import InputError
 from nas.common.parameters import count_parameters
 from nas.common.runs import RunDir
-from nas.fast import graphs
+from nas.fast import backends, graphs
 from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
 from nas.lm.evaluation import evaluate, ppl
@@ -130,7 +130,8 @@ class Trainer(LMLoop):
         self.best_valid, self.best_epoch = math.inf, 0
         self.epoch_optimizer = "SGD"  # the optimiser the epoch being validated trained with
         # on a GPU a cell's steps and validation chunks replay as CUDA graphs (cuDNN's LSTM is one kernel already)
-        records = c.kind == "cell" and graphs.usable(self.device, self.ranks.parallel)
+        records = (c.kind == "cell" and backends.current(self.device).captures_steps
+                   and graphs.usable(self.device, self.ranks.parallel))
         self.graphs, self.eval_graphs = (StepGraphs(), StepGraphs()) if records else (None, None)
 
     # -- state -------------------------------------------------------------------------------
