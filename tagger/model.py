@@ -249,8 +249,8 @@ def _from_state(state: dict, where: str, device: str | None = None) -> CellTagge
         raise InputError(f"{where}: the tagger model does not rebuild ({str(err)[:200]})") from None
     model.model_card = card
     warn_if_memory_missing(model, where)
-    from nas.fast.backends import attach, current
+    from nas.fast.backends import attach, for_prediction
 
     model.eval()
     model.to(torch.device(device) if device else flair.device)
-    return attach(model, current(device or flair.device))
+    return attach(model, for_prediction(device or flair.device))

@@ -314,3 +314,21 @@ def test_a_search_on_compiled_steps_takes_its_hessian_on_the_definition(monkeypa
         backends._compiled.cache_clear()
         torch._dynamo.reset()
     assert eigenvalues[0] == pytest.approx(eigenvalues[1], rel=1e-4)
+
+
+def test_a_saved_tagger_loads_onto_auto_on_a_cpu_and_onto_the_uncompiled_definition_on_a_gpu(tiny_tagger, monkeypatch):
+    """Compiling a time step on a GPU costs tens of seconds on its first call, more than bin/tag's whole job: the
+    loaders attach the uncompiled definition there, whatever the command's own `use` (so a training run scores its
+    file as bin/evaluate does)."""
+    import tagger.model
+
+    assert type(backends.for_prediction("cpu")) is backends.CpuFused
+    assert type(backends.for_prediction("cuda")) is backends.Torch and not backends.for_prediction("cuda:1").compiled
+    chosen = []
+    monkeypatch.setattr(backends, "for_prediction", lambda device: chosen.append(str(device)) or backends.Torch())
+    try:
+        backends.use("cpu-fused", "cpu")
+        model = tagger.model.load_for_prediction(tiny_tagger[0] / "best-model.pt", device="cpu")
+    finally:
+        backends._current = None
+    assert chosen == ["cpu"] and type(model.rnn.cell.backend) is backends.Torch

@@ -247,6 +247,19 @@ def current(device: str | torch.device = "cpu") -> Backend:
     return _current if _current is not None else _auto(str(device))
 
 
+def for_prediction(device: str | torch.device) -> Backend:
+    """What a saved tagger is loaded onto (`tagger.model`'s loaders, for bin/tag, bin/evaluate and a training
+    run's scoring of its own file alike): `auto`'s backend on a CPU; on a GPU the definition, uncompiled,
+    as compiling a time step costs tens of seconds on its first call (87 s for bench/birnn.py's BiRNN on an
+    H200), more than tagging a file takes."""
+    return _auto(str(device)) if torch.device(device).type == "cpu" else _uncompiled()
+
+
+@functools.cache
+def _uncompiled() -> Backend:
+    return Torch()
+
+
 @functools.cache
 def _auto(device: str) -> Backend:
     return choose("auto", device)
