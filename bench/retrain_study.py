@@ -43,9 +43,13 @@ def read_run(path: Path) -> dict:
             "metrics": json.loads((path / "metrics.json").read_text()), "log": log}
 
 
-def summarise(run: dict) -> dict:
+def summarise(run: dict, at_epoch: int | None = None) -> dict:
+    """A run's row; with `at_epoch`, also its validation perplexity after that epoch (`valid_at_epoch`)."""
     m, c, log = run["metrics"], run["config"], run["log"]
-    return {"name": run["name"], "cell": m["cell"], "params": m["params"], "layer_params": m["rnn_params"],
+    if at_epoch is not None and (len(log) < at_epoch or log[at_epoch - 1]["batches"] < log[0]["batches"]):
+        raise SystemExit(f"error: {run['path']}: no full epoch {at_epoch} in its log.jsonl ({len(log)} epochs)")
+    at = {} if at_epoch is None else {"valid_at_epoch": log[at_epoch - 1]["valid_ppl"]}
+    return {**at, "name": run["name"], "cell": m["cell"], "params": m["params"], "layer_params": m["rnn_params"],
             "emsize": c["emsize"], "nhid": m["nhid"], "epochs": len(log), "epochs_done": epochs_done(log),
             "tokens_per_s": statistics.median(r["tokens_per_s"] for r in log),
             "minutes": round(m["seconds"] / 60, 1), "best_valid_ppl": m["best_valid_ppl"],
@@ -64,7 +68,7 @@ def against_random(rows: list[dict], random: list[str]) -> dict:
     if len(pool) < 2:
         raise SystemExit(f"error: --random names {len(pool)} of the runs given; the yardstick needs at least 2")
     ref = {}
-    for key in ("best_valid_ppl", "test_ppl"):
+    for key in ("best_valid_ppl", "test_ppl", "valid_at_epoch")[: 3 if "valid_at_epoch" in rows[0] else 2]:
         values = [r[key] for r in pool]
         mean, sd, n = statistics.mean(values), statistics.stdev(values), len(values)
         ref[key] = {"mean": mean, "sd": sd, "n": n}
@@ -75,7 +79,17 @@ def against_random(rows: list[dict], random: list[str]) -> dict:
     return ref
 
 
-def table(rows: list[dict], ref: dict) -> str:
+def table(rows: list[dict], ref: dict, at_epoch: int | None = None) -> str:
+    if at_epoch is not None:  # equal training tokens: every run's validation after the same full epoch
+        lines = [f"| cell | epochs | valid ppl after epoch {at_epoch} | z | p (beats a random cell) | best valid ppl "
+                 "| test ppl |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for r in rows:
+            p = "—" if r["p_valid_at_epoch"] is None else f"{r['p_valid_at_epoch']:.2f}"
+            lines.append(f"| {r['name']} | {r['epochs_done']:.2f} | {r['valid_at_epoch']:.1f} | "
+                         f"{r['z_valid_at_epoch']:+.2f} | {p} | {r['best_valid_ppl']:.1f} | {r['test_ppl']:.1f} |")
+        e = ref["valid_at_epoch"]
+        lines.append(f"| {e['n']} random cells, mean ± sd | | {e['mean']:.1f} ± {e['sd']:.1f} | 0 | | | |")
+        return "\n".join(lines)
     lines = ["| cell | parameters (layer) | epochs | tokens/s (median) | best valid ppl | test ppl | z valid | z test "
              "| p (beats a random cell) |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -143,9 +157,11 @@ def main() -> None:
     parser.add_argument("--provenance", action="append", default=[], metavar="RUN_NAME:CELL_NAME",
                         help="Record this run's figures in resources/cells/CELL_NAME.json (repeatable).")
     parser.add_argument("--cells", type=Path, default=Path("resources/cells"))
+    parser.add_argument("--at-epoch", type=int, help="Compare every run's validation perplexity after this full "
+                        "epoch (equal training tokens, for runs whose time budgets bought different epochs).")
     args = parser.parse_args()
     runs = [read_run(path) for path in args.runs]
-    rows = [summarise(run) for run in runs]
+    rows = [summarise(run, args.at_epoch) for run in runs]
     ref = against_random(rows, args.random)
     for path in args.runs:
         (args.out / path.name).mkdir(parents=True, exist_ok=True)
@@ -154,7 +170,7 @@ def main() -> None:
             (args.out / path.name / name).write_text(text)
     (args.out / "summary.json").write_text(json.dumps({"random_cells": ref, "runs": rows}, indent=1) + "\n")
     figure(rows, ref, args.random, args.figure)
-    print(table(rows, ref))
+    print(table(rows, ref, args.at_epoch))
     by_name = {run["name"]: run for run in runs}
     for pair in args.provenance:
         run_name, cell_name = pair.split(":")
