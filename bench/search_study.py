@@ -36,6 +36,7 @@ from nas.methods import method_class  # noqa: E402
 from nas.runs.health import EarlyStop, alpha_stall, convergence, identity_share  # noqa: E402
 
 FILES = ("config.json", "log.jsonl", "metrics.json", "genotype.json")
+EIGEN_SHOWN = 1e3  # an eigenvalue beyond this is a diverging model's (I-DARTS at lr 20: −4e14), not drawn
 DIVERGED = 1e5  # a validation perplexity above this (10× a uniform guess over PTB's 10k words; NaN too) is a diverged epoch
 
 
@@ -102,13 +103,15 @@ def curves(runs: list[dict], key: str, ylabel: str, title: str, path: Path, log_
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for run in (r for r in runs if r["metrics"]):
         points = [(r["epoch"], r[key]) for r in run["log"] if r.get(key) is not None and r[key] == r[key]
-                  and r["valid_ppl"] < DIVERGED and (key != "eigenvalue" or abs(r[key]) < 1)]
+                  and r["valid_ppl"] < DIVERGED and (key != "eigenvalue" or abs(r[key]) < EIGEN_SHOWN)]
         decayed = run["config"].get("lr_decay", 1) != 1  # dashed and beneath, so that a run it continues shows
         if points:
             ax.plot(*zip(*points), marker=None if decayed else "o", ms=3, linestyle="--" if decayed else "-",
                     zorder=1 if decayed else 2, label=run["name"] + (", lr decayed" if decayed and "decay" not in run["name"] else ""))
     if log_scale:
         ax.set_yscale("log")
+    if key == "eigenvalue":  # mostly within ±0.1, with swings of ±30 (SDARTS-RS): linear near 0, logarithmic beyond
+        ax.set_yscale("symlog", linthresh=0.01)
     ax.set(xlabel="epoch (ESS: round)", ylabel=ylabel, title=title)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -189,6 +192,12 @@ def main() -> None:
     stem = args.figures / "search-health"
     curves(runs, "valid_ppl", "search validation perplexity", "search validation perplexity", Path(f"{stem}-valid-ppl.png"), True)
     curves([r for r in runs if any("mad" in x for x in r["log"])], "mad", "MAD from uniform (intra)", "α moving away from uniform", Path(f"{stem}-mad.png"))
+    for run in runs:  # the identity op's share of the cell derived at each epoch: the collapse, epoch by epoch
+        for record in run["log"]:
+            if "cell_share" in record:
+                record["identity_share"] = record["cell_share"].get("identity", 0.0)
+    curves([r for r in runs if any("identity_share" in x for x in r["log"])], "identity_share",
+           "identity's share of the derived cell", "the collapse to identity edges", Path(f"{stem}-identity.png"))
     curves([r for r in runs if any("eigenvalue" in x for x in r["log"])], "eigenvalue", "λmax of ∇²α L_valid", "Hessian eigenvalue", Path(f"{stem}-eigenvalue.png"))
     ess = [r for r in runs if r["config"]["method"] == "ess"]
     if ess:
