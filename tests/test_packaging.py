@@ -56,6 +56,7 @@ def _source(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # a wheel built and installed in a fresh environment: a minute
 def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     source = _source(tmp_path / "source")
     pip = PIP
@@ -144,6 +145,7 @@ def isolated_wheel(tmp_path_factory) -> Path:
     return wheel
 
 
+@pytest.mark.slow  # an isolated `pip wheel` and a first-use compile of the kernels: about 40 s
 def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(isolated_wheel, tmp_path):
     names = zipfile.ZipFile(isolated_wheel).namelist()
     assert "nas/fast/csrc/fused_kernels.cpp" in names and not [n for n in names if n.endswith(".so")]
