@@ -21,7 +21,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from nas.cells.ops import OPS, Layout
-from nas.cells.search_cell import SearchRNN
 from nas.methods.base import Scoring
 from nas.methods.mixing import Nodes
 from nas.runs.config import SearchConfig
@@ -52,15 +51,8 @@ class DartsMinus(ScheduledDarts):
     Settings = DartsMinusSettings
     rule = SoftmaxWithSkip()  # β = 0: the rule that reads a log's α (each layer gets its own, whose β moves)
 
-    @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
-        rnn = super().layer(config, attention)
-        rnn.rule = SoftmaxWithSkip()
-        return rnn
-
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
-        self.rules = [m.rule for m in model.modules() if isinstance(m, SearchRNN)]
         self.set_beta()
 
     def set_beta(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch.nn as nn
 
+from nas.cells.search_cell import SearchRNN
 from nas.methods.architect import LossFn, language_model_loss
 from nas.methods.base import Scoring
 from nas.runs.config import SearchConfig
@@ -25,10 +26,19 @@ class ScheduledDarts(Darts):
     Settings: type[MethodSettings] = MethodSettings  # the method's own (its entry's `settings` in the registry)
     records_steps = False  # the moving setting is a Python number, which a replayed CUDA graph would keep fixed
 
+    @classmethod
+    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+        """The search cell with a mixing rule of its own (`rules`), on which a method may set its moving
+        setting; the class's `rule` stays unchanged, the rule that reads a logged α."""
+        rnn = super().layer(config, attention)
+        rnn.rule = type(cls.rule)()
+        return rnn
+
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
         self.settings = self.Settings.of(config.method_settings)
         self.epoch = 0  # epochs whose batches are done
         super().__init__(config, model, full_epoch, loss_fn=loss_fn)
+        self.rules = [m.rule for m in model.modules() if isinstance(m, SearchRNN)]  # the tagger's: one per direction
 
     def scheduled(self, start: float, end: float) -> float:
         """The setting's value in the epoch now running."""

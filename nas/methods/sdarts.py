@@ -55,16 +55,9 @@ class SdartsRS(ScheduledDarts):
     Settings = SdartsSettings
     rule = PerturbedSoftmax()  # unperturbed: the rule that reads a log's α (each layer gets its own)
 
-    @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
-        rnn = super().layer(config, attention)
-        rnn.rule = PerturbedSoftmax()
-        return rnn
-
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
-        cells = [m for m in model.modules() if isinstance(m, SearchRNN)]
-        self.alpha, self.rules = cells[0].alpha, [m.rule for m in cells]  # the tagger's two directions share α
+        self.alpha = next(m.alpha for m in model.modules() if isinstance(m, SearchRNN))  # the tagger's directions share α
 
     def epsilon(self) -> float:
         """ε in the epoch now running."""
