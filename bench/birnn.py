@@ -10,7 +10,9 @@ in the backward direction, a speed baseline only).
 "frozen" runs the layer on the device's `auto` backend (`nas.fast.backends`): on a CPU the fused time
 loop (`nas/fast/frozen_loop.py`: its per-step GEMMs on oneDNN, its C++ kernels when they are built),
 "frozen_torch_ops" the same loop with the PyTorch ops the kernels replace, "frozen_mkl" with its GEMMs
-on torch.mm / torch.bmm (MKL) instead of oneDNN, "frozen_autograd" the same layer and weights op by
+on torch.mm / torch.bmm (MKL) instead of oneDNN; on a GPU "frozen" is cuda-graphs' compiled time step
+and "frozen_triton_loop" the whole loop as two Triton kernels (`cuda-loop`, nas/fast/triton_loop.py)
+instead of those two; "frozen_autograd" the same layer and weights op by
 op through autograd (the `torch` backend, the definition): all timed in one interleaved run. A cell
 the fused loop does not run (ESS gates) runs on cpu-fused's autograd path alone: for it
 "frozen_autograd" (its per-step products `StepWeight`s, on oneDNN where `nas.fast.gemm.prefers_onednn`
@@ -76,6 +78,8 @@ def main() -> None:
     parser.add_argument("--mean-length", type=float, default=14.0)
     parser.add_argument("--sd-length", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--runs", help="comma-separated names of the runs to time (e.g. frozen_triton_loop,lstm; the "
+                                       "FLOPs are counted on frozen_autograd all the same) [default: every run]")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -123,6 +127,10 @@ def main() -> None:
 
     fused = {"frozen": run_frozen, "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
              "frozen_mkl": lambda: run_frozen(onednn=False)}
+    if device.type == "cuda":  # the CPU's variants mean nothing there; the loop's Triton kernels instead
+        fused = {"frozen": run_frozen}
+        if backends.triton_available():
+            fused["frozen_triton_loop"] = lambda: run_frozen(backends.CudaLoop())
     fusable = frozen.inter is None and frozen_loop.supports({op for node in frozen.genotype.nodes for op, _ in node})
     unfused = {"frozen_autograd_mkl": lambda: run_frozen(onednn=False)}  # every product on torch.matmul
     runs = {**(fused if fusable else unfused), "frozen_autograd": lambda: run_frozen(definition if fusable else fast),
@@ -135,6 +143,12 @@ def main() -> None:
     flops["lstm_padded"] = flops["lstm"] * (T * B) / tokens
     frozen_useful = sum(count_flops(lambda: run_one(b)) for b in range(B))
     useful = {**dict.fromkeys(ours, frozen_useful), "lstm": flops["lstm"], "lstm_padded": flops["lstm"]}
+    if args.runs:
+        unknown = set(args.runs.split(",")) - set(runs)
+        if unknown:
+            parser.error(f"--runs: no run {', '.join(sorted(unknown))} here (runs: {', '.join(runs)})")
+        runs = {name: run for name, run in runs.items() if name in args.runs.split(",")}
+        ours = [name for name in runs if name.startswith("frozen")]
     for run in runs.values():  # warm-up
         run()
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -161,14 +175,17 @@ def main() -> None:
         record[f"{name}_useful_gflop_s"] = round(useful[name] / sec / 1e9, 2)
         record[f"{name}_fraction_of_peak"] = round(flops[name] / sec / 1e9 / peak, 3)
     for name in ours:
-        for base in ("lstm", "lstm_padded"):
+        for base in (base for base in ("lstm", "lstm_padded") if base in runs):
             record[f"time_ratio_{name}_over_{base}"] = round(record[f"{name}_s"] / record[f"{base}_s"], 3)
             record[f"gflop_s_ratio_{name}_over_{base}"] = round(
                 record[f"{name}_gflop_s"] / record[f"{base}_gflop_s"], 3)
             record[f"useful_gflop_s_ratio_{name}_over_{base}"] = round(
                 record[f"{name}_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
-    if fusable:
+    if {"frozen", "frozen_triton_loop"} <= set(runs):
+        record["speedup_triton_loop_over_frozen"] = round(record["frozen_s"] / record["frozen_triton_loop_s"], 3)
+    if fusable and {"frozen", "frozen_autograd"} <= set(runs):
         record["speedup_fused_over_autograd"] = round(record["frozen_autograd_s"] / record["frozen_s"], 3)
+    if fusable and device.type == "cpu" and {"frozen", "frozen_torch_ops", "frozen_mkl"} <= set(runs):
         record["speedup_kernels_over_torch_ops"] = round(record["frozen_torch_ops_s"] / record["frozen_s"], 3)
         record["speedup_onednn_over_mkl"] = round(record["frozen_mkl_s"] / record["frozen_s"], 3)
     report(record)

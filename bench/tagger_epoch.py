@@ -24,7 +24,11 @@ call of flair's `predict` on the whole list, as flair's users call it. The model
 by epoch, so load on a shared machine hits them alike.
 Prints one JSON line of medians.
 
+Our tagger runs on the backend `--backends` names (`nas.fast.backends`; `auto`: cpu-fused on a CPU,
+cuda-graphs on a GPU), or on several, one model each, timed in the same interleaved loop.
+
     bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--predict-repeats 3] [--charlm FWD.pt:BWD.pt]
+    bench/tagger_epoch.py --device cuda --match-params --backends cuda-graphs,cuda-loop
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from harness import default_device, median, report, timed, train_tagger_epoch
 
 import torch  # noqa: E402  (after common, which sets sys.path)
 
+import nas.fast.backends as backends  # noqa: E402
 from nas.cells.genotype import load  # noqa: E402
 from tagger.config import TaggerConfig  # noqa: E402
 from tagger.corpora import load_corpus, to_sentences  # noqa: E402
@@ -98,6 +103,9 @@ def main() -> None:
                         help="predictions after each timed epoch (a prediction takes a second: one is noisy)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--device", default=default_device())
+    parser.add_argument("--backends", default="auto",
+                        help="comma-separated --backend names our tagger is timed on, one model each (e.g. "
+                             "cuda-graphs,cuda-loop on a GPU) [default: auto]")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.threads:
@@ -124,10 +132,13 @@ def main() -> None:
     cell = load(args.cell)
     lstm_hidden = (match_layer(None, args.cell, cell, args.hidden_size, embeddings.embedding_length).hidden_size
                    if args.match_params else args.hidden_size)
+    chosen = args.backends.split(",")
+    ours = {(args.cell if len(chosen) == 1 else f"{args.cell}_{name}"): name for name in chosen}
     models = {}
-    for name, genotype, hidden in ((args.cell, cell, args.hidden_size), ("flair_lstm", None, lstm_hidden),
-                                   ("flair_stock", None, lstm_hidden)):
+    for name, genotype, hidden in (*((mine, cell, args.hidden_size) for mine in ours),
+                                   ("flair_lstm", None, lstm_hidden), ("flair_stock", None, lstm_hidden)):
         torch.manual_seed(args.seed)
+        backends.use(ours.get(name, "auto"), device)  # what build_model attaches to the cells
         model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype).to(device)
         if name == "flair_stock":
             as_flair_ships(model)
@@ -154,11 +165,16 @@ def main() -> None:
     for name in models:
         record[f"{name}_epoch_s"] = round(median(epoch_s[name]), 2)
         record[f"{name}_predict_sentences_per_s"] = round(len(test) / median(predict_s[name]), 1)
-    ours = args.cell
-    record["epoch_time_ratio"] = round(record[f"{ours}_epoch_s"] / record["flair_lstm_epoch_s"], 3)
-    record["epoch_time_ratio_vs_flair_stock"] = round(record[f"{ours}_epoch_s"] / record["flair_stock_epoch_s"], 3)
-    for baseline, key in (("flair_lstm", "predict_speed_ratio"), ("flair_stock", "predict_speed_ratio_vs_flair_stock")):
-        record[key] = round(record[f"{ours}_predict_sentences_per_s"] / record[f"{baseline}_predict_sentences_per_s"], 3)
+    record["backends"] = {mine: backends.resolve(name, device) for mine, name in ours.items()}
+    for mine in ours:
+        tail = "" if len(ours) == 1 else f"_{ours[mine]}"
+        record[f"epoch_time_ratio{tail}"] = round(record[f"{mine}_epoch_s"] / record["flair_lstm_epoch_s"], 3)
+        record[f"epoch_time_ratio_vs_flair_stock{tail}"] = round(
+            record[f"{mine}_epoch_s"] / record["flair_stock_epoch_s"], 3)
+        for baseline, key in (("flair_lstm", "predict_speed_ratio"),
+                              ("flair_stock", "predict_speed_ratio_vs_flair_stock")):
+            record[f"{key}{tail}"] = round(
+                record[f"{mine}_predict_sentences_per_s"] / record[f"{baseline}_predict_sentences_per_s"], 3)
     report(record)
 
 

@@ -59,8 +59,10 @@ def test_compile_makes_auto_the_compiled_torch_backend_on_a_cpu():
     ("cpu-fused", "cuda", False, "--backend cpu-fused: CPU only (the device is cuda)"),
     ("cuda-graphs", "cpu", False, "--backend cuda-graphs: CUDA only (the device is cpu)"),
     ("cuda-graphs", "cuda:0", False, "--backend cuda-graphs: needs Triton"),
+    ("cuda-loop", "cpu", False, "--backend cuda-loop: CUDA only (the device is cpu)"),
+    ("cuda-loop", "cuda", False, "--backend cuda-loop: needs Triton"),
     ("cpu-fused", "cpu", True, "--compile: not with --backend cpu-fused"),
-    ("fused", "cpu", False, "--backend fused: expected one of auto, torch, cpu-fused, cuda-graphs"),
+    ("fused", "cpu", False, "--backend fused: expected one of auto, torch, cpu-fused, cuda-graphs, cuda-loop"),
 ])
 def test_a_backend_that_cannot_run_there_is_one_line(name, device, compile, expected, triton):
     triton(False)
@@ -98,7 +100,7 @@ def test_attach_reaches_the_gates_and_survives_copies_and_pickling():
 def _spy_frozen(monkeypatch) -> list:
     calls = []
     original = frozen_loop.fused_frozen_cell
-    monkeypatch.setattr(frozen_loop, "fused_frozen_cell", lambda *a: calls.append(1) or original(*a))
+    monkeypatch.setattr(frozen_loop, "fused_frozen_cell", lambda *a, **k: calls.append(1) or original(*a, **k))
     return calls
 
 

@@ -15,7 +15,7 @@ import torch
 from nas.cells.cell import FrozenRNN
 from nas.fast import kernels as fast_kernels
 from nas.fast.backends import CpuFused
-from nas.fast.frozen_loop import FusedFrozenCell, plan
+from nas.fast.frozen_loop import CPU_STEPS, FusedFrozenCell, plan
 from nas.cells.waves import plan_waves
 from nas.cells.genotype import Genotype, load, shipped_cells
 from reference.darts import reference_frozen
@@ -119,7 +119,7 @@ def test_fused_gradients_pass_gradcheck(name, kernels):
     counts = [3, 3, 2, 1]
     geno, (x, h0, w0, ws, mh) = _gradcheck_inputs(name, 2, counts)
     cell_plan = plan(plan_waves(geno), geno.concat, geno.steps)
-    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, None)  # noqa: E731
+    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, CPU_STEPS, None)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x, h0, w0, ws), fast_mode=name not in ("darts_v2", "multi"))
 
 

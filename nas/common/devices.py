@@ -9,7 +9,7 @@ DEVICES = "cpu, cuda or cuda:N"
 # How a CPU's float32 matrix products are run (nas.fast.gemm.use): a fixed rule, so a seed fixes a run.
 GEMM_BACKENDS = ("auto", "onednn", "mkl")
 # Which fast path runs the cells (nas.fast.backends.use): the definition, the CPU's fused loops, compiled CUDA steps.
-BACKENDS = ("auto", "torch", "cpu-fused", "cuda-graphs")
+BACKENDS = ("auto", "torch", "cpu-fused", "cuda-graphs", "cuda-loop")
 # The training step's precision (nas.common.runs.autocast): bf16 runs it under torch.autocast
 PRECISIONS = ("fp32", "bf16")
 _FORM = re.compile(r"cpu|cuda(?::(\d+))?")
@@ -55,6 +55,6 @@ def backend_problem(backend: str, device: str) -> str | None:
         return f"--backend {backend}: expected one of {', '.join(BACKENDS)}"
     if backend == "cpu-fused" and device != "cpu":
         return f"--backend cpu-fused: CPU only (the device is {device}); on a GPU use cuda-graphs or torch"
-    if backend == "cuda-graphs" and not device.startswith("cuda"):
-        return f"--backend cuda-graphs: CUDA only (the device is {device}); on a CPU use cpu-fused or torch"
+    if backend in ("cuda-graphs", "cuda-loop") and not device.startswith("cuda"):
+        return f"--backend {backend}: CUDA only (the device is {device}); on a CPU use cpu-fused or torch"
     return None

@@ -15,6 +15,9 @@ whoever builds a model injects one into its cells (`attach`). The names, as `--b
 - `cuda-graphs`: CUDA only (and Triton, torch.compile's GPU code generator): each cell's time step
   through torch.compile (the frozen cell's with a dynamic batch, which shrinks as sentences end), and
   `captures_steps`: the training loops capture whole steps as CUDA graphs (`nas.fast.graphs`).
+- `cuda-loop`: `cuda-graphs`, with the frozen cell's whole time loop as two Triton kernels, one launch
+  per pass (`triton_loop`), where they apply; the tagger's layer. Not yet `auto`'s choice: it waits
+  for a measurement on a GPU (docs/speed.md).
 - `auto`: `cpu-fused` on a CPU, `cuda-graphs` on CUDA where Triton imports, else `torch`.
 
 A command resolves its flag once (`use`, before any work) and records the resolved name in config.json,
@@ -41,7 +44,7 @@ from nas.cells.recurrence import input_gate, run_recurrence
 from nas.cells.search_cell import SearchRNN
 from nas.common.devices import backend_problem
 from nas.common.errors import InputError
-from . import frozen_loop, gate_dag, gemm, search_loop
+from . import frozen_loop, gate_dag, gemm, search_loop, triton_loop
 from .cross_entropy import cross_entropy as kernels_cross_entropy
 from .step_weights import StepWeight
 
@@ -79,6 +82,26 @@ class CudaGraphs(Torch):
         return CudaGraphs, ()
 
 
+class CudaLoop(CudaGraphs):
+    """`cuda-graphs`, and the frozen cell's whole time loop as two Triton kernels (`triton_loop`) where they
+    apply: float32 without gates, outside autocast, over the ops they know (under TRITON_INTERPRET=1 they
+    run on a CPU too, for the tests)."""
+
+    name = "cuda-loop"
+
+    def frozen_loop(self, rnn: FrozenRNN, batch, x, h, mx, mh) -> torch.Tensor | None:
+        if rnn.inter is not None or not triton_loop.runs_on(x) or torch.is_autocast_enabled(x.device.type):
+            return None
+        plan = _frozen_plan(rnn)
+        if plan is None:
+            return None
+        return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, batch.counts,
+                                            steps=triton_loop.STEPS)
+
+    def __reduce__(self):
+        return CudaLoop, ()
+
+
 class CpuFused(Definition):
     """The CPU's fused loops, C++ kernels and GEMM rule; the definition wherever they do not apply."""
 
@@ -108,7 +131,8 @@ class CpuFused(Definition):
         # prediction reuses them from batch to batch
         weights = _packed_cache(rnn).get(
             (rnn.w0, rnn.ws), lambda: frozen_loop.loop_weights(plan, rnn.w0[:, rnn.ninp:], rnn.ws, counts), tag=counts[0])
-        return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts, weights)
+        return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts,
+                                            weights=weights)
 
     def search_loop(self, rnn: SearchRNN, x, xin, xproj, h, history, w0x, w0h, mh) -> tuple | None:
         """In training: without gates, and with `project` gates, the whole loop as one Function; with `pad`
@@ -152,7 +176,7 @@ class CpuFused(Definition):
         return CpuFused, ()
 
 
-Backend = Torch | CpuFused | CudaGraphs
+Backend = Torch | CpuFused | CudaGraphs | CudaLoop
 
 
 def search_fusable(rnn: SearchRNN, x: torch.Tensor) -> bool:
@@ -201,8 +225,8 @@ def problem(name: str, device: str | torch.device, compile: bool = False) -> str
     why = backend_problem(name, str(device))
     if why is None and name == "cpu-fused" and compile:
         why = "--compile: not with --backend cpu-fused (its fused loops run no compiled step); use --backend torch"
-    if why is None and name == "cuda-graphs" and not triton_available():
-        why = "--backend cuda-graphs: needs Triton (torch.compile's GPU code generator), which does not import here"
+    if why is None and name in ("cuda-graphs", "cuda-loop") and not triton_available():
+        why = f"--backend {name}: needs Triton (torch.compile's GPU code generator), which does not import here"
     return why
 
 
@@ -227,6 +251,8 @@ def choose(name: str, device: str | torch.device, compile: bool = False) -> Back
         return CpuFused()
     if resolved == "cuda-graphs":
         return CudaGraphs()
+    if resolved == "cuda-loop":
+        return CudaLoop()
     return Torch(compiled=compile)
 
 

@@ -257,19 +257,42 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
     return carry
 
 
-def _native_forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
-                          weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
-                          out: torch.Tensor) -> None:
-    """`_forward_steps` in C++ (nas/fast/csrc/fused_kernels.cpp: the same steps, line for line) for
-    every direction: one after the other on one thread, concurrently on more."""
-    compiled().frozen_forward_steps(_native_plan(plan.key), counts, h, mh, _native_weights(weights), X, A, S, out)
+class CpuSteps:
+    """The time steps on a CPU: `_forward_steps` and `_backward_steps` in C++ where the kernels are built
+    (`frozen_forward_steps`, `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line the
+    same steps, every direction: one after the other on one thread, concurrently on more), else in
+    Python, one direction after the other so that each one's weights stay in cache from step to step.
+    Their weights are `loop_weights`. `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
+
+    name = "cpu"
+
+    def weights(self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int],
+                forward: bool = True) -> LoopWeights:
+        return loop_weights(plan, w0h, ws, counts, forward)
+
+    def forward(self, plan: Plan, counts: list[int], h0: torch.Tensor, mh: torch.Tensor | None,
+                weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
+                out: torch.Tensor) -> None:
+        warn_once_without_kernels()
+        if with_kernels(A):
+            return compiled().frozen_forward_steps(_native_plan(plan.key), counts, h0, mh, _native_weights(weights),
+                                                   X, A, S, out)
+        for d in _directions(A.size(0), A.device):
+            _forward_steps(plan, counts, h0[d], None if mh is None else mh[d], [[w[d] for w in wave] for wave in weights],
+                           None if X is None else X[d], A[d], S[d], out[d])
+
+    def backward(self, plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
+                 weights: LoopWeights, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+        """Fills G, returns ∂h0 (D, B, H)."""
+        if with_kernels(A):
+            return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh,
+                                                    _native_weights(weights), A, S, G)
+        return torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
+                                          [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
+                          for d in _directions(A.size(0), A.device)])
 
 
-def _native_backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                           weights: LoopWeights, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
-    """`_backward_steps` in C++, every direction: their ∂h0 (D, B, H)."""
-    return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh, _native_weights(weights),
-                                            A, S, G)
+CPU_STEPS = CpuSteps()
 
 
 def _directions(D: int, device: torch.device) -> list[slice]:
@@ -283,15 +306,15 @@ class FusedFrozenCell(torch.autograd.Function):
 
     Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
     w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, counts (the
-    rows of each step, non-increasing; row r of step t is sequence r − offset_t), and
-    `loop_weights(plan, w0[:, ninp:], ws, counts)` or None to form them here.
+    rows of each step, non-increasing; row r of step t is sequence r − offset_t), the steps that run the
+    time loop (`CPU_STEPS`, or `nas.fast.triton_loop.STEPS` on a GPU), and their forward weights
+    (`steps.weights(plan, w0[:, ninp:], ws, counts)`) or None to form them here.
     """
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
-                mh: torch.Tensor | None, plan: Plan, counts: list[int],
-                weights: LoopWeights | None) -> torch.Tensor:
-        warn_once_without_kernels()
+                mh: torch.Tensor | None, plan: Plan, counts: list[int], steps: CpuSteps,
+                weights: object | None) -> torch.Tensor:
         D, R, ninp = x.shape
         H = h0.size(-1)
         backward = any(ctx.needs_input_grad)
@@ -301,31 +324,21 @@ class FusedFrozenCell(torch.autograd.Function):
         out = x.new_empty(D, R, H)
         for d in range(D):  # the input projection of every row at once
             product(x[d], w0[d, :ninp].t(), A[d, :, 0])
-        weights = loop_weights(plan, w0[:, ninp:], ws, counts) if weights is None else weights
-        if with_kernels(x):
-            _native_forward_steps(plan, counts, h0, mh, weights, X, A, S, out)
-        else:
-            for d in _directions(D, x.device):
-                _forward_steps(plan, counts, h0[d], None if mh is None else mh[d], [[w[d] for w in wave] for wave in weights],
-                               None if X is None else X[d], A[d], S[d], out[d])
+        weights = steps.weights(plan, w0[:, ninp:], ws, counts) if weights is None else weights
+        steps.forward(plan, counts, h0, mh, weights, X, A, S, out)
         if backward:
             ctx.save_for_backward(x, w0, ws, mh, X, A, S)
-        ctx.plan, ctx.counts = plan, counts
+        ctx.plan, ctx.counts, ctx.steps = plan, counts, steps
         return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         x, w0, ws, mh, X, A, S = ctx.saved_tensors
-        plan, counts = ctx.plan, ctx.counts
+        plan, counts, steps = ctx.plan, ctx.counts, ctx.steps
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
-        weights = loop_weights(plan, w0[:, ninp:], ws, counts, forward=False)
-        if with_kernels(x):
-            grad_h0 = _native_backward_steps(plan, counts, grad_out, mh, weights, A, S, G)
-        else:
-            grad_h0 = torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
-                                                 [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
-                                 for d in _directions(D, x.device)])
+        grad_h0 = steps.backward(plan, counts, grad_out.contiguous(), mh,
+                                 steps.weights(plan, w0[:, ninp:], ws, counts, forward=False), A, S, G)
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
         grad_x = torch.stack([product(G[d, :, 0], w0[d, :ninp]) for d in range(D)]) if need_x else None
         grad_w0 = torch.empty_like(w0) if need_w0 else None
@@ -339,11 +352,11 @@ class FusedFrozenCell(torch.autograd.Function):
                 # one GEMM over every row of every step per weight; several edges into one node add up
                 for d in range(D):
                     product(X[d, :, group.input].t(), G[d, :, e].t(), grad_ws[d, node], accumulate=plan.multi_input)
-        return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None, None
+        return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None, None, None
 
 
 def fused_frozen_cell(x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
-                      mh: torch.Tensor | None, plan: Plan, counts: list[int],
-                      weights: LoopWeights | None = None) -> torch.Tensor:
+                      mh: torch.Tensor | None, plan: Plan, counts: list[int], steps: CpuSteps = CPU_STEPS,
+                      weights: object | None = None) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""
-    return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts, weights)
+    return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts, steps, weights)
