@@ -215,7 +215,8 @@ def backend_option() -> Callable:
     return click.option("--backend", type=click.Choice(BACKENDS), default="auto",
                         help="What runs the cells: torch (op by op through autograd, any device), cpu-fused (the "
                              "fused loops and C++ kernels, CPU only), cuda-graphs (compiled time steps, whole "
-                             "steps captured as CUDA graphs; CUDA with Triton), auto (cpu-fused on a CPU, "
+                             "steps captured as CUDA graphs; CUDA with Triton), cuda-loop (cuda-graphs, and the "
+                             "frozen cell's whole time loop as two Triton kernels), auto (cpu-fused on a CPU, "
                              "cuda-graphs on CUDA where Triton imports, else torch). config.json keeps what auto "
                              "chose, and --resume runs with it.")
 
