@@ -337,7 +337,7 @@ class FusedFrozenCell(torch.autograd.Function):
         plan, counts, steps = ctx.plan, ctx.counts, ctx.steps
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
-        grad_h0 = steps.backward(plan, counts, grad_out.contiguous(), mh,
+        grad_h0 = steps.backward(plan, counts, grad_out, mh,
                                  steps.weights(plan, w0[:, ninp:], ws, counts, forward=False), A, S, G)
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
         grad_x = torch.stack([product(G[d, :, 0], w0[d, :ninp]) for d in range(D)]) if need_x else None
