@@ -36,9 +36,10 @@ def derivative(a, code):
 def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, concat,
             T, B, R, E, I, NS, n_waves, n_concat, inv_concat, H: tl.constexpr,
             HAS_MASK: tl.constexpr, HAS_X: tl.constexpr, MULTI: tl.constexpr,
-            BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+            BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     d = tl.program_id(0)
     b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
+    jh = tl.arange(0, BLOCK_H)
     j = tl.arange(0, BLOCK_N)
     kk = tl.arange(0, BLOCK_K)
     H2: tl.constexpr = 2 * H
@@ -51,8 +52,8 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
     h0_d = h0 + d * B * H
     mh_d = mh + d * B * H
     bm = b < tl.load(counts)
-    for c in range(0, H, BLOCK_N):  # h_{-1} = h0: S slot 0 of step 0's rows (rows 0..B-1)
-        cols = c + j
+    for c in range(0, H, BLOCK_H):  # h_{-1} = h0: S slot 0 of step 0's rows (rows 0..B-1)
+        cols = c + jh
         m = bm[:, None] & (cols < H)[None, :]
         tl.store(S_d + b[:, None] * H + cols[None, :], tl.load(h0_d + b[:, None] * H + cols[None, :], mask=m), mask=m)
     tl.debug_barrier()
@@ -70,8 +71,8 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
                 slot = tl.load(groups + 4 * g + 2)
                 pred = tl.load(groups + 4 * g + 3)
                 if HAS_X:  # X = prev ⊙ m_h, kept for the backward's weight gradients
-                    for c in range(0, H, BLOCK_N):
-                        cols = c + j
+                    for c in range(0, H, BLOCK_H):
+                        cols = c + jh
                         m = bm[:, None] & (cols < H)[None, :]
                         v = tl.load(S_d + pred * R * H + r[:, None] * H + cols[None, :], mask=m)
                         if HAS_MASK:
@@ -107,8 +108,8 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
             while e < e_end:  # each edge's highway into its node's state
                 node = tl.load(edges + 3 * e)
                 pred = tl.load(edges + 3 * e + 1)
-                for c in range(0, H, BLOCK_N):
-                    cols = c + j
+                for c in range(0, H, BLOCK_H):
+                    cols = c + jh
                     m = bm[:, None] & (cols < H)[None, :]
                     at = A_d + r[:, None] * EW + e * H2 + cols[None, :]
                     sig = tl.load(at, mask=m)
@@ -123,10 +124,10 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
             w += 1
         bm_next = b < tl.load(counts + t + 1)
         r_next = tl.load(offsets + t + 1) + b
-        for c in range(0, H, BLOCK_N):  # h_t, the mean of the concat states; S slot 0 of the next step
-            cols = c + j
+        for c in range(0, H, BLOCK_H):  # h_t, the mean of the concat states; S slot 0 of the next step
+            cols = c + jh
             m = bm[:, None] & (cols < H)[None, :]
-            total = tl.full((BLOCK_B, BLOCK_N), 0.0, out.dtype.element_ty)
+            total = tl.full((BLOCK_B, BLOCK_H), 0.0, out.dtype.element_ty)
             q = 0
             while q < n_concat:
                 total += tl.load(S_d + tl.load(concat + q) * R * H + r[:, None] * H + cols[None, :], mask=m, other=0.0)
@@ -140,11 +141,12 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
 
 
 @triton.jit
-def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, groups, edges, concat,
-             T, B, R, E, NS, n_waves, n_concat, scale, H: tl.constexpr,
-             HAS_MASK: tl.constexpr, BLOCK_B: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, groups, edges, concat,
+             T, B, R, E, NS, n_waves, n_concat, scale, H: tl.constexpr, HAS_MASK: tl.constexpr,
+             BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     d = tl.program_id(0)
     b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
+    jh = tl.arange(0, BLOCK_H)
     j = tl.arange(0, BLOCK_N)
     kk = tl.arange(0, BLOCK_K)
     H2: tl.constexpr = 2 * H
@@ -152,7 +154,7 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
     A_d = A + d * R * EW
     G_d = G + d * R * EW
     S_d = S + d * NS * R * H
-    W_d = wb + d * H * EW
+    W_d = wt + d * EW * H  # the weights transposed, (E·2H, H) per direction
     GS_d = GS + d * NS * B * H  # ∂ of every state of this step, per sequence; slot 0 carries ∂h_{t-1}
     go_d = grad_out + d * R * H
     mh_d = mh + d * B * H
@@ -163,14 +165,14 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
         r = tl.load(offsets + t) + b
         s = 1
         while s < NS:
-            for c in range(0, H, BLOCK_N):
-                cols = c + j
+            for c in range(0, H, BLOCK_H):
+                cols = c + jh
                 m = bm[:, None] & (cols < H)[None, :]
-                tl.store(GS_d + s * B * H + b[:, None] * H + cols[None, :], tl.full((BLOCK_B, BLOCK_N), 0.0, GS.dtype.element_ty), mask=m)
+                tl.store(GS_d + s * B * H + b[:, None] * H + cols[None, :], tl.full((BLOCK_B, BLOCK_H), 0.0, GS.dtype.element_ty), mask=m)
             s += 1
         tl.debug_barrier()
-        for c in range(0, H, BLOCK_N):  # ∂h_t: the output's and step t + 1's, to each concat state
-            cols = c + j
+        for c in range(0, H, BLOCK_H):  # ∂h_t: the output's and step t + 1's, to each concat state
+            cols = c + jh
             m = bm[:, None] & (cols < H)[None, :]
             gh = tl.load(go_d + r[:, None] * H + cols[None, :], mask=m, other=0.0)
             gh += tl.load(GS_d + b[:, None] * H + cols[None, :], mask=carried[:, None] & (cols < H)[None, :], other=0.0)
@@ -180,10 +182,10 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
                 tl.store(GS_d + tl.load(concat + q) * B * H + b[:, None] * H + cols[None, :], gh, mask=m)
                 q += 1
         tl.debug_barrier()
-        for c in range(0, H, BLOCK_N):
-            cols = c + j
+        for c in range(0, H, BLOCK_H):
+            cols = c + jh
             m = bm[:, None] & (cols < H)[None, :]
-            tl.store(GS_d + b[:, None] * H + cols[None, :], tl.full((BLOCK_B, BLOCK_N), 0.0, GS.dtype.element_ty), mask=m)
+            tl.store(GS_d + b[:, None] * H + cols[None, :], tl.full((BLOCK_B, BLOCK_H), 0.0, GS.dtype.element_ty), mask=m)
         tl.debug_barrier()
         w = n_waves - 1
         while w >= 0:
@@ -193,8 +195,8 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
                 node = tl.load(edges + 3 * e)
                 pred = tl.load(edges + 3 * e + 1)
                 code = tl.load(edges + 3 * e + 2)
-                for c in range(0, H, BLOCK_N):
-                    cols = c + j
+                for c in range(0, H, BLOCK_H):
+                    cols = c + jh
                     m = bm[:, None] & (cols < H)[None, :]
                     grad = tl.load(GS_d + node * B * H + b[:, None] * H + cols[None, :], mask=m, other=0.0)
                     p = tl.load(S_d + pred * R * H + r[:, None] * H + cols[None, :], mask=m, other=0.0)
@@ -215,8 +217,8 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
                 e_first = tl.load(groups + 4 * g)
                 e_end = tl.load(groups + 4 * g + 1)
                 pred = tl.load(groups + 4 * g + 3)
-                for c in range(0, H, BLOCK_N):
-                    cols = c + j
+                for n in range(0, H, BLOCK_N):
+                    cols = n + j
                     m = bm[:, None] & (cols < H)[None, :]
                     acc = tl.full((BLOCK_B, BLOCK_N), 0.0, G.dtype.element_ty)
                     e = e_first
@@ -225,9 +227,9 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
                             ks = k + kk
                             gt = tl.load(G_d + r[:, None] * EW + e * H2 + ks[None, :],
                                          mask=bm[:, None] & (ks < H2)[None, :], other=0.0)
-                            wt = tl.load(W_d + cols[None, :] * EW + e * H2 + ks[:, None],
+                            w_tile = tl.load(W_d + (e * H2 + ks)[:, None] * H + cols[None, :],
                                          mask=(ks < H2)[:, None] & (cols < H)[None, :], other=0.0)
-                            acc += tl.dot(gt, wt, input_precision="ieee")
+                            acc += tl.dot(gt, w_tile, input_precision="ieee")
                         e += 1
                     if HAS_MASK:
                         acc = acc * tl.load(mh_d + b[:, None] * H + cols[None, :], mask=m, other=0.0)
@@ -238,8 +240,8 @@ def backward(counts, offsets, grad_out, mh, wb, A, S, G, GS, grad_h0, waves, gro
             w -= 1
         t -= 1
     bm = b < tl.load(counts)
-    for c in range(0, H, BLOCK_N):
-        cols = c + j
+    for c in range(0, H, BLOCK_H):
+        cols = c + jh
         m = bm[:, None] & (cols < H)[None, :]
         tl.store(grad_h0 + d * B * H + b[:, None] * H + cols[None, :],
                  tl.load(GS_d + b[:, None] * H + cols[None, :], mask=m), mask=m)

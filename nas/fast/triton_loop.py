@@ -33,10 +33,19 @@ from .frozen_loop import Plan
 BLOCK_B = 16  # sequences per program (tl.dot's smallest M)
 
 
-def tile(H: int) -> int:
-    """Output columns and reduction per GEMM tile: 64 (a 16 KB float32 weight tile, three in flight in
-    shared memory) where the hidden size fills it, else 32."""
-    return 64 if H >= 64 else 32
+def tiles(H: int, forward: bool) -> dict:
+    """Tile sizes and launch settings for hidden size H: GEMM tiles as wide as a weight row allows (2H
+    columns forward, H backward, at most 512), so that each streams long contiguous rows of the weights
+    with further reduction tiles of 32 rows in flight (num_stages − 1 buffers of shared memory: 132 KB at
+    512 columns, within an H100's 227); elementwise tiles of up to 256 columns. Chosen by reasoning, not
+    yet tuned on a GPU."""
+    n = min(_power_of_2(2 * H if forward else H), 512)
+    return dict(BLOCK_H=min(_power_of_2(H), 256), BLOCK_N=n, BLOCK_K=32, num_warps=8 if n >= 256 else 4,
+                num_stages=3 if n > 256 else 4)
+
+
+def _power_of_2(n: int) -> int:
+    return 1 << max(n - 1, 15).bit_length()  # at least 16: tl.dot's smallest tile
 
 
 def interpreting() -> bool:
@@ -107,8 +116,11 @@ class TritonSteps:
 
     def weights(self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int],
                 forward: bool = True) -> torch.Tensor:
+        """Forward the stacked weights (D, H, E·2H), backward their transpose (D, E·2H, H): each pass's
+        GEMM tiles then read rows of the weights."""
         with torch.no_grad():
-            return stacked_weights(plan, w0h, ws)
+            stacked = stacked_weights(plan, w0h, ws)
+            return stacked if forward else stacked.transpose(1, 2).contiguous()
 
     def forward(self, plan: Plan, counts: list[int], h0: torch.Tensor, mh: torch.Tensor | None,
                 weights: torch.Tensor, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
@@ -124,7 +136,7 @@ class TritonSteps:
             tables.waves, tables.groups, tables.edges, tables.concat,
             len(counts), B, R, E, 1 if X is None else X.size(2), S.size(1), tables.n_waves, tables.n_concat,
             1.0 / tables.n_concat, H=H, HAS_MASK=mh is not None, HAS_X=X is not None, MULTI=plan.multi_input,
-            BLOCK_B=BLOCK_B, BLOCK_N=tile(H), BLOCK_K=tile(H))
+            BLOCK_B=BLOCK_B, **tiles(H, forward=True))
 
     def backward(self, plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
                  weights: torch.Tensor, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
@@ -138,7 +150,7 @@ class TritonSteps:
             steps, offsets, grad_out.contiguous(), A.new_zeros(1) if mh is None else mh.contiguous(), weights,
             A, S, G, grad_states, grad_h0, tables.waves, tables.groups, tables.edges, tables.concat,
             len(counts), B, R, E, S.size(1), tables.n_waves, tables.n_concat, 1.0 / tables.n_concat, H=H,
-            HAS_MASK=mh is not None, BLOCK_B=BLOCK_B, BLOCK_N=tile(H), BLOCK_K=tile(H))
+            HAS_MASK=mh is not None, BLOCK_B=BLOCK_B, **tiles(H, forward=False))
         return grad_h0
 
 
