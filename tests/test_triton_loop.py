@@ -51,11 +51,17 @@ def _run(rnn: FrozenRNN, backend, x, h0, lengths) -> list[torch.Tensor]:
     return [out, h, *torch.autograd.grad(loss, [x, h0, *rnn.parameters()])]
 
 
-@pytest.mark.parametrize("name, dtype, dropout, batch, hidden", [
-    ("darts_v2", torch.float64, 0.3, 19, 20),  # two blocks of sequences
-    ("multi", torch.float32, 0.0, 6, 300),  # the papers' size: several tiles of columns and of reduction
+SMALL_TILES = dict(BLOCK_H=32, BLOCK_N=32, BLOCK_K=16, num_warps=1, num_stages=1)
+
+
+@pytest.mark.parametrize("name, dtype, dropout, batch, hidden, tiles", [
+    ("darts_v2", torch.float64, 0.3, 19, 20, None),  # two blocks of sequences, the tiles as shipped
+    ("multi", torch.float32, 0.0, 6, 40, SMALL_TILES),  # several tiles of every loop, as at the papers' sizes
 ])
-def test_the_kernels_equal_the_definition_forward_and_backward(name, dtype, dropout, batch, hidden, interpreter):
+def test_the_kernels_equal_the_definition_forward_and_backward(name, dtype, dropout, batch, hidden, tiles,
+                                                              interpreter, monkeypatch):
+    if tiles is not None:
+        monkeypatch.setattr(triton_loop, "tiles", lambda H, forward: dict(tiles))
     rnn = _layer(MULTI if name == "multi" else load(name), dtype, dropout, hidden).train()
     x, h0, lengths = _inputs(dtype, batch, hidden)
     calls = []
