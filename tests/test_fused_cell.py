@@ -102,6 +102,23 @@ def test_fused_layer_equals_the_slow_reference(name, directions, kernels, gemm_b
         torch.testing.assert_close(f, r, **TOL32)
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_a_batch_padded_past_its_longest_sequence_gives_the_trimmed_batchs_outputs(fused):
+    rnn = _layer("darts_v2", 2).eval()
+    rnn.backend = CpuFused() if fused else None
+    x, hidden, lengths = _inputs(2)
+    lengths = lengths.clamp(max=4)  # the last two steps are padding for every sequence
+    runs = []
+    for steps in (6, 4):
+        out, h = rnn(x[:steps], hidden, lengths)
+        target = torch.linspace(-1, 1, 4 * out[0].numel()).view_as(out[:4])
+        runs.append([out, h, *torch.autograd.grad((out[:4] * target).sum() + (h * h).sum(), [x, hidden])])
+    (out, h, grad_x, grad_h), (out4, h4, grad_x4, grad_h4) = runs
+    assert out[4:].abs().max() == 0 and grad_x[4:].abs().max() == 0
+    for p, t in [(out[:4], out4), (h, h4), (grad_x, grad_x4), (grad_h, grad_h4)]:  # x[:4] is a view of x
+        torch.testing.assert_close(p, t, **TOL32)
+
+
 def _gradcheck_inputs(name: str, directions: int, counts: list[int]):
     torch.manual_seed(3)
     geno = _genotype(name)

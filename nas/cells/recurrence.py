@@ -188,6 +188,8 @@ def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | N
         f_gate = f_all.unbind(0)
         g_gate = gates.g.stepwise()
     for t, n in enumerate(counts):
+        if n == 0:  # padding past the longest sequence: nothing left to run
+            break
         if n < h.size(-2):  # the sequences that ended drop out
             h = h[..., :n, :]
             h_hist = h_hist[..., :n, :] if gates is not None else None
