@@ -140,9 +140,11 @@ def test_a_search_on_the_gpu_replays_its_steps_and_ends_where_the_eager_search_e
 
 
 @NEEDS_CUDA
-def test_lm_training_on_the_gpu_replays_its_steps_and_ends_where_the_eager_training_ends(tmp_path, monkeypatch):
+@pytest.mark.parametrize("backend", ["auto", "cuda-loop"])  # cuda-loop: the frozen cell's Triton kernels in the graphs
+def test_lm_training_on_the_gpu_replays_its_steps_and_ends_where_the_eager_training_ends(backend, tmp_path, monkeypatch):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
-    no_dropout = ["--device", "cuda", "--dropout", "0", "--dropout-h", "0", "--dropout-x", "0", "--dropout-i", "0"]
+    no_dropout = ["--device", "cuda", "--dropout", "0", "--dropout-h", "0", "--dropout-x", "0", "--dropout-i", "0",
+                  "--backend", backend]
     recorded = train(tmp_path / "recorded", corpus, *no_dropout)
     monkeypatch.setattr(nas.runs.train.graphs, "usable", lambda device, parallel: False)
     eager = train(tmp_path / "eager", corpus, *no_dropout)

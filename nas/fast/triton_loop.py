@@ -100,8 +100,11 @@ def _tables(key: tuple, device: torch.device) -> _Tables:
                    n_waves=len(waves), n_concat=len(concat))
 
 
-def _steps(counts: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rows per step and each step's first packed row, with a step of no rows after the last."""
+@functools.lru_cache(maxsize=256)
+def _steps(counts: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows per step and each step's first packed row, with a step of no rows after the last. Kept per
+    batch shape: a training step recorded as a CUDA graph (`nas.fast.graphs`) may copy nothing from the
+    host, and its warm-up calls leave these made."""
     offsets = [0]
     for n in counts:
         offsets.append(offsets[-1] + n)
@@ -128,7 +131,7 @@ class TritonSteps:
         D, R, E, H2 = A.shape
         H, B = H2 // 2, h0.size(1)
         tables = _tables(plan.key, A.device)
-        steps, offsets = _steps(counts, A.device)
+        steps, offsets = _steps(tuple(counts), A.device)
         dummy = A.new_zeros(1)  # never read: an absent mask or X (distinct, so the interpreter's copies do not alias)
         _kernels(interpreting()).forward[(D, triton_cdiv(B, BLOCK_B))](
             steps, offsets, h0.contiguous(), dummy if mh is None else mh.contiguous(), weights,
@@ -143,7 +146,7 @@ class TritonSteps:
         D, R, E, H2 = A.shape
         H, B = H2 // 2, counts[0]
         tables = _tables(plan.key, A.device)
-        steps, offsets = _steps(counts, A.device)
+        steps, offsets = _steps(tuple(counts), A.device)
         grad_states = A.new_zeros(D, S.size(1), B, H)
         grad_h0 = A.new_empty(D, B, H)
         _kernels(interpreting()).backward[(D, triton_cdiv(B, BLOCK_B))](
