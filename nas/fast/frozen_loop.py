@@ -264,8 +264,6 @@ class CpuSteps:
     Python, one direction after the other so that each one's weights stay in cache from step to step.
     Their weights are `loop_weights`. `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
 
-    name = "cpu"
-
     def weights(self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int],
                 forward: bool = True) -> LoopWeights:
         return loop_weights(plan, w0h, ws, counts, forward)

@@ -158,6 +158,7 @@ def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, gro
     GS_d = GS + d * NS * B * H  # ∂ of every state of this step, per sequence; slot 0 carries ∂h_{t-1}
     go_d = grad_out + d * R * H
     mh_d = mh + d * B * H
+    zeros = tl.full((BLOCK_B, BLOCK_H), 0.0, GS.dtype.element_ty)
     t = T - 1
     while t >= 0:
         bm = b < tl.load(counts + t)
@@ -168,14 +169,15 @@ def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, gro
             for c in range(0, H, BLOCK_H):
                 cols = c + jh
                 m = bm[:, None] & (cols < H)[None, :]
-                tl.store(GS_d + s * B * H + b[:, None] * H + cols[None, :], tl.full((BLOCK_B, BLOCK_H), 0.0, GS.dtype.element_ty), mask=m)
+                tl.store(GS_d + s * B * H + b[:, None] * H + cols[None, :], zeros, mask=m)
             s += 1
         tl.debug_barrier()
         for c in range(0, H, BLOCK_H):  # ∂h_t: the output's and step t + 1's, to each concat state
             cols = c + jh
             m = bm[:, None] & (cols < H)[None, :]
             gh = tl.load(go_d + r[:, None] * H + cols[None, :], mask=m, other=0.0)
-            gh += tl.load(GS_d + b[:, None] * H + cols[None, :], mask=carried[:, None] & (cols < H)[None, :], other=0.0)
+            carry = carried[:, None] & (cols < H)[None, :]
+            gh += tl.load(GS_d + b[:, None] * H + cols[None, :], mask=carry, other=0.0)
             gh = gh * scale
             q = 0
             while q < n_concat:
@@ -185,7 +187,7 @@ def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, gro
         for c in range(0, H, BLOCK_H):
             cols = c + jh
             m = bm[:, None] & (cols < H)[None, :]
-            tl.store(GS_d + b[:, None] * H + cols[None, :], tl.full((BLOCK_B, BLOCK_H), 0.0, GS.dtype.element_ty), mask=m)
+            tl.store(GS_d + b[:, None] * H + cols[None, :], zeros, mask=m)
         tl.debug_barrier()
         w = n_waves - 1
         while w >= 0:

@@ -115,8 +115,6 @@ def _steps(counts: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor,
 class TritonSteps:
     """`FusedFrozenCell`'s time steps on the Triton kernels: weights stacked once per pass."""
 
-    name = "triton"
-
     def weights(self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int],
                 forward: bool = True) -> torch.Tensor:
         """Forward the stacked weights (D, H, E·2H), backward their transpose (D, E·2H, H): each pass's
@@ -132,8 +130,8 @@ class TritonSteps:
         H, B = H2 // 2, h0.size(1)
         tables = _tables(plan.key, A.device)
         steps, offsets = _steps(tuple(counts), A.device)
-        dummy = A.new_zeros(1)  # never read: an absent mask or X (distinct, so the interpreter's copies do not alias)
-        _kernels(interpreting()).forward[(D, triton_cdiv(B, BLOCK_B))](
+        dummy = A.new_zeros(1)  # never read: an absent mask or X (one each: the interpreter's copies must not alias)
+        _kernels(interpreting()).forward[(D, -(-B // BLOCK_B))](
             steps, offsets, h0.contiguous(), dummy if mh is None else mh.contiguous(), weights,
             dummy.clone() if X is None else X, A, S, out,
             tables.waves, tables.groups, tables.edges, tables.concat,
@@ -149,16 +147,12 @@ class TritonSteps:
         steps, offsets = _steps(tuple(counts), A.device)
         grad_states = A.new_zeros(D, S.size(1), B, H)
         grad_h0 = A.new_empty(D, B, H)
-        _kernels(interpreting()).backward[(D, triton_cdiv(B, BLOCK_B))](
+        _kernels(interpreting()).backward[(D, -(-B // BLOCK_B))](
             steps, offsets, grad_out.contiguous(), A.new_zeros(1) if mh is None else mh.contiguous(), weights,
             A, S, G, grad_states, grad_h0, tables.waves, tables.groups, tables.edges, tables.concat,
             len(counts), B, R, E, S.size(1), tables.n_waves, tables.n_concat, 1.0 / tables.n_concat, H=H,
             HAS_MASK=mh is not None, BLOCK_B=BLOCK_B, **tiles(H, forward=False))
         return grad_h0
-
-
-def triton_cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @functools.cache
