@@ -6,9 +6,10 @@
 #
 #     LIMIT=540 bash bench/gpu.sh [tests search-step birnn tagger searches]   (all five by default)
 #
-# In this order: the BiRNN and the tagger epoch (timings, the GPU otherwise idle), the three searches and
-# the GPU tests side by side (the NaN's checks, and the Triton kernels against the definition), the search
-# step side by side with the original DARTS code last (the compiled step needs about 150 s).
+# In the checklist's order: the benchmarks (the GPU otherwise idle: the BiRNN and the tagger epoch on the
+# Triton loop first, then the search step side by side with the original DARTS code, whose compiled step
+# needs about 150 s), then the GPU tests (the float64 test of the NaN, the Triton kernels against the
+# definition) beside the papers' search with three seeds for 4 epochs, for the time left.
 #
 # Every part runs under its own timeout, cut to what is left of LIMIT seconds; everything lands in
 # $OUT/records.tar.gz (or /tmp/records.tar.gz without $OUT) and the last lines summarise.
@@ -42,13 +43,18 @@ INSTALL=$!
 
 if want birnn; then  # the compiled step (cuda-graphs' frozen, 0.052 s on 2026-11-27's H200) costs 87 s compiling: left out
   step "frozen BiRNN, the whole loop as two Triton kernels (cuda-loop), against cuDNN's LSTM"
-  within 100 taskset -c 0 python3 bench/birnn.py --device cuda --runs frozen_triton_loop,frozen_autograd,lstm,lstm_padded \
+  within 80 taskset -c 0 python3 bench/birnn.py --device cuda --runs frozen_triton_loop,frozen_autograd,lstm,lstm_padded \
       >> $R/bench.jsonl 2>> $R/bench.err; echo "birnn rc $?"
 fi
 if want tagger; then
   step "a tagger epoch against flair's LSTM at equal parameters: cuda-loop, and the definition op by op"
-  within 150 taskset -c 0 python3 bench/tagger_epoch.py --device cuda --match-params --sentences 1000 --repeats 2 \
+  within 120 taskset -c 0 python3 bench/tagger_epoch.py --device cuda --match-params --sentences 1000 --repeats 2 \
       --predict-repeats 1 --backends cuda-loop,torch >> $R/bench.jsonl 2>> $R/bench.err; echo "tagger_epoch rc $?"
+fi
+if want search-step; then
+  step "search step on core 0, the GPU otherwise idle: ours (compiled steps + graphs, graphs alone) against the original DARTS code"
+  within 160 taskset -c 0 python3 bench/search_step.py --device cuda --batch-size 256 --orders 1 --original .gpu/darts_original \
+      --ours fast-compiled fast --no-reference --repeats 3 >> $R/bench.jsonl 2>> $R/bench.err; echo "search_step rc $?"
 fi
 grep -E "Error|error:" $R/bench.err 2>/dev/null | tail -3
 
@@ -68,11 +74,5 @@ if want tests; then
 fi
 wait
 for s in 1 2 3; do grep -E "^epoch" $R/search-three-$s.log 2>/dev/null | cut -c1-110; done
-if want search-step; then
-  step "search step on core 0, the GPU otherwise idle: ours (compiled steps + graphs, graphs alone) against the original DARTS code"
-  within 170 taskset -c 0 python3 bench/search_step.py --device cuda --batch-size 256 --orders 1 --original .gpu/darts_original \
-      --ours fast-compiled fast --no-reference --repeats 3 >> $R/bench.jsonl 2>> $R/bench.err; echo "search_step rc $?"
-fi
-grep -E "Error|error:" $R/bench.err 2>/dev/null | tail -3
 step done
 cut -c1-600 $R/bench.jsonl 2>/dev/null
