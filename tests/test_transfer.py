@@ -272,6 +272,7 @@ def test_two_workers_on_a_local_ray_instance_overlap_and_give_the_sequential_tab
                for w in workers for other in workers if w is not other), workers  # two ran at once
 
 
+@pytest.mark.slow  # 24 s (a real two-node cluster); the local Ray workers above run in the default suite
 def test_a_grid_sent_to_a_two_node_ray_cluster_runs_on_both_nodes(bench, tmp_path):
     pytest.importorskip("ray")
     ray = [str(Path(sys.executable).parent / "ray")]

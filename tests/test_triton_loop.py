@@ -32,12 +32,12 @@ def _layer(genotype: Genotype, dtype: torch.dtype, dropout: float, hidden: int =
     return rnn
 
 
-def _inputs(dtype: torch.dtype, batch: int = 19, hidden: int = 20, device: str = "cpu"):
-    """A batch over two blocks of sequences (`BLOCK_B` = 16) with lengths 1..6 in no order."""
+def _inputs(dtype: torch.dtype, batch: int = 17, hidden: int = 20, device: str = "cpu"):
+    """A batch with lengths 1..4 in no order (over two blocks of sequences, `BLOCK_B` = 16, from 17)."""
     torch.manual_seed(2)
-    x = torch.randn(6, batch, 5, dtype=dtype, device=device, requires_grad=True)
+    x = torch.randn(4, batch, 5, dtype=dtype, device=device, requires_grad=True)
     h0 = torch.randn(2, batch, hidden, dtype=dtype, device=device, requires_grad=True)
-    lengths = torch.arange(batch) % 6 + 1
+    lengths = torch.arange(batch) % 4 + 1
     return x, h0, lengths[torch.randperm(batch)]
 
 
@@ -55,8 +55,8 @@ SMALL_TILES = dict(BLOCK_H=32, BLOCK_N=32, BLOCK_K=16, num_warps=1, num_stages=1
 
 
 @pytest.mark.parametrize("name, dtype, dropout, batch, hidden, tiles", [
-    ("darts_v2", torch.float64, 0.3, 19, 20, None),  # two blocks of sequences, the tiles as shipped
-    ("multi", torch.float32, 0.0, 6, 40, SMALL_TILES),  # several tiles of every loop, as at the papers' sizes
+    ("darts_v2", torch.float64, 0.3, 17, 20, None),  # two blocks of sequences, the tiles as shipped
+    ("multi", torch.float32, 0.0, 4, 40, SMALL_TILES),  # several tiles of every loop, as at the papers' sizes
 ])
 def test_the_kernels_equal_the_definition_forward_and_backward(name, dtype, dropout, batch, hidden, tiles,
                                                               interpreter, monkeypatch):
