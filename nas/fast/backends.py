@@ -90,9 +90,7 @@ class CudaLoop(CudaGraphs):
     name = "cuda-loop"
 
     def frozen_loop(self, rnn: FrozenRNN, batch, x, h, mx, mh) -> torch.Tensor | None:
-        if rnn.inter is not None or not triton_loop.runs_on(x) or torch.is_autocast_enabled(x.device.type):
-            return None
-        plan = _frozen_plan(rnn)
+        plan = _frozen_plan(rnn, x, triton_loop.runs_on(x))
         if plan is None:
             return None
         return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, batch.counts,
@@ -121,9 +119,7 @@ class CpuFused(Definition):
 
     def frozen_loop(self, rnn: FrozenRNN, batch, x, h, mx, mh) -> torch.Tensor | None:
         """Without gates, on a CPU, outside autocast, over the ops the loop knows."""
-        if rnn.inter is not None or x.device.type != "cpu" or torch.is_autocast_enabled("cpu"):
-            return None
-        plan = _frozen_plan(rnn)
+        plan = _frozen_plan(rnn, x, x.device.type == "cpu")
         if plan is None:
             return None
         counts = batch.counts
@@ -191,8 +187,12 @@ def search_fusable(rnn: SearchRNN, x: torch.Tensor) -> bool:
             and search_loop.supports(OPS))  # the last: it warns
 
 
-def _frozen_plan(rnn: FrozenRNN) -> frozen_loop.Plan | None:
-    """The fused loop's plan of the layer's genotype (None: an op the loop does not know), made once."""
+def _frozen_plan(rnn: FrozenRNN, x: torch.Tensor, runs_here: bool) -> frozen_loop.Plan | None:
+    """The fused loop's plan of the layer's genotype where a fused loop runs this call: `runs_here` (the
+    backend's device and dtype rule), without gates, outside autocast, over ops the loop knows (the plan
+    made once); else None."""
+    if not runs_here or rnn.inter is not None or torch.is_autocast_enabled(x.device.type):
+        return None
     state = rnn.backend_state
     if "plan" not in state:
         ops = {op for node in rnn.genotype.nodes for op, _ in node}
