@@ -3,6 +3,7 @@ at build time, as with the README's `pip install --no-build-isolation`. Without 
 isolated build), or if the compiler fails, the package installs without them and carries their source
 (package data), which nas/fast/kernels.py compiles on first use into a per-user cache, else runs the
 PyTorch ops (docs/install.md). Everything else about the package is in setup.cfg."""
+
 from setuptools import setup
 
 try:
@@ -10,6 +11,7 @@ try:
 except ImportError:
     setup()
 else:
+
     class OptionalBuild(BuildExtension):
         """build_ext that warns instead of failing the install when the kernels do not compile."""
 
@@ -19,6 +21,13 @@ else:
             except Exception as error:  # noqa: BLE001 - any compiler failure leaves the PyTorch path
                 print(f"warning: nas.fast._fused_kernels not built ({error}); the fused cell runs on PyTorch ops")
 
-    setup(ext_modules=[CppExtension("nas.fast._fused_kernels", ["nas/fast/csrc/fused_kernels.cpp"],
-                                    extra_compile_args=["-O3", "-march=native"])],
-          cmdclass={"build_ext": OptionalBuild.with_options(use_ninja=False)})
+    setup(
+        ext_modules=[
+            CppExtension(
+                "nas.fast._fused_kernels",
+                ["nas/fast/csrc/fused_kernels.cpp"],
+                extra_compile_args=["-O3", "-march=native"],
+            )
+        ],
+        cmdclass={"build_ext": OptionalBuild.with_options(use_ninja=False)},
+    )

@@ -2,7 +2,8 @@
 
 A CoNLL-like batch: 32 sentences whose lengths are drawn (seeded) from N(14, 10), at least 1,
 padded to the longest; input 4,096 (a stacked-embedding width), hidden 512, no dropout, input
-not requiring grad (frozen embeddings). FrozenRNN gets the padded batch and the lengths (it steps only the sequences still running);
+not requiring grad (frozen embeddings). FrozenRNN gets the padded batch and the lengths (it steps only the sequences
+still running);
 nn.LSTM gets a PackedSequence, as flair's tagger feeds it ("lstm"), and, for scale, the padded
 batch, which runs its fused kernel over the padding too ("lstm_padded"; wrong past each length
 in the backward direction, a speed baseline only).
@@ -30,6 +31,7 @@ Prints one JSON line of medians.
     python bench/birnn.py [--device cuda] [--repeats 7]
     taskset -c 0 python bench/birnn.py --threads 1 --repeats 15   # side by side on a shared CPU
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +80,11 @@ def main() -> None:
     parser.add_argument("--mean-length", type=float, default=14.0)
     parser.add_argument("--sd-length", type=float, default=10.0)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--runs", help="comma-separated names of the runs to time (e.g. frozen_triton_loop,lstm; the "
-                                       "FLOPs are counted on frozen_autograd all the same) [default: every run]")
+    parser.add_argument(
+        "--runs",
+        help="comma-separated names of the runs to time (e.g. frozen_triton_loop,lstm; the "
+        "FLOPs are counted on frozen_autograd all the same) [default: every run]",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -111,8 +116,8 @@ def main() -> None:
     def run_one(b: int) -> None:  # sentence b alone: the work its real tokens need
         frozen.backend = definition
         frozen.zero_grad(set_to_none=True)
-        out, _ = frozen(x[: lengths[b], b: b + 1])
-        (out * grad_out[: lengths[b], b: b + 1]).sum().backward()
+        out, _ = frozen(x[: lengths[b], b : b + 1])
+        (out * grad_out[: lengths[b], b : b + 1]).sum().backward()
 
     def run_lstm() -> None:
         lstm.zero_grad(set_to_none=True)
@@ -125,16 +130,23 @@ def main() -> None:
         out, _ = lstm(x)
         (out * grad_out).sum().backward()
 
-    fused = {"frozen": run_frozen, "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
-             "frozen_mkl": lambda: run_frozen(onednn=False)}
+    fused = {
+        "frozen": run_frozen,
+        "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
+        "frozen_mkl": lambda: run_frozen(onednn=False),
+    }
     if device.type == "cuda":  # the CPU's variants mean nothing there; the loop's Triton kernels instead
         fused = {"frozen": run_frozen}
         if backends.triton_available():
             fused["frozen_triton_loop"] = lambda: run_frozen(backends.CudaLoop())
     fusable = frozen.inter is None and frozen_loop.supports({op for node in frozen.genotype.nodes for op, _ in node})
     unfused = {"frozen_autograd_mkl": lambda: run_frozen(onednn=False)}  # every product on torch.matmul
-    runs = {**(fused if fusable else unfused), "frozen_autograd": lambda: run_frozen(definition if fusable else fast),
-            "lstm": run_lstm, "lstm_padded": run_lstm_padded}
+    runs = {
+        **(fused if fusable else unfused),
+        "frozen_autograd": lambda: run_frozen(definition if fusable else fast),
+        "lstm": run_lstm,
+        "lstm_padded": run_lstm_padded,
+    }
     ours = [name for name in runs if name.startswith("frozen")]
     tokens = int(lengths.sum())
     flops = {"frozen_autograd": count_flops(runs["frozen_autograd"]), "lstm": lstm_flops(lstm, x, lengths, grad_out)}
@@ -161,12 +173,22 @@ def main() -> None:
             times[name].append(timed(run, device))
         peak_times.append(gemm_seconds(device))
     peak = GEMM_FLOPS / median(peak_times) / 1e9
-    record: dict = {"bench": "birnn", "device": str(device), "cell": args.cell, "ninp": args.ninp, "nhid": args.nhid,
-                    "batch": B, "padded_length": T, "tokens": tokens, "lengths": lengths.tolist(),
-                    "repeats": args.repeats, "fp32_gemm_peak_gflop_s": round(peak, 2),
-                    "fused_kernels": "c++" if kernels is not None else "none built (frozen = frozen_torch_ops)",
-                    "flops": "GEMM FLOPs executed fwd+bwd (FlopCounterMode; lstm_padded scaled from lstm)",
-                    "lstm_forward_gflop_analytic": round(lstm_forward_flops(tokens, args.ninp, args.nhid) / 1e9, 4)}
+    record: dict = {
+        "bench": "birnn",
+        "device": str(device),
+        "cell": args.cell,
+        "ninp": args.ninp,
+        "nhid": args.nhid,
+        "batch": B,
+        "padded_length": T,
+        "tokens": tokens,
+        "lengths": lengths.tolist(),
+        "repeats": args.repeats,
+        "fp32_gemm_peak_gflop_s": round(peak, 2),
+        "fused_kernels": "c++" if kernels is not None else "none built (frozen = frozen_torch_ops)",
+        "flops": "GEMM FLOPs executed fwd+bwd (FlopCounterMode; lstm_padded scaled from lstm)",
+        "lstm_forward_gflop_analytic": round(lstm_forward_flops(tokens, args.ninp, args.nhid) / 1e9, 4),
+    }
     for name in runs:
         sec = median(times[name])
         record[f"{name}_s"] = round(sec, 4)
@@ -178,9 +200,11 @@ def main() -> None:
         for base in (base for base in ("lstm", "lstm_padded") if base in runs):
             record[f"time_ratio_{name}_over_{base}"] = round(record[f"{name}_s"] / record[f"{base}_s"], 3)
             record[f"gflop_s_ratio_{name}_over_{base}"] = round(
-                record[f"{name}_gflop_s"] / record[f"{base}_gflop_s"], 3)
+                record[f"{name}_gflop_s"] / record[f"{base}_gflop_s"], 3
+            )
             record[f"useful_gflop_s_ratio_{name}_over_{base}"] = round(
-                record[f"{name}_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3)
+                record[f"{name}_useful_gflop_s"] / record[f"{base}_useful_gflop_s"], 3
+            )
     if {"frozen", "frozen_triton_loop"} <= set(runs):
         record["speedup_triton_loop_over_frozen"] = round(record["frozen_s"] / record["frozen_triton_loop_s"], 3)
     if fusable and {"frozen", "frozen_autograd"} <= set(runs):

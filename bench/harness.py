@@ -4,6 +4,7 @@ GEMM peak, the JSON line, and the tagger's training step as flair's `ModelTraine
 Benchmarks print one JSON line on stdout: medians of several runs, the thread count, and the load
 average (the machine is shared, so say how busy it was).
 """
+
 from __future__ import annotations
 
 import json
@@ -48,7 +49,7 @@ def timed(fn: Callable[[], object], device: torch.device) -> float:
 
 
 GEMM_N = 2048
-GEMM_FLOPS = 2.0 * GEMM_N ** 3
+GEMM_FLOPS = 2.0 * GEMM_N**3
 
 
 def gemm_seconds(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
@@ -102,14 +103,25 @@ def median(values: list[float]) -> float:
 
 
 def report(record: dict) -> None:
-    record.update(threads=torch.get_num_threads(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"), torch=torch.__version__,
-                  loadavg_1min_end=round(os.getloadavg()[0], 2))
+    record.update(
+        threads=torch.get_num_threads(),
+        omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
+        torch=torch.__version__,
+        loadavg_1min_end=round(os.getloadavg()[0], 2),
+    )
     print(json.dumps(record), flush=True)
 
 
-def train_tagger_epoch(model, sentences: list, batch_size: int, optimizer, rng: random.Random, clip: float = 5.0,
-                       on_backward: Callable[[], None] | None = None,
-                       on_step: Callable[[int, float], None] | None = None) -> None:
+def train_tagger_epoch(
+    model,
+    sentences: list,
+    batch_size: int,
+    optimizer,
+    rng: random.Random,
+    clip: float = 5.0,
+    on_backward: Callable[[], None] | None = None,
+    on_step: Callable[[int, float], None] | None = None,
+) -> None:
     """One epoch of flair's `ModelTrainer` step without its logging and evaluation: shuffled
     mini-batches, the CRF loss summed over the batch, backward, gradient clipping at `clip`, SGD.
 
@@ -120,7 +132,7 @@ def train_tagger_epoch(model, sentences: list, batch_size: int, optimizer, rng: 
     rng.shuffle(order)
     for b, start in enumerate(range(0, len(order), batch_size), start=1):
         model.train()
-        batch = [sentences[i] for i in order[start:start + batch_size]]
+        batch = [sentences[i] for i in order[start : start + batch_size]]
         optimizer.zero_grad()
         loss, _ = model.forward_loss(batch)
         loss.backward()

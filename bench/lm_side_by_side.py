@@ -14,6 +14,7 @@ Default size for a CPU: emsize = nhid = 200 for the cells (the LSTM's nhid is ma
 DARTS_V2's layer at that width: 442, projected to 200); every other setting is the DARTS PTB
 protocol of `bin/train-lm`. Arguments after `--` go to every `bin/train-lm` call.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,12 @@ def main() -> None:
     parser.add_argument("--searched", help="genotype JSON of a cell found by bin/search-lm")
     parser.add_argument("--emsize", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1267)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads per run (1 is fastest for these sizes on a shared 2-core machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per run (1 is fastest for these sizes on a shared 2-core machine)",
+    )
     parser.add_argument("--parallel", action="store_true", help="run the models at the same time, one process each")
     parser.add_argument("--out", default=str(REPO / "runs" / f"side-by-side-{time.strftime('%Y%m%d-%H%M%S')}"))
     args, extra = parser.parse_known_args()
@@ -52,8 +57,22 @@ def main() -> None:
     started = []
     for name, cell in models:
         run = Path(args.out) / name
-        command = [sys.executable, str(REPO / "bin" / "train-lm"), *cell, "--data", args.data, "--run-dir", str(run),
-                   "--emsize", str(args.emsize), "--time-budget", str(args.budget), "--seed", str(args.seed), *extra]
+        command = [
+            sys.executable,
+            str(REPO / "bin" / "train-lm"),
+            *cell,
+            "--data",
+            args.data,
+            "--run-dir",
+            str(run),
+            "--emsize",
+            str(args.emsize),
+            "--time-budget",
+            str(args.budget),
+            "--seed",
+            str(args.seed),
+            *extra,
+        ]
         print("$ " + " ".join(command), file=sys.stderr)
         started.append((name, run, time.perf_counter(), subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)))
         if not args.parallel:
@@ -69,11 +88,27 @@ def report(name: str, run: Path, start: float, process: subprocess.Popen, budget
         print(json.dumps({"model": name, "error": f"bin/train-lm exited {process.returncode}"}), flush=True)
         return
     m = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    print(json.dumps({"model": name, "cell": m["cell"], "params": m["params"], "rnn_params": m["rnn_params"],
-                      "emsize": m["emsize"], "nhid": m["nhid"], "valid_ppl": m["best_valid_ppl"],
-                      "test_ppl": m["test_ppl"], "epochs": m["epochs"], "budget_min": budget,
-                      "train_valid_s": round(m["seconds"], 1), "wall_s": round(time.perf_counter() - start, 1),
-                      "run_dir": str(run)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "model": name,
+                "cell": m["cell"],
+                "params": m["params"],
+                "rnn_params": m["rnn_params"],
+                "emsize": m["emsize"],
+                "nhid": m["nhid"],
+                "valid_ppl": m["best_valid_ppl"],
+                "test_ppl": m["test_ppl"],
+                "epochs": m["epochs"],
+                "budget_min": budget,
+                "train_valid_s": round(m["seconds"], 1),
+                "wall_s": round(time.perf_counter() - start, 1),
+                "run_dir": str(run),
+            }
+        ),
+        flush=True,
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -15,8 +15,10 @@ Each run's epoch times are flair's training passes (`seconds_per_epoch.each_trai
 dev evaluation apart), its peak RSS the child's own (wait4). Prints one JSON line with the GEMM peaks
 of both backends, the load, and each run's figures and ratios to `words`.
 
-    bench/pooled_flair.py --data data/conll2000 [--sentences 2000] [--cell darts_v2] [--hidden-size 64] [--epochs 3] [--before DIR]
+    bench/pooled_flair.py --data data/conll2000 [--sentences 2000] [--cell darts_v2] [--hidden-size 64] [--epochs 3]
+    [--before DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,10 +44,31 @@ def first_sentences(source: Path, out: Path, n: int) -> int:
 
 def train(checkout: Path, args, embeddings: str, run_dir: Path, data: Path, states: Path | None) -> dict:
     """One bin/train-tagger run of `checkout`, pinned to --core; its metrics and peak RSS (GB)."""
-    command = ["taskset", "-c", str(args.core), sys.executable, str(checkout / "bin" / "train-tagger"),
-               "--cell", args.cell, "--corpus", "conll2000", "--data", str(data), "--hidden-size", str(args.hidden_size),
-               "--embeddings", embeddings, "--max-epochs", str(args.epochs), "--seed", str(args.seed),
-               "--threads", "1", "--run-dir", str(run_dir)]
+    command = [
+        "taskset",
+        "-c",
+        str(args.core),
+        sys.executable,
+        str(checkout / "bin" / "train-tagger"),
+        "--cell",
+        args.cell,
+        "--corpus",
+        "conll2000",
+        "--data",
+        str(data),
+        "--hidden-size",
+        str(args.hidden_size),
+        "--embeddings",
+        embeddings,
+        "--max-epochs",
+        str(args.epochs),
+        "--seed",
+        str(args.seed),
+        "--threads",
+        "1",
+        "--run-dir",
+        str(run_dir),
+    ]
     if states is not None:
         command += ["--charlm-states", str(states)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(checkout)}
@@ -57,9 +80,14 @@ def train(checkout: Path, args, embeddings: str, run_dir: Path, data: Path, stat
         sys.exit(f"{' '.join(command)} failed; its log: {run_dir.parent / f'{run_dir.name}.log'}")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     epochs = metrics["seconds_per_epoch"]["each_train"]
-    return {"first_epoch_s": round(epochs[0], 2), "later_epochs_s": [round(e, 2) for e in epochs[1:]],
-            "peak_rss_gb": round(usage.ru_maxrss / 2 ** 20, 3), "test_f1": metrics["test"]["f1"],
-            "wall_s": round(time.perf_counter() - start, 1), "charlm_states": metrics.get("charlm_states")}
+    return {
+        "first_epoch_s": round(epochs[0], 2),
+        "later_epochs_s": [round(e, 2) for e in epochs[1:]],
+        "peak_rss_gb": round(usage.ru_maxrss / 2**20, 3),
+        "test_f1": metrics["test"]["f1"],
+        "wall_s": round(time.perf_counter() - start, 1),
+        "charlm_states": metrics.get("charlm_states"),
+    }
 
 
 def main() -> None:
@@ -77,8 +105,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     os.sched_setaffinity(0, {args.core})
-    record = {"bench": "pooled_flair", "loadavg_start": open("/proc/loadavg").read().split()[:3],
-              "gemm_peaks_gflops": gemm_peaks(), "cell": args.cell, "hidden_size": args.hidden_size, "epochs": args.epochs}
+    record = {
+        "bench": "pooled_flair",
+        "loadavg_start": open("/proc/loadavg").read().split()[:3],
+        "gemm_peaks_gflops": gemm_peaks(),
+        "cell": args.cell,
+        "hidden_size": args.hidden_size,
+        "epochs": args.epochs,
+    }
     pooled = f"{args.words},pooled-flair:{args.charlm}"
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -88,12 +122,17 @@ def main() -> None:
             data.mkdir()
             record["train_sentences"] = first_sentences(args.data / "train.txt", data / "train.txt", args.sentences)
             first_sentences(args.data / "test.txt", data / "test.txt", max(1, args.sentences // 5))
-        runs = {"words": (ROOT, args.words, None), "pooled": (ROOT, pooled, tmp / "states"),
-                "pooled-read": (ROOT, pooled, tmp / "states")}
+        runs = {
+            "words": (ROOT, args.words, None),
+            "pooled": (ROOT, pooled, tmp / "states"),
+            "pooled-read": (ROOT, pooled, tmp / "states"),
+        }
         if args.before:
             runs["before"] = (args.before.resolve(), pooled, None)
-        results = {name: train(checkout, args, spec, tmp / name, data, states)
-                   for name, (checkout, spec, states) in runs.items()}
+        results = {
+            name: train(checkout, args, spec, tmp / name, data, states)
+            for name, (checkout, spec, states) in runs.items()
+        }
     words = results["words"]
     for name, r in results.items():
         if name != "words":

@@ -17,6 +17,7 @@ provenance under "retrained".
     python bench/retrain_study.py RUN_DIR... --random random_1 ... --out docs/experiments/retrain \
         --figure docs/figures/retrain-study.png [--provenance darts_search_h64:darts_search_h64 ...]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,13 @@ REPO = Path(__file__).resolve().parent.parent
 
 def read_run(path: Path) -> dict:
     log = [json.loads(line) for line in (path / "log.jsonl").read_text().splitlines() if line.strip()]
-    return {"name": path.name, "path": path, "config": json.loads((path / "config.json").read_text()),
-            "metrics": json.loads((path / "metrics.json").read_text()), "log": log}
+    return {
+        "name": path.name,
+        "path": path,
+        "config": json.loads((path / "config.json").read_text()),
+        "metrics": json.loads((path / "metrics.json").read_text()),
+        "log": log,
+    }
 
 
 def summarise(run: dict, at_epoch: int | None = None) -> dict:
@@ -49,12 +55,24 @@ def summarise(run: dict, at_epoch: int | None = None) -> dict:
     if at_epoch is not None and (len(log) < at_epoch or log[at_epoch - 1]["batches"] < log[0]["batches"]):
         raise SystemExit(f"error: {run['path']}: no full epoch {at_epoch} in its log.jsonl ({len(log)} epochs)")
     at = {} if at_epoch is None else {"valid_at_epoch": log[at_epoch - 1]["valid_ppl"]}
-    return {**at, "name": run["name"], "cell": m["cell"], "params": m["params"], "layer_params": m["rnn_params"],
-            "emsize": c["emsize"], "nhid": m["nhid"], "epochs": len(log), "epochs_done": epochs_done(log),
-            "tokens_per_s": statistics.median(r["tokens_per_s"] for r in log),
-            "minutes": round(m["seconds"] / 60, 1), "best_valid_ppl": m["best_valid_ppl"],
-            "best_epoch": m["best_epoch"], "test_ppl": m["test_ppl"], "test_batch_size": m["test_batch_size"],
-            "valid_curve": [r["valid_ppl"] for r in log]}
+    return {
+        **at,
+        "name": run["name"],
+        "cell": m["cell"],
+        "params": m["params"],
+        "layer_params": m["rnn_params"],
+        "emsize": c["emsize"],
+        "nhid": m["nhid"],
+        "epochs": len(log),
+        "epochs_done": epochs_done(log),
+        "tokens_per_s": statistics.median(r["tokens_per_s"] for r in log),
+        "minutes": round(m["seconds"] / 60, 1),
+        "best_valid_ppl": m["best_valid_ppl"],
+        "best_epoch": m["best_epoch"],
+        "test_ppl": m["test_ppl"],
+        "test_batch_size": m["test_batch_size"],
+        "valid_curve": [r["valid_ppl"] for r in log],
+    }
 
 
 def epochs_done(log: list[dict]) -> float:
@@ -74,34 +92,48 @@ def against_random(rows: list[dict], random: list[str]) -> dict:
         ref[key] = {"mean": mean, "sd": sd, "n": n}
         for r in rows:
             r[f"z_{key}"] = (r[key] - mean) / sd
-            r[f"p_{key}"] = None if r["name"] in random else float(
-                stats.t.cdf((r[key] - mean) / (sd * (1 + 1 / n) ** 0.5), df=n - 1))
+            r[f"p_{key}"] = (
+                None
+                if r["name"] in random
+                else float(stats.t.cdf((r[key] - mean) / (sd * (1 + 1 / n) ** 0.5), df=n - 1))
+            )
     return ref
 
 
 def table(rows: list[dict], ref: dict, at_epoch: int | None = None) -> str:
     if at_epoch is not None:  # equal training tokens: every run's validation after the same full epoch
-        lines = [f"| cell | epochs | valid ppl after epoch {at_epoch} | z | p (beats a random cell) | best valid ppl "
-                 "| test ppl |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines = [
+            f"| cell | epochs | valid ppl after epoch {at_epoch} | z | p (beats a random cell) | best valid ppl "
+            "| test ppl |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for r in rows:
             p = "—" if r["p_valid_at_epoch"] is None else f"{r['p_valid_at_epoch']:.2f}"
-            lines.append(f"| {r['name']} | {r['epochs_done']:.2f} | {r['valid_at_epoch']:.1f} | "
-                         f"{r['z_valid_at_epoch']:+.2f} | {p} | {r['best_valid_ppl']:.1f} | {r['test_ppl']:.1f} |")
+            lines.append(
+                f"| {r['name']} | {r['epochs_done']:.2f} | {r['valid_at_epoch']:.1f} | "
+                f"{r['z_valid_at_epoch']:+.2f} | {p} | {r['best_valid_ppl']:.1f} | {r['test_ppl']:.1f} |"
+            )
         e = ref["valid_at_epoch"]
         lines.append(f"| {e['n']} random cells, mean ± sd | | {e['mean']:.1f} ± {e['sd']:.1f} | 0 | | | |")
         return "\n".join(lines)
-    lines = ["| cell | parameters (layer) | epochs | tokens/s (median) | best valid ppl | test ppl | z valid | z test "
-             "| p (beats a random cell) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| cell | parameters (layer) | epochs | tokens/s (median) | best valid ppl | test ppl | z valid | z test "
+        "| p (beats a random cell) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         epochs = f"{r['epochs_done']:.2f}"
         p = "—" if r["p_test_ppl"] is None else f"{r['p_test_ppl']:.2f}"
-        lines.append(f"| {r['name']} | {r['params']:,} ({r['layer_params']:,}) | {epochs} | {r['tokens_per_s']:,.0f} | "
-                     f"{r['best_valid_ppl']:.1f} | {r['test_ppl']:.1f} | {r['z_best_valid_ppl']:+.2f} | "
-                     f"{r['z_test_ppl']:+.2f} | {p} |")
+        lines.append(
+            f"| {r['name']} | {r['params']:,} ({r['layer_params']:,}) | {epochs} | {r['tokens_per_s']:,.0f} | "
+            f"{r['best_valid_ppl']:.1f} | {r['test_ppl']:.1f} | {r['z_best_valid_ppl']:+.2f} | "
+            f"{r['z_test_ppl']:+.2f} | {p} |"
+        )
     v, t = ref["best_valid_ppl"], ref["test_ppl"]
-    lines.append(f"| {v['n']} random cells, mean ± sd | | | | {v['mean']:.1f} ± {v['sd']:.1f} | "
-                 f"{t['mean']:.1f} ± {t['sd']:.1f} | 0 | 0 | |")
+    lines.append(
+        f"| {v['n']} random cells, mean ± sd | | | | {v['mean']:.1f} ± {v['sd']:.1f} | "
+        f"{t['mean']:.1f} ± {t['sd']:.1f} | 0 | 0 | |"
+    )
     return "\n".join(lines)
 
 
@@ -121,8 +153,12 @@ def figure(rows: list[dict], ref: dict, random: list[str], path: Path) -> None:
     for r in rows:
         style = dict(color="grey", lw=0.8) if r["name"] in random else dict(lw=1.3, label=r["name"])
         right.plot(range(1, len(r["valid_curve"]) + 1), r["valid_curve"], marker="o", ms=2, **style)
-    right.set(xlabel="epoch (the last cut by the budget)", ylabel="validation perplexity", yscale="log",
-              title="validation perplexity (random cells grey)")
+    right.set(
+        xlabel="epoch (the last cut by the budget)",
+        ylabel="validation perplexity",
+        yscale="log",
+        title="validation perplexity (random cells grey)",
+    )
     right.legend(fontsize=6)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -134,13 +170,22 @@ def record_provenance(row: dict, ref: dict, cell_file: Path, run: dict) -> str:
     cell = json.loads(cell_file.read_text())
     cell["provenance"]["retrained"] = {
         "command": portable(run["config"]["command"], run["path"]),
-        "emsize": row["emsize"], "nhid": row["nhid"], "params": row["params"], "seed": run["config"]["seed"],
-        "budget_minutes": run["config"]["time_budget"], "epochs": row["epochs_done"],
-        "best_valid_ppl": round(row["best_valid_ppl"], 2), "test_ppl": round(row["test_ppl"], 2),
+        "emsize": row["emsize"],
+        "nhid": row["nhid"],
+        "params": row["params"],
+        "seed": run["config"]["seed"],
+        "budget_minutes": run["config"]["time_budget"],
+        "epochs": row["epochs_done"],
+        "best_valid_ppl": round(row["best_valid_ppl"], 2),
+        "test_ppl": round(row["test_ppl"], 2),
         "test_batch_size": row["test_batch_size"],
-        "random_cells_test_ppl": {"mean": round(ref["test_ppl"]["mean"], 2), "sd": round(ref["test_ppl"]["sd"], 2),
-                                  "n": ref["test_ppl"]["n"]},
-        "z_test_ppl": round(row["z_test_ppl"], 2), "p_beats_random_cell": round(row["p_test_ppl"], 3),
+        "random_cells_test_ppl": {
+            "mean": round(ref["test_ppl"]["mean"], 2),
+            "sd": round(ref["test_ppl"]["sd"], 2),
+            "n": ref["test_ppl"]["n"],
+        },
+        "z_test_ppl": round(row["z_test_ppl"], 2),
+        "p_beats_random_cell": round(row["p_test_ppl"], 3),
         "study": "docs/results.md, 'Does search beat chance?' (one seed, a CPU budget)",
     }
     cell_file.write_text(json.dumps(cell, indent=2) + "\n")
@@ -150,15 +195,29 @@ def record_provenance(row: dict, ref: dict, cell_file: Path, run: dict) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--random", action="append", required=True, metavar="RUN_NAME",
-                        help="A run of a random cell: the yardstick (repeatable, at least 2).")
+    parser.add_argument(
+        "--random",
+        action="append",
+        required=True,
+        metavar="RUN_NAME",
+        help="A run of a random cell: the yardstick (repeatable, at least 2).",
+    )
     parser.add_argument("--out", type=Path, required=True, help="Where the runs' files and summary.json go.")
     parser.add_argument("--figure", type=Path, required=True)
-    parser.add_argument("--provenance", action="append", default=[], metavar="RUN_NAME:CELL_NAME",
-                        help="Record this run's figures in resources/cells/CELL_NAME.json (repeatable).")
+    parser.add_argument(
+        "--provenance",
+        action="append",
+        default=[],
+        metavar="RUN_NAME:CELL_NAME",
+        help="Record this run's figures in resources/cells/CELL_NAME.json (repeatable).",
+    )
     parser.add_argument("--cells", type=Path, default=Path("resources/cells"))
-    parser.add_argument("--at-epoch", type=int, help="Compare every run's validation perplexity after this full "
-                        "epoch (equal training tokens, for runs whose time budgets bought different epochs).")
+    parser.add_argument(
+        "--at-epoch",
+        type=int,
+        help="Compare every run's validation perplexity after this full "
+        "epoch (equal training tokens, for runs whose time budgets bought different epochs).",
+    )
     args = parser.parse_args()
     runs = [read_run(path) for path in args.runs]
     rows = [summarise(run, args.at_epoch) for run in runs]

@@ -28,6 +28,7 @@ of the original's first full step at each order (with the usual dropouts).
 
     python bench/search_step.py [--device cuda] [--precision bf16] [--orders 1 2] [--original PATH [--check]]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,12 +66,20 @@ from reference.darts import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 
 Step = Callable[[], None]
 BASELINES = ("reference", "original")
-ORIGINAL_MODULES = ("train_search", "model_search", "model", "architect", "genotypes", "utils")  # the port's flat imports
+ORIGINAL_MODULES = (
+    "train_search",
+    "model_search",
+    "model",
+    "architect",
+    "genotypes",
+    "utils",
+)  # the port's flat imports
 
 
 def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference: bool) -> Searcher:
     """A Searcher exactly as search-lm builds it; for the reference, its cell and architect classes are swapped in."""
     torch.manual_seed(config.seed)  # the same initial weights for every implementation
+
     def reference_cell(ninp, nhid, steps, rule, *rest, **options) -> ReferenceSearchRNN:
         """The reference cell where Darts builds a SearchRNN: it takes the method's name, not its rule."""
         return ReferenceSearchRNN(ninp, nhid, steps, config.method, *rest, **options)
@@ -123,6 +132,7 @@ class Ours:
     """A variant of our step: what it changes in the search's settings, what runs its cells (`cell_backend`),
     what it switches on the built Searcher (by attribute path), and how many untimed steps it needs before
     its FLOPs are counted."""
+
     settings: dict = field(default_factory=dict)
     cells: str = "fused"
     switches: dict = field(default_factory=dict)
@@ -156,15 +166,24 @@ OURS: dict[str, Ours] = {
 
 def cell_backend(cells: str, device: torch.device) -> backends.Backend:
     """The cells' backend (nas.fast.backends) of a variant: `fused`, the fused search loop on a CPU (on a GPU
-    the cell op by op, eagerly); `autograd`, the definition op by op; `compiled`, its time step through torch.compile."""
+    the cell op by op, eagerly); `autograd`, the definition op by op; `compiled`, its time step through
+    torch.compile."""
     if cells == "fused":
         return backends.choose("cpu-fused" if device.type == "cpu" else "torch", device)
     return backends.Torch(compiled=cells == "compiled")
 
 
 def config_of(args, order: int) -> SearchConfig:
-    return SearchConfig(order=order, method=args.method, emsize=args.nhid, nhid=args.nhid, nodes=args.nodes,
-                        batch_size=args.batch_size, bptt=args.bptt, device=args.device)
+    return SearchConfig(
+        order=order,
+        method=args.method,
+        emsize=args.nhid,
+        nhid=args.nhid,
+        nodes=args.nodes,
+        batch_size=args.batch_size,
+        bptt=args.bptt,
+        device=args.device,
+    )
 
 
 def refuse(message: str) -> None:
@@ -180,18 +199,35 @@ def import_original(folder: str) -> ModuleType:
         refuse(f"--original {folder}: no train_search.py there (give the folder of the ported original DARTS code)")
     clashes = [name for name in ORIGINAL_MODULES if name in sys.modules]
     if clashes:
-        refuse(f"--original {folder}: modules named {', '.join(clashes)} are imported already; the port's would not load")
+        refuse(
+            f"--original {folder}: modules named {', '.join(clashes)} are imported already; the port's would not load"
+        )
     sys.path.insert(0, str(path.resolve()))
     return importlib.import_module("train_search")
 
 
 def original_args(original: ModuleType, config: SearchConfig) -> object:
-    """The original's flags for `config`: sizes, order and every hyperparameter of its step (the same values as ours)."""
+    """The original's flags for `config`: sizes, order and each hyperparameter of its step (ours)."""
     c = config
-    flags = {"emsize": c.emsize, "nhid": c.nhid, "nhidlast": c.nhid, "batch_size": c.batch_size, "bptt": c.bptt,
-             "lr": c.lr, "clip": c.clip, "wdecay": c.wdecay, "dropout": c.dropout, "dropouth": c.dropouth,
-             "dropoutx": c.dropoutx, "dropouti": c.dropouti, "dropoute": c.dropoute, "alpha": c.ar, "beta": c.tar,
-             "arch_lr": c.arch_lr, "arch_wdecay": c.arch_wdecay}
+    flags = {
+        "emsize": c.emsize,
+        "nhid": c.nhid,
+        "nhidlast": c.nhid,
+        "batch_size": c.batch_size,
+        "bptt": c.bptt,
+        "lr": c.lr,
+        "clip": c.clip,
+        "wdecay": c.wdecay,
+        "dropout": c.dropout,
+        "dropouth": c.dropouth,
+        "dropoutx": c.dropoutx,
+        "dropouti": c.dropouti,
+        "dropoute": c.dropoute,
+        "alpha": c.ar,
+        "beta": c.tar,
+        "arch_lr": c.arch_lr,
+        "arch_wdecay": c.arch_wdecay,
+    }
     argv = [str(item) for name, value in flags.items() for item in (f"--{name}", value)]
     return original.parse_args(argv + (["--unrolled"] if c.order == 2 else []))
 
@@ -199,9 +235,13 @@ def original_args(original: ModuleType, config: SearchConfig) -> object:
 def copy_into_original(ours: nn.Module, model: nn.Module, primitives: list[str]) -> None:
     """Our search model's weights and α into the original's RNNModelSearch (α's columns in its op order)."""
     cell = model.rnns[0]
-    pairs = [(model.encoder.weight, ours.encoder.weight), (model.decoder.bias, ours.decoder.bias),
-             (cell._W0, ours.rnn.w0), *zip(cell._Ws, ours.rnn.ws),
-             (model.weights, ours.rnn.alpha[:, [OPS.index(op) for op in primitives]])]
+    pairs = [
+        (model.encoder.weight, ours.encoder.weight),
+        (model.decoder.bias, ours.decoder.bias),
+        (cell._W0, ours.rnn.w0),
+        *zip(cell._Ws, ours.rnn.ws),
+        (model.weights, ours.rnn.alpha[:, [OPS.index(op) for op in primitives]]),
+    ]
     assert len(pairs) - 1 == len(list(model.parameters())), "every weight of the original is copied"
     with torch.no_grad():
         for theirs, mine in pairs:
@@ -211,14 +251,16 @@ def copy_into_original(ours: nn.Module, model: nn.Module, primitives: list[str])
 def original_search(original: ModuleType, config: SearchConfig, corpus: Corpus, run_dir: Path):
     """(our Searcher, the original's Search) from the same weights, on the same batches."""
     searcher = make_searcher(config, corpus, run_dir, reference=False)
-    search = original.Search(original_args(original, config), len(corpus.vocab), searcher.train_data,
-                             searcher.search_data, searcher.device)
+    search = original.Search(
+        original_args(original, config), len(corpus.vocab), searcher.train_data, searcher.search_data, searcher.device
+    )
     copy_into_original(searcher.model, search.model, importlib.import_module("genotypes").PRIMITIVES)
     return searcher, search
 
 
-def build(impl: str, args, config: SearchConfig, corpus: Corpus, run_dir: Path,
-          original: ModuleType | None) -> tuple[Step, int]:
+def build(
+    impl: str, args, config: SearchConfig, corpus: Corpus, run_dir: Path, original: ModuleType | None
+) -> tuple[Step, int]:
     """(one full step of `impl`, its untimed warm-up steps)."""
     if impl == "original":
         _, search = original_search(original, config, corpus, run_dir)
@@ -260,17 +302,24 @@ def check(args, corpus: Corpus, tmp: Path, original: ModuleType, ours: list[str]
     """Prints the relative difference of the original's first-order α gradient from each of ours (dropout off,
     same weights, same batch) in float32, as timed, and in float64, where only the maths can differ; and the
     original's first-step loss at each order."""
-    record: dict = {"bench": "search_step_check", "device": args.device, "nhid": args.nhid, "batch": args.batch_size,
-                    "bptt": args.bptt}
+    record: dict = {
+        "bench": "search_step_check",
+        "device": args.device,
+        "nhid": args.nhid,
+        "batch": args.batch_size,
+        "bptt": args.bptt,
+    }
     no_dropout = replace(config_of(args, 1), dropout=0.0, dropouth=0.0, dropoutx=0.0, dropouti=0.0, dropoute=0.0)
     columns = [OPS.index(op) for op in importlib.import_module("genotypes").PRIMITIVES]
     for dtype, suffix in ((torch.float32, ""), (torch.float64, "_float64")):
         for impl in ours:
             with default_dtype(dtype):
-                searcher, search = original_search(original, OURS[impl].config(no_dropout), corpus,
-                                                   tmp / f"check-{impl}{suffix}")
-            mine = first_alpha_gradient(next(iter(searcher.method.architects.values())).optimizer,
-                                        OURS[impl].build(searcher, args.bptt, "fp32"))[:, columns]
+                searcher, search = original_search(
+                    original, OURS[impl].config(no_dropout), corpus, tmp / f"check-{impl}{suffix}"
+                )
+            mine = first_alpha_gradient(
+                next(iter(searcher.method.architects.values())).optimizer, OURS[impl].build(searcher, args.bptt, "fp32")
+            )[:, columns]
             theirs = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
             assert mine.dtype == theirs.dtype == dtype
             record[f"order1_alpha_grad_rel_diff_{impl}{suffix}"] = float((theirs - mine).norm() / mine.norm())
@@ -280,8 +329,10 @@ def check(args, corpus: Corpus, tmp: Path, original: ModuleType, ours: list[str]
         alpha_grad = first_alpha_gradient(search.architect.optimizer, lambda: search.step(0))
         record[f"order{order}_original_first_step_loss"] = float(search.total_loss)
         record[f"order{order}_original_first_step_finite"] = bool(
-            torch.isfinite(search.total_loss) and torch.isfinite(alpha_grad).all()
-            and all(torch.isfinite(p).all() for p in search.model.parameters()))
+            torch.isfinite(search.total_loss)
+            and torch.isfinite(alpha_grad).all()
+            and all(torch.isfinite(p).all() for p in search.model.parameters())
+        )
     report(record)
 
 
@@ -303,7 +354,11 @@ def peak_memory(args, corpus: Corpus, tmp: Path, impl: str, original: ModuleType
     for _ in range(3):
         step()
     peak = memory_mib("VmHWM")
-    print(json.dumps({"impl": impl, "order": order, "peak_rss_mib": round(peak, 1), "step_rss_mib": round(peak - before, 1)}))
+    print(
+        json.dumps(
+            {"impl": impl, "order": order, "peak_rss_mib": round(peak, 1), "step_rss_mib": round(peak - before, 1)}
+        )
+    )
 
 
 def gc_seconds() -> float:
@@ -318,28 +373,47 @@ def main() -> None:
     parser.add_argument("--device", default=default_device())
     parser.add_argument("--precision", choices=sorted(DTYPES), default="fp32")
     parser.add_argument("--orders", type=int, nargs="+", default=[1, 2], choices=[1, 2])
-    parser.add_argument("--method", choices=["darts", "idarts", "ess"], default="darts",
-                        help="ess: joint search (intra and inter-cell gates); it has no reference, so needs --no-reference")
+    parser.add_argument(
+        "--method",
+        choices=["darts", "idarts", "ess"],
+        default="darts",
+        help="ess: joint search (intra and inter-cell gates); it has no reference, so needs --no-reference",
+    )
     parser.add_argument("--repeats", type=int, default=5, help="timed steps per implementation and order")
     parser.add_argument("--ours", nargs="+", choices=sorted(OURS), default=["fast"], help="our variants to time [fast]")
-    parser.add_argument("--no-reference", action="store_true", help="leave out the reference structure of reference/darts.py")
-    parser.add_argument("--original", metavar="PATH",
-                        help="also time the original DARTS code: the folder of its port to torch 2.x (train_search.py)")
-    parser.add_argument("--check", action="store_true",
-                        help="with --original: compare first-order α gradients (dropout off) and report the original's "
-                             "first-step losses instead of timing")
-    parser.add_argument("--autograd", action="store_true",
-                        help="also time our cell op by op through autograd (--ours ... autograd)")
-    parser.add_argument("--compile", action="store_true",
-                        help="also time our autograd cell with its time step through torch.compile (--ours ... compiled)")
+    parser.add_argument(
+        "--no-reference", action="store_true", help="leave out the reference structure of reference/darts.py"
+    )
+    parser.add_argument(
+        "--original",
+        metavar="PATH",
+        help="also time the original DARTS code: the folder of its port to torch 2.x (train_search.py)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="with --original: compare first-order α gradients (dropout off) and report the original's "
+        "first-step losses instead of timing",
+    )
+    parser.add_argument(
+        "--autograd", action="store_true", help="also time our cell op by op through autograd (--ours ... autograd)"
+    )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time our autograd cell with its time step through torch.compile (--ours ... compiled)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--nhid", type=int, default=300)
     parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--bptt", type=int, default=35)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--vocab", type=int, default=10_000)
-    parser.add_argument("--memory", action="store_true",
-                        help="also measure each implementation's peak memory (RSS) over 3 steps, each in a fresh process")
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="also measure each implementation's peak memory (RSS) over 3 steps, each in a fresh process",
+    )
     parser.add_argument("--memory-of", choices=[*OURS, *BASELINES], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.method == "ess" and not args.no_reference:
@@ -363,15 +437,32 @@ def main() -> None:
     torch.manual_seed(0)
     tokens = args.batch_size * (8 * args.bptt + 2)
     vocab = [f"w{i}" for i in range(args.vocab)]
-    corpus = Corpus(vocab, torch.randint(args.vocab, (tokens,)), torch.randint(args.vocab, (tokens,)),
-                    torch.randint(args.vocab, (tokens,)), {s: Path("synthetic") for s in ("train", "valid", "test")})
-    ours = list(dict.fromkeys(args.ours + (["autograd"] if args.autograd else []) + (["compiled"] if args.compile else [])))
+    corpus = Corpus(
+        vocab,
+        torch.randint(args.vocab, (tokens,)),
+        torch.randint(args.vocab, (tokens,)),
+        torch.randint(args.vocab, (tokens,)),
+        {s: Path("synthetic") for s in ("train", "valid", "test")},
+    )
+    ours = list(
+        dict.fromkeys(args.ours + (["autograd"] if args.autograd else []) + (["compiled"] if args.compile else []))
+    )
     baselines = ([] if args.no_reference else ["reference"]) + (["original"] if original else [])
     impls = ours + baselines
-    record: dict = {"bench": "search_step", "device": str(device), "precision": args.precision,
-                    "method": args.method, "nhid": args.nhid, "emsize": args.nhid, "nodes": args.nodes,
-                    "bptt": args.bptt, "batch": args.batch_size, "vocab": args.vocab, "repeats": args.repeats,
-                    "flops": "GEMM FLOPs executed per step (torch FlopCounterMode, fwd+bwd); elementwise not counted"}
+    record: dict = {
+        "bench": "search_step",
+        "device": str(device),
+        "precision": args.precision,
+        "method": args.method,
+        "nhid": args.nhid,
+        "emsize": args.nhid,
+        "nodes": args.nodes,
+        "bptt": args.bptt,
+        "batch": args.batch_size,
+        "vocab": args.vocab,
+        "repeats": args.repeats,
+        "flops": "GEMM FLOPs executed per step (torch FlopCounterMode, fwd+bwd); elementwise not counted",
+    }
     if args.memory_of:
         with tempfile.TemporaryDirectory() as tmp:
             return peak_memory(args, corpus, Path(tmp), args.memory_of, original)
@@ -388,7 +479,9 @@ def main() -> None:
                 steps[impl], warmups = build(impl, args, config, corpus, Path(tmp) / f"{impl}{order}", original)
                 for _ in range(warmups):
                     steps[impl]()
-                record[f"order{order}_{impl}_gflop_per_token"] = count_flops(steps[impl]) / (args.batch_size * args.bptt) / 1e9
+                record[f"order{order}_{impl}_gflop_per_token"] = (
+                    count_flops(steps[impl]) / (args.batch_size * args.bptt) / 1e9
+                )
             times = {impl: [] for impl in impls}
             for _ in range(args.repeats):  # interleaved, so load changes hit every implementation alike
                 for impl in impls:
@@ -412,7 +505,8 @@ def main() -> None:
             for impl in ours:
                 for baseline in baselines:
                     record[f"order{order}_{impl}_speedup_vs_{baseline}"] = round(
-                        record[f"order{order}_{impl}_tokens_per_s"] / record[f"order{order}_{baseline}_tokens_per_s"], 3)
+                        record[f"order{order}_{impl}_tokens_per_s"] / record[f"order{order}_{baseline}_tokens_per_s"], 3
+                    )
     peak = GEMM_FLOPS / median(peak_times) / 1e9
     record["fp32_gemm_peak_gflop_s"] = round(peak, 2)
     if gc_times:

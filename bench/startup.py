@@ -18,6 +18,7 @@ Prints one JSON line: median seconds per variant and model, the load average at 
 
     bench/startup.py --repeats 5 --core 1 --work /tmp/startup
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,13 @@ def loadavg() -> list[str]:
 def timed(command: list[str], env: dict, core: int) -> tuple[float, float]:
     """(seconds to the first stdout line, seconds to the exit) of `command` pinned to `core`."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.sched_setaffinity(0, {core}),
+    )
     first = proc.stdout.readline()
     first_s = time.perf_counter() - start
     rest, err = proc.communicate()
@@ -89,15 +95,21 @@ def main() -> None:
                     done.append(timed([sys.executable, str(ROOT / "bin" / "tag"), "--help"], env, args.core))
                     continue
                 checkout, variant_env = checkouts[variant]
-                done.append(timed([sys.executable, str(checkout / "bin" / "tag"), "--model", str(models[name]),
-                                   str(text)], variant_env, args.core))
+                done.append(
+                    timed(
+                        [sys.executable, str(checkout / "bin" / "tag"), "--model", str(models[name]), str(text)],
+                        variant_env,
+                        args.core,
+                    )
+                )
     record["help_s"] = round(statistics.median(t for _, t in runs[("help", "-")]), 3)
     for (variant, name), done in runs.items():
         if variant != "help":
             record.setdefault(variant, {})[name] = {
                 "first_line_s": round(statistics.median(f for f, _ in done), 2),
                 "exit_s": round(statistics.median(t for _, t in done), 2),
-                "first_line_runs_s": [round(f, 2) for f, _ in done]}
+                "first_line_runs_s": [round(f, 2) for f, _ in done],
+            }
     import torch
 
     record.update(python=sys.version.split()[0], torch=torch.__version__, loadavg_end=loadavg())

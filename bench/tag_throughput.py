@@ -25,6 +25,7 @@ Prints one JSON line per (configuration, pipeline): median sentences/s and media
 
     bench/tag_throughput.py --sentences 5000 --repeats 3 --threads 1
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,16 +84,32 @@ def build_models(work: Path, args) -> dict[str, Path]:
         lm_text.write_text((data / "lm" / "train.txt").read_text(encoding="utf-8"), encoding="utf-8")
         paths = []
         for direction in ("forward", "backward"):
-            result = train_charlm(lm_text, work / f"charlm-{direction}", direction, hidden=64, embedding=32,
-                                  epochs=args.charlm_epochs, sequence_length=100, batch_size=32, seed=args.seed)
-            print(f"char LM {direction}: {result['valid_bpc']:.2f} bits/char in {result['seconds']:.0f} s",
-                  file=sys.stderr)
+            result = train_charlm(
+                lm_text,
+                work / f"charlm-{direction}",
+                direction,
+                hidden=64,
+                embedding=32,
+                epochs=args.charlm_epochs,
+                sequence_length=100,
+                batch_size=32,
+                seed=args.seed,
+            )
+            print(
+                f"char LM {direction}: {result['valid_bpc']:.2f} bits/char in {result['seconds']:.0f} s",
+                file=sys.stderr,
+            )
             paths.append(work / f"charlm-{direction}" / "best-lm.pt")
         fwd, bwd = paths
     genotype = None if args.cell == "lstm" else load(args.cell)
-    for name, spec in (("glove", "glove:glove-6b-50d"), ("glove+pooled", f"glove:glove-6b-50d,pooled-flair:{fwd}:{bwd}")):
+    for name, spec in (
+        ("glove", "glove:glove-6b-50d"),
+        ("glove+pooled", f"glove:glove-6b-50d,pooled-flair:{fwd}:{bwd}"),
+    ):
         torch.manual_seed(args.seed)
-        build_model(TaggerConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype).save(models[name])
+        build_model(TaggerConfig(hidden_size=args.hidden_size), corpus, build_embeddings(spec), genotype).save(
+            models[name]
+        )
     (work / "models.json").write_text(json.dumps(settings))
     return models
 
@@ -144,13 +161,29 @@ def worker(pipeline: str, model_path: str, text: str, out: str, batch_size: int)
         model.predict(found, mini_batch_size=batch_size)
         with open(out, "w", encoding="utf-8") as sink:
             for sentence in found:
-                spans = [(span.start_position, span.end_position, span.get_label(model.tag_type).value,
-                          span.get_label(model.tag_type).score) for span in sentence.get_spans(model.tag_type)]
+                spans = [
+                    (
+                        span.start_position,
+                        span.end_position,
+                        span.get_label(model.tag_type).value,
+                        span.get_label(model.tag_type).score,
+                    )
+                    for span in sentence.get_spans(model.tag_type)
+                ]
                 sink.write(json.dumps({"text": sentence.to_original_text(), "spans": spans}) + "\n")
         count = len(found)
     seconds = time.perf_counter() - start
-    print(json.dumps({"sentences": count, "seconds": seconds, "peak_rss_mb": rss_mb("VmHWM"),
-                      "rss_after_load_mb": loaded, "threads": torch.get_num_threads()}))
+    print(
+        json.dumps(
+            {
+                "sentences": count,
+                "seconds": seconds,
+                "peak_rss_mb": rss_mb("VmHWM"),
+                "rss_after_load_mb": loaded,
+                "threads": torch.get_num_threads(),
+            }
+        )
+    )
 
 
 def main() -> None:
@@ -166,7 +199,9 @@ def main() -> None:
     parser.add_argument("--embeddings", default="glove,glove+pooled", help="configurations to measure, comma-separated")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", help="keep the generated text, models and outputs here [default: a temp dir]")
-    parser.add_argument("--worker", nargs=5, metavar=("PIPELINE", "MODEL", "TEXT", "OUT", "BATCH"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--worker", nargs=5, metavar=("PIPELINE", "MODEL", "TEXT", "OUT", "BATCH"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.worker:
         pipeline, model, text, out, batch = args.worker
@@ -183,24 +218,47 @@ def main() -> None:
         models = build_models(work, args)
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
         wanted = args.embeddings.split(",")
-        runs: dict[tuple[str, str], list[dict]] = {(name, p): [] for name in models if name in wanted for p in PIPELINES}
+        runs: dict[tuple[str, str], list[dict]] = {
+            (name, p): [] for name in models if name in wanted for p in PIPELINES
+        }
         for _ in range(args.repeats):  # interleaved, so a change of load on a shared machine hits every pipeline
             for (name, pipeline), done in runs.items():
-                command = [sys.executable, __file__, "--worker", pipeline, str(models[name]), str(text),
-                           str(work / f"out-{name}-{pipeline}.jsonl"), str(args.batch_size)]
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    pipeline,
+                    str(models[name]),
+                    str(text),
+                    str(work / f"out-{name}-{pipeline}.jsonl"),
+                    str(args.batch_size),
+                ]
                 result = subprocess.run(command, env=env, capture_output=True, text=True)
                 if result.returncode != 0:
                     sys.exit(f"{pipeline} {name} failed:\n{result.stderr[-2000:]}")
                 done.append(json.loads(result.stdout.strip().splitlines()[-1]))
         for (name, pipeline), done in runs.items():
-            print(json.dumps({
-                "embeddings": name, "pipeline": pipeline, "sentences": done[0]["sentences"],
-                "sentences_per_s": round(statistics.median(r["sentences"] / r["seconds"] for r in done), 1),
-                "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in done), 1),
-                "rss_after_load_mb": round(statistics.median(r["rss_after_load_mb"] for r in done), 1),
-                "rss_growth_mb": round(statistics.median(r["peak_rss_mb"] - r["rss_after_load_mb"] for r in done), 1),
-                "runs": len(done), "threads": done[0]["threads"], "batch_size": args.batch_size,
-                "cell": args.cell, "hidden_size": args.hidden_size}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "embeddings": name,
+                        "pipeline": pipeline,
+                        "sentences": done[0]["sentences"],
+                        "sentences_per_s": round(statistics.median(r["sentences"] / r["seconds"] for r in done), 1),
+                        "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in done), 1),
+                        "rss_after_load_mb": round(statistics.median(r["rss_after_load_mb"] for r in done), 1),
+                        "rss_growth_mb": round(
+                            statistics.median(r["peak_rss_mb"] - r["rss_after_load_mb"] for r in done), 1
+                        ),
+                        "runs": len(done),
+                        "threads": done[0]["threads"],
+                        "batch_size": args.batch_size,
+                        "cell": args.cell,
+                        "hidden_size": args.hidden_size,
+                    }
+                ),
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ against flair's `SequenceTagger` with its LSTM, same embeddings, hidden size and
 The corpus is `tagger.synthetic` (CoNLL-2003 style, --sentences training sentences, a fifth as
 many test sentences). With --match-params, flair's LSTM gets the hidden size at which its
 recurrent layer has the cell layer's parameter count (`tagger.sizing`, as `bin/train-tagger --cell
-lstm --match-params CELL` sizes it); otherwise both run at --hidden-size. The word vectors are a generated GloVe-style file of random --dim vectors
+lstm --match-params CELL` sizes it); otherwise both run at --hidden-size. The word vectors are a generated GloVe-style
+file of random --dim vectors
 for its vocabulary; `--charlm FWD.pt:BWD.pt` stacks Flair embeddings of a char LM pair on top
 (e.g. resources/charlm/wt2-forward.pt:resources/charlm/wt2-backward.pt). Both taggers are built
 by `tagger.train.build_model` exactly as `bin/train-tagger` builds them (`--cell lstm` is flair's
@@ -27,9 +28,11 @@ Prints one JSON line of medians.
 Our tagger runs on the backend `--backends` names (`nas.fast.backends`; `auto`: cpu-fused on a CPU,
 cuda-graphs on a GPU), or on several, one model each, timed in the same interleaved loop.
 
-    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--predict-repeats 3] [--charlm FWD.pt:BWD.pt]
+    bench/tagger_epoch.py [--sentences 5000] [--hidden-size 256] [--match-params] [--repeats 3] [--predict-repeats 3]
+    [--charlm FWD.pt:BWD.pt]
     bench/tagger_epoch.py --device cuda --match-params --backends cuda-graphs,cuda-loop
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,20 +95,30 @@ def main() -> None:
     parser.add_argument("--sentences", type=int, default=5000, help="training sentences")
     parser.add_argument("--cell", default="darts_v2")
     parser.add_argument("--hidden-size", type=int, default=256)
-    parser.add_argument("--match-params", action="store_true",
-                        help="size flair's LSTM so its recurrent layer has the cell layer's parameter count")
+    parser.add_argument(
+        "--match-params",
+        action="store_true",
+        help="size flair's LSTM so its recurrent layer has the cell layer's parameter count",
+    )
     parser.add_argument("--dim", type=int, default=100, help="word vector size")
     parser.add_argument("--charlm", help="FWD.pt:BWD.pt, Flair embeddings stacked on the word vectors")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--eval-batch-size", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3, help="timed epochs (and predictions) per model")
-    parser.add_argument("--predict-repeats", type=int, default=3,
-                        help="predictions after each timed epoch (a prediction takes a second: one is noisy)")
+    parser.add_argument(
+        "--predict-repeats",
+        type=int,
+        default=3,
+        help="predictions after each timed epoch (a prediction takes a second: one is noisy)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch threads [default: torch's own choice]")
     parser.add_argument("--device", default=default_device())
-    parser.add_argument("--backends", default="auto",
-                        help="comma-separated --backend names our tagger is timed on, one model each (e.g. "
-                             "cuda-graphs,cuda-loop on a GPU) [default: auto]")
+    parser.add_argument(
+        "--backends",
+        default="auto",
+        help="comma-separated --backend names our tagger is timed on, one model each (e.g. "
+        "cuda-graphs,cuda-loop on a GPU) [default: auto]",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.threads:
@@ -118,25 +131,39 @@ def main() -> None:
     flair_logs_to_stderr(logging.WARNING)  # stdout holds the JSON line alone
     flair.device = device
     with tempfile.TemporaryDirectory() as tmp:
-        data = generate(Path(tmp) / "data", seed=args.seed, train=args.sentences, dev=10,
-                        test=max(args.sentences // 5, 1), lm_lines=10, raw_paragraphs=1)
+        data = generate(
+            Path(tmp) / "data",
+            seed=args.seed,
+            train=args.sentences,
+            dev=10,
+            test=max(args.sentences // 5, 1),
+            lm_lines=10,
+            raw_paragraphs=1,
+        )
         corpus = load_corpus("conll03", data / "conll03")
         vectors = Path(tmp) / "vectors.txt"
-        write_vectors(vectors, {t for split in (corpus.train, corpus.test) for s in split.tokens for t in s},
-                      args.dim, args.seed)
+        write_vectors(
+            vectors, {t for split in (corpus.train, corpus.test) for s in split.tokens for t in s}, args.dim, args.seed
+        )
         spec = f"glove:{vectors}" + (f",flair:{args.charlm}" if args.charlm else "")
         embeddings = build_embeddings(spec)
         train = to_sentences(corpus.train, corpus.tag_type)
         test = to_sentences(corpus.test, corpus.tag_type)
     config = TaggerConfig(hidden_size=args.hidden_size)
     cell = load(args.cell)
-    lstm_hidden = (match_layer(None, args.cell, cell, args.hidden_size, embeddings.embedding_length).hidden_size
-                   if args.match_params else args.hidden_size)
+    lstm_hidden = (
+        match_layer(None, args.cell, cell, args.hidden_size, embeddings.embedding_length).hidden_size
+        if args.match_params
+        else args.hidden_size
+    )
     chosen = args.backends.split(",")
     ours = {(args.cell if len(chosen) == 1 else f"{args.cell}_{name}"): name for name in chosen}
     models = {}
-    for name, genotype, hidden in (*((mine, cell, args.hidden_size) for mine in ours),
-                                   ("flair_lstm", None, lstm_hidden), ("flair_stock", None, lstm_hidden)):
+    for name, genotype, hidden in (
+        *((mine, cell, args.hidden_size) for mine in ours),
+        ("flair_lstm", None, lstm_hidden),
+        ("flair_stock", None, lstm_hidden),
+    ):
         torch.manual_seed(args.seed)
         backends.use(ours.get(name, "auto"), device)  # what build_model attaches to the cells
         model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype).to(device)
@@ -146,22 +173,35 @@ def main() -> None:
     epoch_s = {name: [] for name in models}
     predict_s = {name: [] for name in models}
     for name, (model, optimizer) in models.items():  # warm-up: allocator, embedding caches
-        train_tagger_epoch(model, train[:2 * args.batch_size], args.batch_size, optimizer, random.Random(args.seed))
-        predict(model, test[:args.eval_batch_size], args.eval_batch_size, name == "flair_stock")
+        train_tagger_epoch(model, train[: 2 * args.batch_size], args.batch_size, optimizer, random.Random(args.seed))
+        predict(model, test[: args.eval_batch_size], args.eval_batch_size, name == "flair_stock")
     for rep in range(args.repeats):
         for name, (model, optimizer) in models.items():
-            epoch_s[name].append(timed(lambda: train_tagger_epoch(model, train, args.batch_size, optimizer, random.Random(rep)), device))
+            epoch_s[name].append(
+                timed(lambda: train_tagger_epoch(model, train, args.batch_size, optimizer, random.Random(rep)), device)
+            )
             for _ in range(args.predict_repeats):
-                predict_s[name].append(timed(lambda: predict(model, test, args.eval_batch_size, name == "flair_stock"),
-                                                  device))
-    record = {"bench": "tagger_epoch", "device": str(device), "cell": args.cell, "hidden_size": args.hidden_size,
-              "flair_lstm_hidden_size": lstm_hidden, "match_params": args.match_params,
-              f"{args.cell}_rnn_parameters": rnn_parameters(cell, embeddings.embedding_length, args.hidden_size),
-              "flair_lstm_rnn_parameters": rnn_parameters(None, embeddings.embedding_length, lstm_hidden),
-              "embeddings": "random word vectors" + (" + Flair char LM pair" if args.charlm else ""),
-              "embedding_dim": embeddings.embedding_length, "train_sentences": len(train),
-              "test_sentences": len(test), "train_tokens": sum(len(s) for s in train),
-              "batch_size": args.batch_size, "repeats": args.repeats, "predict_repeats": args.predict_repeats}
+                predict_s[name].append(
+                    timed(lambda: predict(model, test, args.eval_batch_size, name == "flair_stock"), device)
+                )
+    record = {
+        "bench": "tagger_epoch",
+        "device": str(device),
+        "cell": args.cell,
+        "hidden_size": args.hidden_size,
+        "flair_lstm_hidden_size": lstm_hidden,
+        "match_params": args.match_params,
+        f"{args.cell}_rnn_parameters": rnn_parameters(cell, embeddings.embedding_length, args.hidden_size),
+        "flair_lstm_rnn_parameters": rnn_parameters(None, embeddings.embedding_length, lstm_hidden),
+        "embeddings": "random word vectors" + (" + Flair char LM pair" if args.charlm else ""),
+        "embedding_dim": embeddings.embedding_length,
+        "train_sentences": len(train),
+        "test_sentences": len(test),
+        "train_tokens": sum(len(s) for s in train),
+        "batch_size": args.batch_size,
+        "repeats": args.repeats,
+        "predict_repeats": args.predict_repeats,
+    }
     for name in models:
         record[f"{name}_epoch_s"] = round(median(epoch_s[name]), 2)
         record[f"{name}_predict_sentences_per_s"] = round(len(test) / median(predict_s[name]), 1)
@@ -170,11 +210,15 @@ def main() -> None:
         tail = "" if len(ours) == 1 else f"_{ours[mine]}"
         record[f"epoch_time_ratio{tail}"] = round(record[f"{mine}_epoch_s"] / record["flair_lstm_epoch_s"], 3)
         record[f"epoch_time_ratio_vs_flair_stock{tail}"] = round(
-            record[f"{mine}_epoch_s"] / record["flair_stock_epoch_s"], 3)
-        for baseline, key in (("flair_lstm", "predict_speed_ratio"),
-                              ("flair_stock", "predict_speed_ratio_vs_flair_stock")):
+            record[f"{mine}_epoch_s"] / record["flair_stock_epoch_s"], 3
+        )
+        for baseline, key in (
+            ("flair_lstm", "predict_speed_ratio"),
+            ("flair_stock", "predict_speed_ratio_vs_flair_stock"),
+        ):
             record[f"{key}{tail}"] = round(
-                record[f"{mine}_predict_sentences_per_s"] / record[f"{baseline}_predict_sentences_per_s"], 3)
+                record[f"{mine}_predict_sentences_per_s"] / record[f"{baseline}_predict_sentences_per_s"], 3
+            )
     report(record)
 
 

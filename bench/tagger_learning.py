@@ -19,6 +19,7 @@ searched cell learned more slowly" in docs/results.md comes from runs of this sc
 
     bench/tagger_learning.py --corpus conll2000 --data data/conll2000 --cell darts_v2 --hidden-size 128 --epochs 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,7 +47,9 @@ def layer_norms(model) -> dict[str, float]:
     """The gradient norm of each layer (before clipping; the whole model's is the one clipping returns)."""
     norms = {}
     for name in LAYERS:
-        grads = [p.grad for p in getattr(model, name).parameters() if p.grad is not None] if hasattr(model, name) else []
+        grads = (
+            [p.grad for p in getattr(model, name).parameters() if p.grad is not None] if hasattr(model, name) else []
+        )
         norms[name] = float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
     return norms
 
@@ -93,17 +96,27 @@ def main() -> None:
     dev = to_sentences(corpus.dev, corpus.tag_type)
     config = TaggerConfig(hidden_size=args.hidden_size, reproject=not args.no_reproject, cell_init=args.cell_init)
     genotype = None if args.cell == "lstm" else load(args.cell)
-    hidden = args.hidden_size if genotype is None else match_layer(
-        genotype, "lstm", None, args.hidden_size, embeddings.embedding_length).hidden_size
+    hidden = (
+        args.hidden_size
+        if genotype is None
+        else match_layer(genotype, "lstm", None, args.hidden_size, embeddings.embedding_length).hidden_size
+    )
     torch.manual_seed(args.seed)
     model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype)
     if args.init_range is not None and genotype is not None:
         for weight in (model.rnn.cell.w0, model.rnn.cell.ws):
             torch.nn.init.uniform_(weight, -args.init_range, args.init_range)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    record = {"bench": "tagger_learning", **{k: v for k, v in vars(args).items() if k != "data"},
-              "hidden": hidden, "rnn_parameters": sum(p.numel() for p in model.rnn.parameters()),
-              "init_output": output_scale(model, dev), "dev_f1": [], "grad_norms": [], "clipped_fraction": []}
+    record = {
+        "bench": "tagger_learning",
+        **{k: v for k, v in vars(args).items() if k != "data"},
+        "hidden": hidden,
+        "rnn_parameters": sum(p.numel() for p in model.rnn.parameters()),
+        "init_output": output_scale(model, dev),
+        "dev_f1": [],
+        "grad_norms": [],
+        "clipped_fraction": [],
+    }
     batches = -(-len(train) // args.batch_size)
     every = max(1, batches // args.evals_per_epoch)
     rng = random.Random(args.seed)

@@ -1,4 +1,5 @@
-"""Slow, obviously correct references for the fast cells and the α step: docs/concepts/cell.md and search-methods.md written out literally.
+"""Slow, obviously correct references for the fast cells and the α step: docs/concepts/cell.md and search-methods.md
+written out literally.
 
 The cells run one time step, one node, one edge and one op at a time in Python, with the input
 projection x·W0 inside the loop, as in the reference DARTS code's structure; the α step has that
@@ -11,6 +12,7 @@ and optimiser set-up, in plain torch. Only the weights are shared, by name: a te
 module's state dict into `ReferenceSearchRNN`, and `reference_frozen` reads a FrozenRNN's `w0`,
 `ws` and genotype.
 """
+
 from __future__ import annotations
 
 import copy
@@ -27,7 +29,7 @@ def reference_mixing_weights(alpha: torch.Tensor, steps: int, method: str) -> to
     """Rows of α are the edges (node 1: j=0; node 2: j=0,1; ...); softmax per edge or per node."""
     rows, row = [], 0
     for i in range(1, steps + 1):
-        block = alpha[row: row + i]
+        block = alpha[row : row + i]
         if method == "darts":
             rows.append(torch.stack([F.softmax(block[j], 0) for j in range(i)]))
         else:
@@ -52,16 +54,27 @@ class ReferenceSearchRNN(nn.Module):
     from the same weights; tests copy them by name).
     """
 
-    def __init__(self, ninp: int, nhid: int, steps: int = 8, method: str = "darts", dropout_x: float = 0.0,
-                 dropout_h: float = 0.0, inter: nn.Module | None = None, attention: nn.Module | None = None,
-                 compile: bool = False):
+    def __init__(
+        self,
+        ninp: int,
+        nhid: int,
+        steps: int = 8,
+        method: str = "darts",
+        dropout_x: float = 0.0,
+        dropout_h: float = 0.0,
+        inter: nn.Module | None = None,
+        attention: nn.Module | None = None,
+        compile: bool = False,
+    ):
         super().__init__()
         if inter is not None or attention is not None:
             raise ValueError("the reference search cell has no inter-cell gates or attention")
         self.ninp, self.nhid, self.steps, self.method = ninp, nhid, steps, method
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-0.04, 0.04))  # [x | h]·W0
-        self.ws = nn.ParameterList(nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-0.04, 0.04)) for _ in range(steps))
+        self.ws = nn.ParameterList(
+            nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-0.04, 0.04)) for _ in range(steps)
+        )
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
         self.bn = nn.BatchNorm1d(nhid, affine=False)
 
@@ -72,8 +85,9 @@ class ReferenceSearchRNN(nn.Module):
     def init_hidden(self, batch: int) -> torch.Tensor:
         return self.w0.new_zeros(1, batch, self.nhid)
 
-    def forward(self, x: torch.Tensor, hidden: torch.Tensor | None = None,
-                lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, hidden: torch.Tensor | None = None, lengths: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         T, B, _ = x.shape
         H = self.nhid
         h = x.new_zeros(B, H) if hidden is None else hidden[0]
@@ -111,8 +125,9 @@ def load_weights(reference: nn.Module, model: nn.Module) -> None:
     assert not result.unexpected_keys and all(".bn." in f".{k}" for k in result.missing_keys), result
 
 
-def reference_frozen(rnn: nn.Module, x: torch.Tensor, hidden: torch.Tensor | None = None,
-                     lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_frozen(
+    rnn: nn.Module, x: torch.Tensor, hidden: torch.Tensor | None = None, lengths: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """A FrozenRNN without dropout, one sentence, one direction, one step and one edge at a time.
 
     Reads the layer's genotype and weights: w0 (D, ninp + nhid, 2·nhid), ws (D, nodes, nhid, 2·nhid).
@@ -141,7 +156,7 @@ def reference_frozen(rnn: nn.Module, x: torch.Tensor, hidden: torch.Tensor | Non
                         s = s + prev + torch.sigmoid(c) * (ACT[op](hh) - prev)
                     states[i] = s
                 h = torch.stack([states[k] for k in geno.concat]).mean(0)
-                out[t, b, d * H:(d + 1) * H] = h
+                out[t, b, d * H : (d + 1) * H] = h
             finals.append(h)
         last.append(torch.stack(finals))
     return out, torch.stack(last)
@@ -160,13 +175,23 @@ class ReferenceArchitect:
     Both sides of the difference draw the same dropout masks, as in `Architect`.
     """
 
-    def __init__(self, model: nn.Module, lr: float = 3e-3, weight_decay: float = 1e-3, order: int = 1,
-                 weight_wd: float = 5e-7, arch_names: list[str] | None = None, weight_clip: float | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        lr: float = 3e-3,
+        weight_decay: float = 1e-3,
+        order: int = 1,
+        weight_wd: float = 5e-7,
+        arch_names: list[str] | None = None,
+        weight_clip: float | None = None,
+    ):
         self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
         named = dict(model.named_parameters())
         is_alpha = {name: name.rsplit(".", 1)[-1].startswith("alpha") for name in named}
         self.weights = {name: p for name, p in named.items() if not is_alpha[name]}
-        self.arch = {name: p for name, p in named.items() if is_alpha[name] and (arch_names is None or name in arch_names)}
+        self.arch = {
+            name: p for name, p in named.items() if is_alpha[name] and (arch_names is None or name in arch_names)
+        }
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
 
     def _loss(self, model: nn.Module, batch, hidden):

@@ -9,6 +9,7 @@ Importing `tagger` is enough for flair's own loaders (`SequenceTagger.load`) to 
 toolkit's taggers and the pooled-Flair memory: `tagger.model`, which teaches them, is imported now
 if flair is loaded already, else as soon as flair has finished loading.
 """
+
 import importlib
 import importlib.abc
 import importlib.util

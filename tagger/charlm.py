@@ -5,6 +5,7 @@ we train our own. The character dictionary is built from the corpus (never
 `Dictionary.load('chars')`, which downloads), and the corpus is laid out the way flair wants it:
 `train/` split files, `valid.txt`, `test.txt`.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,7 +27,6 @@ from nas.common.errors import InputError
 from nas.common.files import atomic_torch_save, atomic_write_text, utf8_lines
 
 
-
 def read_corpus(source: str | Path) -> dict[str, list[str]]:
     """Lines of train/valid/test: a directory with those splits (PTB/WikiText names), or one file
     whose lines are split 90/5/5 in a seeded shuffle of paragraphs."""
@@ -44,7 +44,7 @@ def read_corpus(source: str | Path) -> dict[str, list[str]]:
     random.Random(0).shuffle(order)
     cut = max(1, len(lines) // 20)
     pick = lambda idx: [lines[i] for i in sorted(idx)]  # noqa: E731 - keeps document order inside a split
-    return {"valid": pick(order[:cut]), "test": pick(order[cut:2 * cut]), "train": pick(order[2 * cut:])}
+    return {"valid": pick(order[:cut]), "test": pick(order[cut : 2 * cut]), "train": pick(order[2 * cut :])}
 
 
 def layout(splits: dict[str, list[str]], root: Path, split_chars: int = 2_000_000) -> Path:
@@ -76,14 +76,27 @@ def char_dictionary(lines: list[str]) -> Dictionary:
     return dictionary
 
 
-def train_charlm(corpus: str | Path, out: str | Path, direction: str = "forward", hidden: int = 256,
-                 embedding: int = 100, epochs: int | None = None, time_budget: float | None = None,
-                 sequence_length: int = 250, batch_size: int = 100, lr: float = 20.0, seed: int = 1,
-                 device: str = "cpu", split_chars: int = 2_000_000) -> dict:
+def train_charlm(
+    corpus: str | Path,
+    out: str | Path,
+    direction: str = "forward",
+    hidden: int = 256,
+    embedding: int = 100,
+    epochs: int | None = None,
+    time_budget: float | None = None,
+    sequence_length: int = 250,
+    batch_size: int = 100,
+    lr: float = 20.0,
+    seed: int = 1,
+    device: str = "cpu",
+    split_chars: int = 2_000_000,
+) -> dict:
     """Train a character LM; writes OUT/best-lm.pt (flair's format, loadable with weights_only=True)."""
     if torch.device(device).type == "cpu" and torch.cuda.is_available():
-        raise InputError("--device cpu: flair's LanguageModelTrainer refuses to train on the CPU where CUDA is "
-                         "available; use --device cuda")
+        raise InputError(
+            "--device cpu: flair's LanguageModelTrainer refuses to train on the CPU where CUDA is "
+            "available; use --device cuda"
+        )
     out = Path(out)
     splits = read_corpus(corpus)
     flair.device = torch.device(device)
@@ -101,23 +114,33 @@ def train_charlm(corpus: str | Path, out: str | Path, direction: str = "forward"
         previous = signal.signal(signal.SIGALRM, _stop_training)
         signal.setitimer(signal.ITIMER_REAL, time_budget * 60)
     try:
-        trainer.train(out, sequence_length=sequence_length, mini_batch_size=batch_size, learning_rate=lr,
-                      max_epochs=epochs if epochs is not None else 10_000, num_workers=0)
+        trainer.train(
+            out,
+            sequence_length=sequence_length,
+            mini_batch_size=batch_size,
+            learning_rate=lr,
+            max_epochs=epochs if epochs is not None else 10_000,
+            num_workers=0,
+        )
     finally:
         if time_budget is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
     best = out / "best-lm.pt"
     if not best.is_file():
-        raise InputError(f"training stopped before the first train split finished; raise --time-budget or --epochs")
+        raise InputError("training stopped before the first train split finished; raise --time-budget or --epochs")
     lm = load_charlm(best)
     valid = trainer._batchify(text.valid, batch_size)
     trainer.model = lm
     valid_nll = trainer.evaluate(valid, batch_size, sequence_length)
-    return {"valid_bpc": valid_nll / math.log(2), "seconds": time.time() - started,
-            "characters": {k: sum(len(line) + 1 for line in v) for k, v in splits.items()},
-            "dictionary_size": len(dictionary), "parameters": sum(p.numel() for p in lm.parameters()),
-            "size_bytes": best.stat().st_size}
+    return {
+        "valid_bpc": valid_nll / math.log(2),
+        "seconds": time.time() - started,
+        "characters": {k: sum(len(line) + 1 for line in v) for k, v in splits.items()},
+        "dictionary_size": len(dictionary),
+        "parameters": sum(p.numel() for p in lm.parameters()),
+        "size_bytes": best.stat().st_size,
+    }
 
 
 def _stop_training(signum, frame):
@@ -133,11 +156,22 @@ class _SafeSavingLM(LanguageModel):
     """
 
     def save(self, file) -> None:
-        atomic_torch_save(file, {
-            "state_dict": self.state_dict(), "dictionary": self.dictionary, "is_forward_lm": self.is_forward_lm,
-            "hidden_size": self.hidden_size, "nlayers": self.nlayers, "embedding_size": self.embedding_size,
-            "nout": self.nout, "document_delimiter": self.document_delimiter, "dropout": self.dropout,
-            "recurrent_type": self.recurrent_type, "has_decoder": self.decoder is not None})
+        atomic_torch_save(
+            file,
+            {
+                "state_dict": self.state_dict(),
+                "dictionary": self.dictionary,
+                "is_forward_lm": self.is_forward_lm,
+                "hidden_size": self.hidden_size,
+                "nlayers": self.nlayers,
+                "embedding_size": self.embedding_size,
+                "nout": self.nout,
+                "document_delimiter": self.document_delimiter,
+                "dropout": self.dropout,
+                "recurrent_type": self.recurrent_type,
+                "has_decoder": self.decoder is not None,
+            },
+        )
 
 
 _ALLOWED_GLOBALS = {
@@ -160,8 +194,11 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 # torch.load takes a pickle module; this one only builds the allow-listed globals above.
-_RESTRICTED_PICKLE = types.SimpleNamespace(__name__="restricted_pickle", Unpickler=_RestrictedUnpickler,
-                                           load=lambda file, **kw: _RestrictedUnpickler(file, **kw).load())
+_RESTRICTED_PICKLE = types.SimpleNamespace(
+    __name__="restricted_pickle",
+    Unpickler=_RestrictedUnpickler,
+    load=lambda file, **kw: _RestrictedUnpickler(file, **kw).load(),
+)
 
 
 def load_charlm(path: str | Path, has_decoder: bool = True) -> LanguageModel:
@@ -173,7 +210,9 @@ def load_charlm(path: str | Path, has_decoder: bool = True) -> LanguageModel:
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"{path}: no such file (give a local Flair character LM .pt, e.g. one made by bin/train-charlm)")
+        raise InputError(
+            f"{path}: no such file (give a local Flair character LM .pt, e.g. one made by bin/train-charlm)"
+        )
     try:
         with torch.serialization.safe_globals([Dictionary]):
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -183,15 +222,24 @@ def load_charlm(path: str | Path, has_decoder: bool = True) -> LanguageModel:
         try:
             state = torch.load(path, map_location="cpu", weights_only=False, pickle_module=_RESTRICTED_PICKLE)
         except Exception as err4:
-            raise InputError(f"{path}: not a Flair character LM that can be loaded safely ({str(err4)[:200]})") from None
+            raise InputError(
+                f"{path}: not a Flair character LM that can be loaded safely ({str(err4)[:200]})"
+            ) from None
     keys = {"state_dict", "dictionary", "is_forward_lm", "hidden_size", "nlayers", "embedding_size", "nout"}
     if not isinstance(state, dict) or not keys <= set(state):
         raise InputError(f"{path}: not a Flair character LM (missing {sorted(keys - set(state or {}))})")
     lm = LanguageModel(
-        dictionary=state["dictionary"], is_forward_lm=state["is_forward_lm"], hidden_size=state["hidden_size"],
-        nlayers=state["nlayers"], embedding_size=state["embedding_size"], nout=state["nout"],
-        document_delimiter=state.get("document_delimiter", "\n"), dropout=state.get("dropout", 0.1),
-        recurrent_type=state.get("recurrent_type", "lstm"), has_decoder=has_decoder and state.get("has_decoder", True))
+        dictionary=state["dictionary"],
+        is_forward_lm=state["is_forward_lm"],
+        hidden_size=state["hidden_size"],
+        nlayers=state["nlayers"],
+        embedding_size=state["embedding_size"],
+        nout=state["nout"],
+        document_delimiter=state.get("document_delimiter", "\n"),
+        dropout=state.get("dropout", 0.1),
+        recurrent_type=state.get("recurrent_type", "lstm"),
+        has_decoder=has_decoder and state.get("has_decoder", True),
+    )
     lm.load_state_dict(state["state_dict"], strict=has_decoder and state.get("has_decoder", True))
     lm.eval()
     lm.to(flair.device)  # flair's LanguageModel._apply returns None, so .to() cannot be chained

@@ -12,6 +12,7 @@ A table can be saved to a folder (one file per character LM, named by a digest o
 settings), so that the runs of a grid (`bin/transfer`) compute each corpus's states once. Such
 files are loaded with torch's weights-only loader.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -72,7 +73,7 @@ class StateTable:
         ordered = sorted(todo.values(), key=lambda s: len(s.to_tokenized_string()), reverse=True)
         with torch.no_grad():
             for start in range(0, len(ordered), PREPASS_BATCH):
-                self.add(ordered[start:start + PREPASS_BATCH])
+                self.add(ordered[start : start + PREPASS_BATCH])
         return len(ordered)
 
     def file(self, folder: Path) -> Path:
@@ -80,10 +81,17 @@ class StateTable:
 
     def save(self, folder: Path) -> None:
         keys = list(self.states)
-        atomic_torch_save(self.file(folder), {
-            "format": FORMAT, "version": VERSION, "lm": self.digest, "sentences": keys,
-            "lengths": torch.tensor([len(self.states[k]) for k in keys], dtype=torch.long),
-            "states": torch.cat([self.states[k] for k in keys]) if keys else torch.empty(0)})
+        atomic_torch_save(
+            self.file(folder),
+            {
+                "format": FORMAT,
+                "version": VERSION,
+                "lm": self.digest,
+                "sentences": keys,
+                "lengths": torch.tensor([len(self.states[k]) for k in keys], dtype=torch.long),
+                "states": torch.cat([self.states[k] for k in keys]) if keys else torch.empty(0),
+            },
+        )
 
     def load(self, folder: Path) -> int:
         """Add the states saved in `folder` for this LM (none: 0); returns how many sentences."""
@@ -94,13 +102,22 @@ class StateTable:
         if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("lm") == self.digest):
             raise InputError(f"{path}: not the character-LM states of this LM; delete it to recompute them")
         if data.get("version") != VERSION:
-            raise InputError(f"{path}: character-LM states of format {data.get('version')!r}; this toolkit "
-                             f"reads format {VERSION}; delete the file to recompute them")
+            raise InputError(
+                f"{path}: character-LM states of format {data.get('version')!r}; this toolkit "
+                f"reads format {VERSION}; delete the file to recompute them"
+            )
         sentences, lengths, states = data.get("sentences"), data.get("lengths"), data.get("states")
-        if not (isinstance(sentences, list) and isinstance(lengths, torch.Tensor) and isinstance(states, torch.Tensor)
-                and len(sentences) == len(lengths) and int(lengths.sum()) == len(states)):
-            raise InputError(f"{path}: damaged character-LM states (sentences, lengths and states disagree); "
-                             "delete it to recompute them")
+        if not (
+            isinstance(sentences, list)
+            and isinstance(lengths, torch.Tensor)
+            and isinstance(states, torch.Tensor)
+            and len(sentences) == len(lengths)
+            and int(lengths.sum()) == len(states)
+        ):
+            raise InputError(
+                f"{path}: damaged character-LM states (sentences, lengths and states disagree); "
+                "delete it to recompute them"
+            )
         rows = torch.split(states, lengths.tolist())
         self.states.update(zip(sentences, rows))
         return len(rows)

@@ -2,6 +2,7 @@
 
 A light module (no flair, no torch), so `bin/train-tagger --help` shows the defaults at once.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,12 +10,27 @@ from typing import ClassVar
 
 from nas.common.devices import GEMM_BACKENDS, PRECISIONS, backend_problem, device_problem, precision_problem
 from nas.common.errors import InputError
-from nas.common.ranges import (BATCH, EPOCHS, FACTOR, MANY, MINUTES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
-                           THREADS, Range, check_ranges)
+from nas.common.ranges import (
+    BATCH,
+    EPOCHS,
+    FACTOR,
+    MANY,
+    MINUTES,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    RATE,
+    SEED,
+    SIZE,
+    THREADS,
+    Range,
+    check_ranges,
+)
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
 CELL_INITS = ("lstm", "darts")
-# The optimiser of the training (tagger.train.OPTIMIZERS): SGD as the papers, or AdamW (decoupled weight decay, torch's default 0.01)
+# The optimiser of the training (tagger.train.OPTIMIZERS): SGD as the papers, or AdamW (decoupled weight decay, torch's
+# default 0.01)
 OPTIMIZERS = ("sgd", "adamw")
 
 
@@ -67,11 +83,21 @@ class TaggerConfig:
 
     # The allowed values of the numeric settings: check() tests them, bin/train-tagger's flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
-        "hidden_size": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "max_epochs": EPOCHS, "runs": MANY,
-        "threads": THREADS, "seed": SEED,
+        "hidden_size": SIZE,
+        "batch_size": BATCH,
+        "eval_batch_size": BATCH,
+        "max_epochs": EPOCHS,
+        "runs": MANY,
+        "threads": THREADS,
+        "seed": SEED,
         **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
-        "lr": POSITIVE, "clip": POSITIVE, "min_lr": NON_NEGATIVE, "anneal_factor": FACTOR,
-        "patience": NON_NEGATIVE_INT, "time_budget": MINUTES, "word_vocab": NON_NEGATIVE_INT,
+        "lr": POSITIVE,
+        "clip": POSITIVE,
+        "min_lr": NON_NEGATIVE,
+        "anneal_factor": FACTOR,
+        "patience": NON_NEGATIVE_INT,
+        "time_budget": MINUTES,
+        "word_vocab": NON_NEGATIVE_INT,
     }
 
     def check(self) -> None:
@@ -89,11 +115,15 @@ class TaggerConfig:
         if self.precision not in PRECISIONS or precision_problem(self.device, self.precision):
             raise InputError(f"--precision {self.precision}: {precision_problem(self.device, self.precision)}")
         if self.lr < self.min_lr:
-            raise InputError(f"--lr {self.lr:g}: below --min-lr {self.min_lr:g}, where the training stops at once; "
-                             f"give a lower --min-lr (e.g. {self.lr / 1000:g})")
+            raise InputError(
+                f"--lr {self.lr:g}: below --min-lr {self.min_lr:g}, where the training stops at once; "
+                f"give a lower --min-lr (e.g. {self.lr / 1000:g})"
+            )
         if self.fine_tune_embeddings and "transformer" not in [kind for kind, _ in parse_spec(self.embeddings)]:
-            raise InputError(f"--fine-tune-embeddings: only with a transformer: item in --embeddings (got "
-                             f"{self.embeddings}); word vectors and character LMs stay frozen")
+            raise InputError(
+                f"--fine-tune-embeddings: only with a transformer: item in --embeddings (got "
+                f"{self.embeddings}); word vectors and character LMs stay frozen"
+            )
         if self.gemm not in GEMM_BACKENDS:
             raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
         problem = backend_problem(self.backend, self.device)
@@ -108,8 +138,10 @@ class TaggerConfig:
         spec, lstm = self.match_params or "", self.cell.lower() == "lstm"
         if spec.lower().startswith("lstm:"):
             if lstm:
-                raise InputError(f"--match-params {spec}: sizes a cell like an LSTM; with --cell lstm give the cell "
-                                 "to match, e.g. --match-params darts_v2")
+                raise InputError(
+                    f"--match-params {spec}: sizes a cell like an LSTM; with --cell lstm give the cell "
+                    "to match, e.g. --match-params darts_v2"
+                )
             try:
                 hidden = int(spec[5:])
             except ValueError:
@@ -118,6 +150,8 @@ class TaggerConfig:
                 raise InputError(f"--match-params {spec}: expected lstm:H with H a hidden size of at least 1")
             return "lstm", hidden
         if not lstm or spec.lower() == "lstm" or not spec:
-            raise InputError(f"--match-params {spec}: give a cell to size flair's LSTM like it (--cell lstm "
-                             "--match-params darts_v2), or lstm:H to size --cell like an LSTM of hidden size H")
+            raise InputError(
+                f"--match-params {spec}: give a cell to size flair's LSTM like it (--cell lstm "
+                "--match-params darts_v2), or lstm:H to size --cell like an LSTM of hidden size H"
+            )
         return spec, self.hidden_size

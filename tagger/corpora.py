@@ -12,6 +12,7 @@ file with I-X tags but no B-X gets a warning (in the corpus notes) naming the li
 skips a tag column it cannot decode without a word (`except Exception: pass`). Documents are kept
 as flair's sentence links, so context-using embeddings stop at a document boundary.
 """
+
 from __future__ import annotations
 
 import random
@@ -42,20 +43,30 @@ class Split:
     doc_starts: list[bool]
 
     def subset(self, indices: list[int], name: str) -> "Split":
-        return Split(name, self.path, [self.tokens[i] for i in indices], [self.tags[i] for i in indices],
-                     [self.doc_starts[i] for i in indices])
+        return Split(
+            name,
+            self.path,
+            [self.tokens[i] for i in indices],
+            [self.tags[i] for i in indices],
+            [self.doc_starts[i] for i in indices],
+        )
 
     def sample_out(self, count: int, seed: int, name: str) -> tuple["Split", "Split"]:
         """(a seeded sample of `count` sentences, named `name`; the other sentences), both in file order."""
         picked = set(random.Random(seed).sample(range(len(self.tokens)), count))
-        return (self.subset(sorted(picked), name),
-                self.subset([i for i in range(len(self.tokens)) if i not in picked], self.name))
+        return (
+            self.subset(sorted(picked), name),
+            self.subset([i for i in range(len(self.tokens)) if i not in picked], self.name),
+        )
 
     def counts(self) -> dict:
         """Sentences, tokens and entities per type, as `--dry-run` prints them."""
         entities: Counter = Counter(kind for sent in self.tags for _, _, kind in tag_schemes.spans(sent))
-        return {"sentences": len(self.tokens), "tokens": sum(map(len, self.tokens)),
-                "entities": dict(sorted(entities.items()))}
+        return {
+            "sentences": len(self.tokens),
+            "tokens": sum(map(len, self.tokens)),
+            "entities": dict(sorted(entities.items())),
+        }
 
 
 @dataclass
@@ -67,8 +78,10 @@ class TaggingCorpus:
     notes: list[str]
 
     def counts(self) -> dict:
-        return {name: split.counts() if split is not None else None
-                for name, split in (("train", self.train), ("dev", self.dev), ("test", self.test))}
+        return {
+            name: split.counts() if split is not None else None
+            for name, split in (("train", self.train), ("dev", self.dev), ("test", self.test))
+        }
 
 
 def parse_columns(spec: str) -> dict[int, str]:
@@ -88,20 +101,29 @@ def parse_columns(spec: str) -> dict[int, str]:
     return columns
 
 
-def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None = None,
-                tag_column: str | None = None, scheme: str | None = None, separator: str | None = None,
-                seed: int = 1) -> TaggingCorpus:
+def load_corpus(
+    kind: str,
+    data: str | Path,
+    *,
+    columns: dict[int, str] | None = None,
+    tag_column: str | None = None,
+    scheme: str | None = None,
+    separator: str | None = None,
+    seed: int = 1,
+) -> TaggingCorpus:
     """Read and check the three splits of a corpus; a corpus without dev gets a seeded 10% of train."""
     root = Path(data)
     if not root.is_dir():
         raise InputError(f"{root}: no such directory (--data)")
     if kind == "column":
-        fmt = Format(columns or {0: "text", 1: "ner"}, "", scheme or "iob2", separator or "auto",
-                     _find_column_files(root))
+        fmt = Format(
+            columns or {0: "text", 1: "ner"}, "", scheme or "iob2", separator or "auto", _find_column_files(root)
+        )
     else:
         base = FORMATS[kind]
-        fmt = Format(columns or base.columns, base.tag_column, scheme or base.scheme, separator or base.separator,
-                     base.files)
+        fmt = Format(
+            columns or base.columns, base.tag_column, scheme or base.scheme, separator or base.separator, base.files
+        )
     tag_column = tag_column or fmt.tag_column or _only_tag_column(fmt.columns)
     names = {name: index for index, name in fmt.columns.items()}
     if tag_column not in names:
@@ -118,12 +140,16 @@ def load_corpus(kind: str, data: str | Path, *, columns: dict[int, str] | None =
     if "dev" not in splits:
         train = splits["train"]
         if len(train.tokens) < 2:
-            raise InputError(f"{train.path}: {len(train.tokens)} sentence in the train split, but {kind} has no dev "
-                             f"split and one is sampled from train ({DEV_FRACTION:.0%}), so train needs at least 2")
+            raise InputError(
+                f"{train.path}: {len(train.tokens)} sentence in the train split, but {kind} has no dev "
+                f"split and one is sampled from train ({DEV_FRACTION:.0%}), so train needs at least 2"
+            )
         n_dev = max(1, round(DEV_FRACTION * len(train.tokens)))
         splits["dev"], splits["train"] = train.sample_out(n_dev, seed, "dev")
-        notes.append(f"{kind}: no dev split in {root}; took {n_dev} of {len(train.tokens)} train sentences "
-                     f"({DEV_FRACTION:.0%}, seed {seed}) as dev")
+        notes.append(
+            f"{kind}: no dev split in {root}; took {n_dev} of {len(train.tokens)} train sentences "
+            f"({DEV_FRACTION:.0%}, seed {seed}) as dev"
+        )
     return TaggingCorpus(splits["train"], splits["dev"], splits["test"], tag_column, notes)
 
 
@@ -138,15 +164,20 @@ def _find_column_files(root: Path) -> dict[str, str]:
     """Split files found by flair's rule (a name holding train; dev or testa; testb, else test; .gz and
     .swp files skipped), except that two files for one split are refused, where flair takes one of them."""
     names = sorted(p.name for p in root.iterdir() if p.is_file() and not {".gz", ".swp"} & set(p.suffixes))
-    candidates = {"train": [n for n in names if "train" in n and "54019" not in n],
-                  "dev": [n for n in names if "dev" in n or "testa" in n]}
-    candidates["test"] = ([n for n in names if "testb" in n] or
-                          [n for n in names if "test" in n and n not in candidates["dev"]])
+    candidates = {
+        "train": [n for n in names if "train" in n and "54019" not in n],
+        "dev": [n for n in names if "dev" in n or "testa" in n],
+    }
+    candidates["test"] = [n for n in names if "testb" in n] or [
+        n for n in names if "test" in n and n not in candidates["dev"]
+    ]
     found = {}
     for split, matches in candidates.items():
         if len(matches) > 1:
-            raise InputError(f"{root}: {len(matches)} files for the {split} split ({', '.join(matches)}): "
-                             "keep one of them in the folder")
+            raise InputError(
+                f"{root}: {len(matches)} files for the {split} split ({', '.join(matches)}): "
+                "keep one of them in the folder"
+            )
         if matches:
             found[split] = matches[0]
     for split in ("train", "test"):
@@ -187,31 +218,39 @@ class _Reader:
             fields = self._split(line, separator, path, number)
             if fields[0] == DOCSTART:  # a document boundary, never a sentence
                 if sentence:
-                    raise InputError(f"{path}: line {number}: {DOCSTART} inside a sentence (a document starts after "
-                                     f"a blank line; line {number - len(sentence)} begins this sentence)")
+                    raise InputError(
+                        f"{path}: line {number}: {DOCSTART} inside a sentence (a document starts after "
+                        f"a blank line; line {number - len(sentence)} begins this sentence)"
+                    )
                 self._check_end(sentence_tags, path, number - 1)
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 sentence, sentence_tags, new_document = [], [], True
                 continue
             if len(fields) > MAX_COLUMNS:
-                raise InputError(f"{path}: line {number}: {len(fields)} columns; a column file has at most "
-                                 f"{MAX_COLUMNS} (one token and its tags per line)")
+                raise InputError(
+                    f"{path}: line {number}: {len(fields)} columns; a column file has at most "
+                    f"{MAX_COLUMNS} (one token and its tags per line)"
+                )
             if width is None:
                 width = len(fields)
                 if self.exact is not None and width != self.exact:
-                    raise InputError(f"{path}: line {number}: {width} columns, but this corpus format has "
-                                     f"{self.exact} ({' '.join(self.fmt.columns.values())}); read another layout "
-                                     "with --columns")
+                    raise InputError(
+                        f"{path}: line {number}: {width} columns, but this corpus format has "
+                        f"{self.exact} ({' '.join(self.fmt.columns.values())}); read another layout "
+                        "with --columns"
+                    )
                 if width < self.min_columns:
-                    raise InputError(f"{path}: line {number}: {width} columns, but --columns needs at least "
-                                     f"{self.min_columns}")
+                    raise InputError(
+                        f"{path}: line {number}: {width} columns, but --columns needs at least {self.min_columns}"
+                    )
             if len(fields) != width:
                 raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
             if not fields[self.text_index].strip():
                 raise InputError(f"{path}: line {number}: an empty token (column {self.text_index})")
             tag = fields[self.tag_index]
-            problem = (tag_schemes.check_tag(tag, self.fmt.scheme) or
-                       tag_schemes.order_problem(sentence_tags[-1] if sentence_tags else "O", tag, self.fmt.scheme))
+            problem = tag_schemes.check_tag(tag, self.fmt.scheme) or tag_schemes.order_problem(
+                sentence_tags[-1] if sentence_tags else "O", tag, self.fmt.scheme
+            )
             if problem:
                 raise InputError(f"{path}: line {number}: {problem}")
             if self.fmt.scheme == "iob2" and tag.startswith("B-"):
@@ -226,8 +265,10 @@ class _Reader:
             raise InputError(f"{path}: no sentences (empty {split} split)")
         for kind, number in inside.items():
             if kind not in begun:  # in IOB2 every entity begins with B-: a typo, or IOB1 data?
-                self.warnings.append(f"warning: {path}: line {number}: I-{kind}, and no B-{kind} anywhere in the "
-                                     f"file: read as entities of a type {kind} of their own (a typo, or IOB1 data?)")
+                self.warnings.append(
+                    f"warning: {path}: line {number}: I-{kind}, and no B-{kind} anywhere in the "
+                    f"file: read as entities of a type {kind} of their own (a typo, or IOB1 data?)"
+                )
         return Split(split, path, tokens, tag_lists, doc_starts)
 
     def _check_end(self, sentence_tags: list[str], path: Path, number: int) -> None:
@@ -244,8 +285,10 @@ class _Reader:
                 raise InputError(f"{path}: line {number}: mixed separators (spaces in a tab-separated file)")
             return fields
         if "\t" in line and " " not in line.strip():
-            raise InputError(f"{path}: line {number}: columns separated by tabs, but this corpus format separates "
-                             "them by spaces (read a tab-separated file with --corpus column)")
+            raise InputError(
+                f"{path}: line {number}: columns separated by tabs, but this corpus format separates "
+                "them by spaces (read a tab-separated file with --corpus column)"
+            )
         if "\t" in line:
             raise InputError(f"{path}: line {number}: mixed separators (a tab in a space-separated file)")
         return re.split(" +", line.strip(" "))

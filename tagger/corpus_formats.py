@@ -3,6 +3,7 @@
 A light module (no flair, no torch), so the commands can offer the formats as choices in
 `--help` at once; `corpora` reads the files.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,10 +23,21 @@ class Format:
 
 
 FORMATS = {
-    "conll03": Format({0: "text", 1: "pos", 2: "chunk", 3: "ner"}, "ner", "iob1", "space",
-                      {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"}),
-    "wnut17": Format({0: "text", 1: "ner"}, "ner", "iob2", "tab",
-                     {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"}),
-    "conll2000": Format({0: "text", 1: "pos", 2: "chunk"}, "chunk", "iob2", "space",
-                        {"train": "train.txt", "test": "test.txt"}),
+    "conll03": Format(
+        {0: "text", 1: "pos", 2: "chunk", 3: "ner"},
+        "ner",
+        "iob1",
+        "space",
+        {"train": "eng.train", "dev": "eng.testa", "test": "eng.testb"},
+    ),
+    "wnut17": Format(
+        {0: "text", 1: "ner"},
+        "ner",
+        "iob2",
+        "tab",
+        {"train": "wnut17train.conll", "dev": "emerging.dev.conll", "test": "emerging.test.annotated"},
+    ),
+    "conll2000": Format(
+        {0: "text", 1: "pos", 2: "chunk"}, "chunk", "iob2", "space", {"train": "train.txt", "test": "test.txt"}
+    ),
 }

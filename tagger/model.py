@@ -3,7 +3,8 @@
 flair's `SequenceTagger(rnn=module)` trains but cannot reload (flair 0.15: "Unknown RNN type"). So `CellTagger`
 overrides the `RNN(...)` factory flair calls while building the model: with a genotype it returns
 a bidirectional `nas.cells.cell.FrozenRNN` (forward and backward weights of its own, with the ESS
-inter-cell gates and the NASABN attention of the genotype when present), without one flair's own LSTM (`--cell lstm`, the stock
+inter-cell gates and the NASABN attention of the genotype when present), without one flair's own LSTM (`--cell lstm`,
+the stock
 BiLSTM-CRF). The genotype travels in the model state through `_get_state_dict` /
 `_init_model_with_state_dict`, so a saved model rebuilds the same layer. Everything else is
 flair's: word dropout, locked dropout on the RNN input and output, optional reprojection, the
@@ -20,6 +21,7 @@ import. `CellTagger.load` and `load_tagger` load it safely. Importing this modul
 loader save and restore the word memory of pooled Flair embeddings (`tagger.pooled_memory`), and
 warn, in one line, about a model file that lacks it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,8 +42,14 @@ from nas.cells.ops import INIT_RANGE
 
 from . import model_file
 from .config import CELL_INITS
-from .pooled_memory import (DEFAULT_MAX_WORDS, bound_pooled_memory, missing_memory, pooled_embeddings, repair_names,
-                            teach_flair_the_memory)
+from .pooled_memory import (
+    DEFAULT_MAX_WORDS,
+    bound_pooled_memory,
+    missing_memory,
+    pooled_embeddings,
+    repair_names,
+    teach_flair_the_memory,
+)
 from .crf import CRFLoss, EmissionCRF, PairDecoder
 from .packed import padded
 from .reprojection import skipping_padding
@@ -58,12 +66,26 @@ class PackedCellRNN(nn.Module):
     num_layers = 1
     bidirectional = True
 
-    def __init__(self, genotype: Genotype, input_size: int, hidden_size: int, dropout_x: float = 0.0,
-                 dropout_h: float = 0.0, cell_init: str = "lstm"):
+    def __init__(
+        self,
+        genotype: Genotype,
+        input_size: int,
+        hidden_size: int,
+        dropout_x: float = 0.0,
+        dropout_h: float = 0.0,
+        cell_init: str = "lstm",
+    ):
         super().__init__()
         self.hidden_size = hidden_size
-        self.cell = FrozenRNN(genotype, input_size, hidden_size, directions=2, dropout_x=dropout_x,
-                              dropout_h=dropout_h, init_range=cell_init_range(cell_init, hidden_size))
+        self.cell = FrozenRNN(
+            genotype,
+            input_size,
+            hidden_size,
+            directions=2,
+            dropout_x=dropout_x,
+            dropout_h=dropout_h,
+            init_range=cell_init_range(cell_init, hidden_size),
+        )
 
     def forward(self, packed: PackedSequence) -> tuple[PackedSequence, torch.Tensor]:
         x, lengths = padded(packed)  # (T, B, input)
@@ -81,11 +103,17 @@ def cell_init_range(cell_init: str, hidden_size: int) -> float:
     """
     if cell_init not in CELL_INITS:
         raise ValueError(f"cell init {cell_init!r}: expected one of {', '.join(CELL_INITS)}")
-    return INIT_RANGE if cell_init == "darts" else hidden_size ** -0.5
+    return INIT_RANGE if cell_init == "darts" else hidden_size**-0.5
 
 
-def recurrent_layer(genotype: Genotype | None, input_size: int, hidden_size: int, dropout_x: float = 0.0,
-                    dropout_h: float = 0.0, cell_init: str = "lstm") -> nn.Module:
+def recurrent_layer(
+    genotype: Genotype | None,
+    input_size: int,
+    hidden_size: int,
+    dropout_x: float = 0.0,
+    dropout_h: float = 0.0,
+    cell_init: str = "lstm",
+) -> nn.Module:
     """The tagger's bidirectional recurrent layer: the genotype's cell, or flair's own LSTM for None."""
     if genotype is None:
         return SequenceTagger.RNN("LSTM", 1, hidden_size, True, input_size)
@@ -94,15 +122,26 @@ def recurrent_layer(genotype: Genotype | None, input_size: int, hidden_size: int
 
 # Stored as the model's rnn_type: flair without this toolkit fails on it with "Unknown RNN type: <this>",
 # so the one line a user sees says what to do.
-CELL_RNN_TYPE = ("FrozenRNN, a searched cell of nas-tagger: run `import tagger` before flair's "
-                 "SequenceTagger.load, or load it with tagger.load_tagger(path)")
+CELL_RNN_TYPE = (
+    "FrozenRNN, a searched cell of nas-tagger: run `import tagger` before flair's "
+    "SequenceTagger.load, or load it with tagger.load_tagger(path)"
+)
 
 
 class CellTagger(SequenceTagger):
     """`SequenceTagger` with a searched cell or, with `genotype=None`, flair's BiLSTM."""
 
-    def __init__(self, embeddings, tag_dictionary, tag_type: str, genotype: Genotype | None = None,
-                 cell_dropout_x: float = 0.0, cell_dropout_h: float = 0.0, cell_init: str = "lstm", **kwargs):
+    def __init__(
+        self,
+        embeddings,
+        tag_dictionary,
+        tag_type: str,
+        genotype: Genotype | None = None,
+        cell_dropout_x: float = 0.0,
+        cell_dropout_h: float = 0.0,
+        cell_init: str = "lstm",
+        **kwargs,
+    ):
         # Read by RNN() during SequenceTagger.__init__, so set first (plain attributes are allowed
         # before nn.Module.__init__). `cell_init` only draws the starting weights, so it is not saved.
         self.genotype = genotype
@@ -116,31 +155,40 @@ class CellTagger(SequenceTagger):
         if self.reproject_embeddings:  # flair's linear layer, without products for the padding (tagger/reprojection.py)
             self.embedding2nn = skipping_padding(self.embedding2nn)
 
-    def RNN(self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool,
-            rnn_input_dim: int) -> nn.Module:
+    def RNN(
+        self, rnn_type: str, rnn_layers: int, hidden_size: int, bidirectional: bool, rnn_input_dim: int
+    ) -> nn.Module:
         if rnn_layers != 1 or not bidirectional:
             raise ValueError("the cell tagger runs one bidirectional layer")
-        return recurrent_layer(self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h,
-                               self.cell_init)
+        return recurrent_layer(
+            self.genotype, rnn_input_dim, hidden_size, self.cell_dropout_x, self.cell_dropout_h, self.cell_init
+        )
 
     def _get_state_dict(self) -> dict:
         # Without a cell this is flair's BiLSTM-CRF exactly: stored under flair's class name, so flair
         # rebuilds it without this toolkit; with one, flair finds this class by name once imported.
         # `requires` says what a reader needs to rebuild it.
         cell = self.genotype is not None
-        return {**super()._get_state_dict(),
-                "__cls__": type(self).__name__ if cell else "SequenceTagger",
-                "genotype": self.genotype.to_dict() if cell else None,
-                "cell_dropout_x": self.cell_dropout_x, "cell_dropout_h": self.cell_dropout_h,
-                "requires": requirements(self.genotype, bool(pooled_embeddings(self)))}
+        return {
+            **super()._get_state_dict(),
+            "__cls__": type(self).__name__ if cell else "SequenceTagger",
+            "genotype": self.genotype.to_dict() if cell else None,
+            "cell_dropout_x": self.cell_dropout_x,
+            "cell_dropout_h": self.cell_dropout_h,
+            "requires": requirements(self.genotype, bool(pooled_embeddings(self))),
+        }
 
     @classmethod
     def _init_model_with_state_dict(cls, state, **kwargs):
         stored = state.get("genotype")  # a file's genotype is checked before a cell is built from it
         genotype = validate(stored, "model genotype") if stored is not None else None
         return super()._init_model_with_state_dict(
-            state, genotype=genotype, cell_dropout_x=state.get("cell_dropout_x", 0.0),
-            cell_dropout_h=state.get("cell_dropout_h", 0.0), **kwargs)
+            state,
+            genotype=genotype,
+            cell_dropout_x=state.get("cell_dropout_x", 0.0),
+            cell_dropout_h=state.get("cell_dropout_h", 0.0),
+            **kwargs,
+        )
 
     def save(self, model_file_path: str | os.PathLike, checkpoint: bool = False) -> None:
         state = self._get_state_dict()
@@ -164,12 +212,17 @@ def requirements(genotype: Genotype | None, pooled: bool = False) -> dict:
 
     needs = {"flair": flair.__version__}
     if pooled:
-        needs["pooled_memory"] = ("saved in the file; restored by flair's loaders after `import tagger`, "
-                                  "left empty by plain flair")
+        needs["pooled_memory"] = (
+            "saved in the file; restored by flair's loaders after `import tagger`, left empty by plain flair"
+        )
     if genotype is None:
         return needs
-    return {**needs, "nas-tagger": nas.__version__, "cell": genotype.to_dict(),
-            "load": "import tagger, then flair's SequenceTagger.load or Classifier.load; or tagger.load_tagger"}
+    return {
+        **needs,
+        "nas-tagger": nas.__version__,
+        "cell": genotype.to_dict(),
+        "load": "import tagger, then flair's SequenceTagger.load or Classifier.load; or tagger.load_tagger",
+    }
 
 
 def teach_flair_the_cell_tagger() -> None:
@@ -207,10 +260,12 @@ def warn_if_memory_missing(model, where: str) -> None:
     one warning line says when it lacks their word memory."""
     repair_names(model)
     if missing_memory(model):
-        log.warning(f"warning: {where}: saved without the word memory of its pooled Flair embeddings (by flair "
-                    "itself, or by nas-tagger before it saved the memory), so it tags from an empty memory and "
-                    "the scores reported for it do not hold; rebuild the memory from its training corpus with "
-                    "bin/export MODEL --rebuild-memory --out FILE")
+        log.warning(
+            f"warning: {where}: saved without the word memory of its pooled Flair embeddings (by flair "
+            "itself, or by nas-tagger before it saved the memory), so it tags from an empty memory and "
+            "the scores reported for it do not hold; rebuild the memory from its training corpus with "
+            "bin/export MODEL --rebuild-memory --out FILE"
+        )
 
 
 def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagger:
@@ -226,8 +281,9 @@ def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagge
     return _from_state(model_file.load(path), str(path), device)
 
 
-def load_for_prediction(path: str | os.PathLike, device: str | None = None,
-                        pooled_memory: int = DEFAULT_MAX_WORDS) -> CellTagger:
+def load_for_prediction(
+    path: str | os.PathLike, device: str | None = None, pooled_memory: int = DEFAULT_MAX_WORDS
+) -> CellTagger:
     """`load_tagger`, with the pooled-Flair memory bounded to its saved words and `pooled_memory`
     more (`tagger.pooled_memory`): the model `bin/tag`, `bin/evaluate` and a run's own test
     scoring predict with."""

@@ -6,6 +6,7 @@ A run directory's card is its `README.md` (the name the Hub and most tools look 
 writes one beside the exported file, named after it (`ner.pt` -> `ner.md`), so that nothing of the
 user's in that folder is overwritten.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,52 +32,103 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
     lines = ["---", "library_name: flair", MARKER]
     if corpus in HUB_DATASETS:
         lines.append(f"datasets: [{HUB_DATASETS[corpus]}]")
-    lines += ["metrics: [f1]", "model-index:", f"- name: {json.dumps(f'{name} BiRNN-CRF on {corpus}')}",
-              "  results:", "  - task: {type: token-classification}",
-              f"    dataset: {{name: {json.dumps(corpus)}, type: {json.dumps(HUB_DATASETS.get(corpus, corpus))}}}",
-              "    metrics:",
-              f"    - {{type: f1, value: {_percent(test['f1'])}, name: test F1 (seqeval strict, micro average)}}",
-              "---", "",
-              f"# {name} BiRNN-CRF tagger on {corpus}", "",
-              f"A flair BiRNN-CRF sequence tagger ({_task(counts)}) whose recurrent layer is "
-              + (f"the searched cell {name}" if cell else "flair's own BiLSTM") + ", trained with nas-tagger.", "",
-              "## Model", "",
-              f"- Recurrent layer: {_cell_line(cell)}",
-              f"- Hidden size {metrics['hidden_size']} per direction; {metrics['rnn_parameters']:,} recurrent parameters",
-              f"- Embeddings: `{config.get('embeddings')}`"
-              + (" (the transformer fine-tuned with the tagger)" if config.get("fine_tune_embeddings") else ""),
-              f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}) with {_training(config)}; this card "
-              f"describes `{model_file}`",
-              *([f"- Pooled-Flair word memory saved with the model: {memory['words']:,} words, "
-                 f"{memory['bytes'] / 2 ** 20:.1f} MiB (float32); the scores below are the saved file's"] if memory else []),
-              ""]
+    lines += [
+        "metrics: [f1]",
+        "model-index:",
+        f"- name: {json.dumps(f'{name} BiRNN-CRF on {corpus}')}",
+        "  results:",
+        "  - task: {type: token-classification}",
+        f"    dataset: {{name: {json.dumps(corpus)}, type: {json.dumps(HUB_DATASETS.get(corpus, corpus))}}}",
+        "    metrics:",
+        f"    - {{type: f1, value: {_percent(test['f1'])}, name: test F1 (seqeval strict, micro average)}}",
+        "---",
+        "",
+        f"# {name} BiRNN-CRF tagger on {corpus}",
+        "",
+        f"A flair BiRNN-CRF sequence tagger ({_task(counts)}) whose recurrent layer is "
+        + (f"the searched cell {name}" if cell else "flair's own BiLSTM")
+        + ", trained with nas-tagger.",
+        "",
+        "## Model",
+        "",
+        f"- Recurrent layer: {_cell_line(cell)}",
+        f"- Hidden size {metrics['hidden_size']} per direction; {metrics['rnn_parameters']:,} recurrent parameters",
+        f"- Embeddings: `{config.get('embeddings')}`"
+        + (" (the transformer fine-tuned with the tagger)" if config.get("fine_tune_embeddings") else ""),
+        f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}) with {_training(config)}; this card "
+        f"describes `{model_file}`",
+        *(
+            [
+                f"- Pooled-Flair word memory saved with the model: {memory['words']:,} words, "
+                f"{memory['bytes'] / 2**20:.1f} MiB (float32); the scores below are the saved file's"
+            ]
+            if memory
+            else []
+        ),
+        "",
+    ]
     if counts:
-        lines += ["## Training data", "", f"Corpus `{corpus}` (`{config.get('data')}`):", "",
-                  "| split | sentences | tokens | entities |", "|---|---:|---:|---|"]
+        lines += [
+            "## Training data",
+            "",
+            f"Corpus `{corpus}` (`{config.get('data')}`):",
+            "",
+            "| split | sentences | tokens | entities |",
+            "|---|---:|---:|---|",
+        ]
         for split, c in counts.items():
             if c is not None:
                 entities = ", ".join(f"{k} {v:,}" for k, v in c["entities"].items()) or "none"
                 lines.append(f"| {split} | {c['sentences']:,} | {c['tokens']:,} | {entities} |")
         lines.append("")
-    lines += ["## Results", "", "F1 in percent, seqeval strict (IOB2), as in `metrics.json`:", "",
-              "| type | " + ("dev F1 | " if dev else "") + "test F1 | test support |",
-              "|---|" + ("---:|" if dev else "") + "---:|---:|"]
+    lines += [
+        "## Results",
+        "",
+        "F1 in percent, seqeval strict (IOB2), as in `metrics.json`:",
+        "",
+        "| type | " + ("dev F1 | " if dev else "") + "test F1 | test support |",
+        "|---|" + ("---:|" if dev else "") + "---:|---:|",
+    ]
     for kind, row in test["strict"].items():
         if kind == "weighted avg":
             continue
         dev_cell = f"{_percent(dev['strict'].get(kind, {}).get('f1-score', 0.0))} | " if dev else ""
         lines.append(f"| {kind} | {dev_cell}{_percent(row['f1-score'])} | {row['support']:,} |")
-    lines += ["", "## Use it", "", "```python",
-              *(["import tagger  # teaches flair's loaders " + " and ".join(
-                  (["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))]
-                if cell or memory else []),
-              "from flair.data import Sentence", "from flair.models import SequenceTagger", "",
-              f"model = SequenceTagger.load({json.dumps(model_file)})",
-              "sentence = Sentence(\"George Washington went to Washington .\")", "model.predict(sentence)",
-              "print(sentence.get_spans())", "```", "",
-              f"or `bin/tag --model {model_file} news.txt`.", "",
-              "## How it was made", "", "```", config.get("command") or "(not recorded)", "```", "",
-              f"Versions: {_versions()}.", ""]
+    lines += [
+        "",
+        "## Use it",
+        "",
+        "```python",
+        *(
+            [
+                "import tagger  # teaches flair's loaders "
+                + " and ".join(
+                    (["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else [])
+                )
+            ]
+            if cell or memory
+            else []
+        ),
+        "from flair.data import Sentence",
+        "from flair.models import SequenceTagger",
+        "",
+        f"model = SequenceTagger.load({json.dumps(model_file)})",
+        "sentence = Sentence(\"George Washington went to Washington .\")",
+        "model.predict(sentence)",
+        "print(sentence.get_spans())",
+        "```",
+        "",
+        f"or `bin/tag --model {model_file} news.txt`.",
+        "",
+        "## How it was made",
+        "",
+        "```",
+        config.get("command") or "(not recorded)",
+        "```",
+        "",
+        f"Versions: {_versions()}.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -131,12 +183,14 @@ def _versions() -> str:
 
     import nas
 
-    return (f"nas-tagger {nas.__version__}, flair {flair.__version__}, torch {torch.__version__}, "
-            f"Python {platform.python_version()}")
+    return (
+        f"nas-tagger {nas.__version__}, flair {flair.__version__}, torch {torch.__version__}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def _training(config: dict) -> str:
-    """`SGD, lr 0.1` / `AdamW, lr 0.005, bf16 autocast`: the optimiser and precision of the run (older runs: SGD, fp32)."""
+    """`SGD, lr 0.1` / `AdamW, lr 0.005, bf16 autocast`: the run's optimiser and precision (older runs: SGD, fp32)."""
     optimizer = {"sgd": "SGD", "adamw": "AdamW"}.get(config.get("optimizer") or "sgd", config.get("optimizer"))
     lr = config.get("lr")
     said = f"{optimizer}, lr {lr:g}" if isinstance(lr, (int, float)) else optimizer

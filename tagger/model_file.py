@@ -13,6 +13,7 @@ A `Dictionary`'s lookup cache (`item2idx_not_encoded`, a `defaultdict` flair bui
 is left out of the file; flair rebuilds it. Files of format 1 (earlier versions of this toolkit,
 which re-encoded the state into plain containers that flair could not read) still load.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,7 +22,6 @@ import json
 import os
 from typing import Any
 
-import torch
 
 from nas.common.errors import InputError
 from nas.common.files import atomic_torch_save, safe_torch_load
@@ -57,9 +57,11 @@ def load(path: str | os.PathLike) -> dict:
         return state
     if isinstance(data, dict) and data.get("format") == CHECKPOINT_FORMAT:
         run = os.path.dirname(os.path.abspath(path))
-        raise InputError(f"{path}: the training checkpoint of a bin/train-tagger run, not a saved model: give the run "
-                         f"directory ({run}) or its best-model.pt, or continue the run with bin/train-tagger --resume "
-                         f"{run}")
+        raise InputError(
+            f"{path}: the training checkpoint of a bin/train-tagger run, not a saved model: give the run "
+            f"directory ({run}) or its best-model.pt, or continue the run with bin/train-tagger --resume "
+            f"{run}"
+        )
     if isinstance(data, dict) and data.get("format") == LM_FORMAT:
         raise InputError(f"{path}: a language model (bin/train-lm), not a tagger: evaluate it with bin/eval-lm")
     raise InputError(f"{path}: not a tagger model of this toolkit (no '{MARKER}' marker)")
@@ -91,7 +93,10 @@ def _decode_format_1(obj: Any) -> Any:
             dictionary.idx2item = [item.encode("utf-8", "surrogateescape") for item in data["items"]]
             dictionary.item2idx = {item: i for i, item in enumerate(dictionary.idx2item)}
             dictionary.add_unk, dictionary.multi_label, dictionary.span_labels = (
-                data["add_unk"], data["multi_label"], data["span_labels"])
+                data["add_unk"],
+                data["multi_label"],
+                data["span_labels"],
+            )
             return dictionary
         if set(obj) == {_BYTES}:
             return io.BytesIO(obj[_BYTES].numpy().tobytes())

@@ -20,6 +20,7 @@
 
 An input with no sentences gives an empty output in every format.
 """
+
 from __future__ import annotations
 
 import html
@@ -45,9 +46,17 @@ def jsonl(sentence: TextSentence, entities: list[Entity]) -> str:
     if sentence.offset is not None:
         record["offset"] = sentence.offset
     record["tokens"] = sentence.tokens
-    record["spans"] = [{"start": start, "end": end, "text": sentence.text[start:end], "label": e.label,
-                        "score": round(e.score, SCORE_DIGITS)}
-                       for e in entities for start, end in [_characters(sentence, e)]]
+    record["spans"] = [
+        {
+            "start": start,
+            "end": end,
+            "text": sentence.text[start:end],
+            "label": e.label,
+            "score": round(e.score, SCORE_DIGITS),
+        }
+        for e in entities
+        for start, end in [_characters(sentence, e)]
+    ]
     return json.dumps(record, ensure_ascii=False) + "\n"
 
 
@@ -88,8 +97,20 @@ h1 {{ order: -2; line-height: 1.2; }}
 HTML_TAIL = "</body>\n</html>\n"
 # 12 colours far apart in CIELAB (no two closer than ΔE 26), light enough for dark text; the first
 # four are displaCy's colours of PER, LOC, ORG and MISC
-PALETTE = ["#aa9cfc", "#ff9561", "#7aecec", "#feca74", "#8fd14f", "#ffd1dc", "#ff8197", "#c5e1a5", "#a1887f",
-           "#9fc5ff", "#f5f57a", "#5cd6a9"]
+PALETTE = [
+    "#aa9cfc",
+    "#ff9561",
+    "#7aecec",
+    "#feca74",
+    "#8fd14f",
+    "#ffd1dc",
+    "#ff8197",
+    "#c5e1a5",
+    "#a1887f",
+    "#9fc5ff",
+    "#f5f57a",
+    "#5cd6a9",
+]
 DISPLACY = {"PER": PALETTE[0], "LOC": PALETTE[1], "ORG": PALETTE[2], "MISC": PALETTE[3]}
 
 
@@ -114,17 +135,21 @@ def html_sentence(sentence: TextSentence, entities: list[Entity], colour: Callab
     for entity in entities:
         start, end = _characters(sentence, entity)
         parts.append(html.escape(sentence.text[position:start]))
-        parts.append(f'<mark class="entity" style="background: {colour(entity.label)}" '
-                     f'title="{entity.label} {entity.score:.{SCORE_DIGITS}f}">{html.escape(sentence.text[start:end])}'
-                     f'<span class="label">{html.escape(entity.label)}</span></mark>')
+        parts.append(
+            f'<mark class="entity" style="background: {colour(entity.label)}" '
+            f'title="{entity.label} {entity.score:.{SCORE_DIGITS}f}">{html.escape(sentence.text[start:end])}'
+            f'<span class="label">{html.escape(entity.label)}</span></mark>'
+        )
         position = end
     parts.append(html.escape(sentence.text[position:]))
     return f'<div class="sentence">{"".join(parts)}</div>\n'
 
 
 def html_legend(colours: Colours) -> str:
-    keys = "".join(f'<span class="key" style="background: {colour}">{html.escape(label)}</span>'
-                   for label, colour in colours.assigned.items())
+    keys = "".join(
+        f'<span class="key" style="background: {colour}">{html.escape(label)}</span>'
+        for label, colour in colours.assigned.items()
+    )
     return f'<div class="legend">{keys or "no entities found"}</div>\n'
 
 

@@ -7,6 +7,7 @@ at a pooled-Flair tagger's width (1,074) the largest copies of its training step
 every packed row with one `index_copy`, whose gradient is one `index_select`: the same tensor and
 lengths, the same gradient.
 """
+
 from __future__ import annotations
 
 import torch

@@ -37,6 +37,7 @@ As in flair, a sentence's vectors depend on the sentences embedded before it in 
 (their words' occurrences are pooled): the run's own scoring and `bin/evaluate` tag a split in the
 same order and batches, so they agree to the byte.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -99,10 +100,16 @@ def memory_state(embedding) -> dict:
 
     words = list(embedding.word_embeddings)
     width = embedding.context_embeddings.embedding_length
-    vectors = (torch.stack([embedding.word_embeddings[w].detach().float().cpu() for w in words]) if words
-               else torch.zeros(0, width))
-    return {"words": words, "vectors": vectors,
-            "counts": torch.tensor([embedding.word_count[w] for w in words], dtype=torch.long)}
+    vectors = (
+        torch.stack([embedding.word_embeddings[w].detach().float().cpu() for w in words])
+        if words
+        else torch.zeros(0, width)
+    )
+    return {
+        "words": words,
+        "vectors": vectors,
+        "counts": torch.tensor([embedding.word_count[w] for w in words], dtype=torch.long),
+    }
 
 
 def restore_memory(embedding, state: dict) -> None:
@@ -111,11 +118,18 @@ def restore_memory(embedding, state: dict) -> None:
 
     words, vectors, counts = state.get("words"), state.get("vectors"), state.get("counts")
     width = embedding.context_embeddings.embedding_length
-    if not (isinstance(words, list) and all(isinstance(w, str) for w in words)
-            and isinstance(vectors, torch.Tensor) and isinstance(counts, torch.Tensor)
-            and vectors.shape == (len(words), width) and counts.shape == (len(words),)):
-        raise ValueError(f"damaged pooled-Flair memory: {len(words) if isinstance(words, list) else '?'} words, "
-                         f"vectors {tuple(getattr(vectors, 'shape', ()))}, expected width {width}")
+    if not (
+        isinstance(words, list)
+        and all(isinstance(w, str) for w in words)
+        and isinstance(vectors, torch.Tensor)
+        and isinstance(counts, torch.Tensor)
+        and vectors.shape == (len(words), width)
+        and counts.shape == (len(words),)
+    ):
+        raise ValueError(
+            f"damaged pooled-Flair memory: {len(words) if isinstance(words, list) else '?'} words, "
+            f"vectors {tuple(getattr(vectors, 'shape', ()))}, expected width {width}"
+        )
     embedding.word_embeddings = dict(zip(words, vectors.float()))
     embedding.word_count = dict(zip(words, counts.tolist()))
     embedding.missing_memory = False
@@ -123,7 +137,9 @@ def restore_memory(embedding, state: dict) -> None:
 
 def memory_bytes(model) -> int:
     """What the pooled memories of `model` take in its file (vectors and counts)."""
-    return sum(len(e.word_embeddings) * (e.context_embeddings.embedding_length * 4 + 8) for e in pooled_embeddings(model))
+    return sum(
+        len(e.word_embeddings) * (e.context_embeddings.embedding_length * 4 + 8) for e in pooled_embeddings(model)
+    )
 
 
 def missing_memory(model) -> bool:

@@ -24,6 +24,7 @@ than `batch_size` × 512 tokens.
 flair and torch are imported when a prediction starts, so that `bin/tag --help`, which reads the
 output formats that name `Entity`, answers without loading them.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -70,7 +71,7 @@ def predict_entities(model, sentences: list, batch_size: int) -> list[list[Entit
     Sentence.set_context_for_sentences(sentences)
     ordered = sorted((sentence for sentence in sentences if len(sentence) > 0), key=len, reverse=True)
     for start in range(0, len(ordered), batch_size):
-        model.predict(ordered[start:start + batch_size], mini_batch_size=batch_size, label_name=LABEL)
+        model.predict(ordered[start : start + batch_size], mini_batch_size=batch_size, label_name=LABEL)
     found = []
     for sentence in sentences:
         entities = []
@@ -83,8 +84,10 @@ def predict_entities(model, sentences: list, batch_size: int) -> list[list[Entit
 
 def predict_tags(model, sentences: list, batch_size: int = 64) -> list[list[str]]:
     """IOB2 tags the model predicts for flair sentences."""
-    return [entity_tags(len(sentence), entities)
-            for sentence, entities in zip(sentences, predict_entities(model, sentences, batch_size))]
+    return [
+        entity_tags(len(sentence), entities)
+        for sentence, entities in zip(sentences, predict_entities(model, sentences, batch_size))
+    ]
 
 
 @dataclass
@@ -107,7 +110,7 @@ def tag(model, sentences: Iterable[TextSentence], batch_size: int = 32) -> Itera
         pending = _Pending(sentence, len(starts))
         waiting.append(pending)
         for start in starts:
-            window.append((pending, start, Sentence(sentence.words[start:start + MAX_TOKENS])))
+            window.append((pending, start, Sentence(sentence.words[start : start + MAX_TOKENS])))
             if len(window) == batch_size * LOOKAHEAD:
                 _predict(model, window, batch_size)
                 window = []

@@ -11,6 +11,7 @@ order floats are summed in. Its products run through `nas.fast.gemm.linear`, on 
 GEMM rule puts their shape there (about twice MKL's speed where oneDNN runs AVX-512 at
 full width), as the recurrent layer's own do.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,7 +38,7 @@ class Reprojection(nn.Linear):
         kept = flat.abs().amax(dim=1) != 0  # twice as fast as any(); NaN rows kept
         rows = kept.nonzero().squeeze(1)
         if rows.numel() % ROWS:  # a few zero rows more (their products are the bias too), so shapes repeat
-            rows = torch.cat([rows, (~kept).nonzero().squeeze(1)[:ROWS - rows.numel() % ROWS]])
+            rows = torch.cat([rows, (~kept).nonzero().squeeze(1)[: ROWS - rows.numel() % ROWS]])
         if rows.numel() == flat.size(0):
             return gemm.linear(x, self.weight, self.bias)
         products = gemm.linear(flat.index_select(0, rows), self.weight, self.bias)

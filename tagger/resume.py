@@ -14,7 +14,8 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
   final evaluation uses is put right);
 - the mark of an unfinished training: every model file written while training carries
   `"training_complete": false` in its model card, and the run flips it once training ends
-  (`final-model.pt` is written complete; `best-model.pt` has its card marked in its own file, its model untouched); `bin/tag` and
+  (`final-model.pt` is written complete; `best-model.pt` has its card marked in its own file, its model untouched);
+  `bin/tag` and
   `bin/evaluate` warn about a model whose training did not finish.
 
 The epoch's row of flair's loss.tsv is written before its checkpoint, and a resume drops the rows
@@ -24,6 +25,7 @@ Ctrl-C stops at once, keeping the last checkpoint.
 
 flair loads with this module; `tagger.train` imports it when a training starts.
 """
+
 from __future__ import annotations
 
 import logging
@@ -96,8 +98,11 @@ class AppendingLog(TrainerPlugin):
         self.handler.setLevel(logging.INFO)
         self.handler.setFormatter(logging.Formatter("%(asctime)-15s %(message)s"))
         if resumed_after:
-            self.handler.handle(logging.makeLogRecord({"levelno": logging.INFO, "levelname": "INFO",
-                                                       "msg": resumed_line(resumed_after)}))
+            self.handler.handle(
+                logging.makeLogRecord(
+                    {"levelno": logging.INFO, "levelname": "INFO", "msg": resumed_line(resumed_after)}
+                )
+            )
         log.addHandler(self.handler)
 
     @TrainerPlugin.hook("_training_exception", "after_training")
@@ -119,9 +124,18 @@ class TrainingState(TrainerPlugin):
     is the pooled-Flair memory each model file is saved with (`tagger.pooled_memory.pool_memory`).
     """
 
-    def __init__(self, folder: Path, annealing: AnnealingPlugin, timer, best_by_dev: bool, keep_best: bool,
-                 dev_f1_untrained: float | None, state: dict | None = None,
-                 on_epoch: Callable[["TrainingState"], None] | None = None, memory: list | None = None):
+    def __init__(
+        self,
+        folder: Path,
+        annealing: AnnealingPlugin,
+        timer,
+        best_by_dev: bool,
+        keep_best: bool,
+        dev_f1_untrained: float | None,
+        state: dict | None = None,
+        on_epoch: Callable[["TrainingState"], None] | None = None,
+        memory: list | None = None,
+    ):
         super().__init__()
         self.memory = memory or []  # the pooled-Flair memory every model file is saved with (tagger.pooled_memory)
         self.run = RunDir(folder)
@@ -178,8 +192,9 @@ class TrainingState(TrainerPlugin):
 
     def _non_finite(self, problem: str) -> None:
         kept = f"the checkpoint of epoch {self.epoch} is kept" if self.epoch else "no epoch had finished"
-        raise InputError(f"{problem} in epoch {self.epoch + 1}: the training diverged; {kept} (a lower --lr or "
-                         "--clip avoids it)")
+        raise InputError(
+            f"{problem} in epoch {self.epoch + 1}: the training diverged; {kept} (a lower --lr or --clip avoids it)"
+        )
 
     @TrainerPlugin.hook
     def _training_exception(self, **kw) -> None:
@@ -209,19 +224,35 @@ class TrainingState(TrainerPlugin):
         _barrier()
 
     def _final_model_line(self, record: logging.LogRecord) -> bool:
-        """flair names the final model from `use_final_model_for_eval`, which says nothing here: name the model tested."""
+        """flair names the final model from `use_final_model_for_eval`, which says nothing here: name the one tested."""
         if record.getMessage().startswith("Final evaluation on model"):
-            record.msg, record.args = "Final evaluation on " + (
-                "model from best epoch (best-model.pt)" if self.keep_best else "model after last epoch (final-model.pt)"), ()
+            record.msg, record.args = (
+                "Final evaluation on "
+                + (
+                    "model from best epoch (best-model.pt)"
+                    if self.keep_best
+                    else "model after last epoch (final-model.pt)"
+                ),
+                (),
+            )
         return True
 
     def checkpoint(self) -> dict:
-        return {"format": FORMAT, "epoch": self.epoch, "model": self.model.state_dict(),
-                "optimizer": self.trainer.optimizer.state_dict(), "scheduler": self.annealing.scheduler.state_dict(),
-                "best_score": self.best, "dev_f1_untrained": self.dev_f1_untrained,
-                "timer": {"train": list(self.timer.train_seconds), "epoch": list(self.timer.epoch_seconds),
-                          "dev_f1": list(self.timer.dev_f1)},
-                "random": _random_states()}
+        return {
+            "format": FORMAT,
+            "epoch": self.epoch,
+            "model": self.model.state_dict(),
+            "optimizer": self.trainer.optimizer.state_dict(),
+            "scheduler": self.annealing.scheduler.state_dict(),
+            "best_score": self.best,
+            "dev_f1_untrained": self.dev_f1_untrained,
+            "timer": {
+                "train": list(self.timer.train_seconds),
+                "epoch": list(self.timer.epoch_seconds),
+                "dev_f1": list(self.timer.dev_f1),
+            },
+            "random": _random_states(),
+        }
 
     def _save_model(self, path: Path) -> None:
         if is_main_process():

@@ -33,6 +33,7 @@ better than B?". Against several models (the random cells) the difference is fro
 their F1s. The resampling is scipy's (`scipy.stats.bootstrap`, percentile interval); the p-value is
 read off its resamples.
 """
+
 from __future__ import annotations
 
 import functools
@@ -59,6 +60,7 @@ ASO_THRESHOLD = 0.2  # ε_min below it: A is (almost stochastically) better; dee
 @dataclass(frozen=True)
 class SeedTest:
     """The test over training runs of `seed_level_test`: A's scores against B's, paired by seed."""
+
     seeds: int  # the runs of each model it rests on
     mean_difference: float | None  # mean over the seeds of A − B (None with no seed)
     epsilon_min: float | None  # ASO's ε_min of "A is better than B" (None with fewer than 2 seeds)
@@ -98,9 +100,15 @@ def _aso(a: tuple[float, ...], b: tuple[float, ...]) -> tuple[float, float]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # equal score distributions: "division by zero", ε_min 0.5 each way
             # use_bonferroni=False: with two models deepsig's correction sets the confidence to 1 (ε_min NaN)
-            eps = multi_aso({"a": np.asarray(a), "b": np.asarray(b)}, confidence_level=ASO_CONFIDENCE,
-                            use_bonferroni=False, num_bootstrap_iterations=ASO_ITERATIONS, num_jobs=1,
-                            show_progress=False, seed=ASO_SEED)
+            eps = multi_aso(
+                {"a": np.asarray(a), "b": np.asarray(b)},
+                confidence_level=ASO_CONFIDENCE,
+                use_bonferroni=False,
+                num_bootstrap_iterations=ASO_ITERATIONS,
+                num_jobs=1,
+                show_progress=False,
+                seed=ASO_SEED,
+            )
     finally:
         np.random.set_state(state)
     return float(eps[0, 1]), float(eps[1, 0])
@@ -130,9 +138,10 @@ class Difference:
     samples: int
 
 
-def paired_bootstrap(a: np.ndarray, b: list[np.ndarray], samples: int = SAMPLES, seed: int = 0,
-                     batch: int = 250) -> Difference:
-    """The F1 difference of `a` from the mean of `b`, each model's counts (seeds, sentences, 3) on the same sentences."""
+def paired_bootstrap(
+    a: np.ndarray, b: list[np.ndarray], samples: int = SAMPLES, seed: int = 0, batch: int = 250
+) -> Difference:
+    """The F1 difference of `a` from the mean of `b`, each model's counts (seeds, sentences, 3) on the same sentences"""
     sentences = a.shape[1]
     if any(m.shape[1] != sentences for m in b):
         raise ValueError("paired bootstrap: the models were scored on different numbers of sentences")
@@ -147,9 +156,16 @@ def paired_bootstrap(a: np.ndarray, b: list[np.ndarray], samples: int = SAMPLES,
     observed = float(delta(np.arange(sentences)[None])[0])
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # identical predictions: a degenerate distribution, which is the answer
-        result = bootstrap((np.arange(sentences),), lambda index, axis: delta(index), vectorized=True,
-                           n_resamples=samples, batch=batch, confidence_level=CONFIDENCE, method="percentile",
-                           rng=np.random.default_rng(seed))
+        result = bootstrap(
+            (np.arange(sentences),),
+            lambda index, axis: delta(index),
+            vectorized=True,
+            n_resamples=samples,
+            batch=batch,
+            confidence_level=CONFIDENCE,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
     deltas = result.bootstrap_distribution
     low, high = result.confidence_interval
     if not np.isfinite(low):  # scipy gives no interval for a distribution of one value: that value

@@ -8,6 +8,7 @@ it), has the parameter count closest to the reference layer's; a tie goes to the
 Counts are of the modules the tagger builds (`model.recurrent_layer`), built on the meta device.
 The linear layer after the RNN (2·hidden × tags) and the CRF are not part of the match.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,10 +31,18 @@ def rnn_parameters(genotype: Genotype | None, input_size: int, hidden_size: int)
     return count_on_meta(lambda: recurrent_layer(genotype, input_size, hidden_size))
 
 
-def match_layer(genotype: Genotype | None, reference_cell: str, reference_genotype: Genotype | None,
-                reference_hidden: int, input_size: int) -> Match:
+def match_layer(
+    genotype: Genotype | None,
+    reference_cell: str,
+    reference_genotype: Genotype | None,
+    reference_hidden: int,
+    input_size: int,
+) -> Match:
     """The hidden size of `genotype`'s layer that matches `reference_cell`'s layer at `reference_hidden`."""
     target = rnn_parameters(reference_genotype, input_size, reference_hidden)
     hidden = closest_size(lambda h: rnn_parameters(genotype, input_size, h), target)
-    return Match(hidden, rnn_parameters(genotype, input_size, hidden),
-                 {"cell": reference_cell, "hidden_size": reference_hidden, "rnn_parameters": target})
+    return Match(
+        hidden,
+        rnn_parameters(genotype, input_size, hidden),
+        {"cell": reference_cell, "hidden_size": reference_hidden, "rnn_parameters": target},
+    )

@@ -11,6 +11,7 @@ Writes, under OUT:
     iob2/train.txt dev.txt test.txt                 2 columns (token tag), IOB2 tags
     raw.txt                                         untokenised paragraphs to tag
 """
+
 from __future__ import annotations
 
 import random
@@ -19,8 +20,38 @@ from pathlib import Path
 
 from nas.common.files import atomic_write_text
 
-SYLLABLES = ["ka", "lo", "mi", "ren", "tor", "va", "sel", "dun", "bra", "ish", "mon", "el", "gar", "po", "zen",
-             "ta", "ri", "wen", "hal", "cor", "fi", "nes", "ul", "ba", "dor", "ky", "sa", "lum", "ve", "os"]
+SYLLABLES = [
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "tor",
+    "va",
+    "sel",
+    "dun",
+    "bra",
+    "ish",
+    "mon",
+    "el",
+    "gar",
+    "po",
+    "zen",
+    "ta",
+    "ri",
+    "wen",
+    "hal",
+    "cor",
+    "fi",
+    "nes",
+    "ul",
+    "ba",
+    "dor",
+    "ky",
+    "sa",
+    "lum",
+    "ve",
+    "os",
+]
 
 # (template, POS per literal token); {PER} {LOC} {ORG} {MISC} {NUM} {DAY} {ROLE} are filled in
 TEMPLATES = [
@@ -42,12 +73,49 @@ TEMPLATES = [
 ]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 ROLES = ["minister", "writer", "striker", "chairman", "spokesman", "coach", "director", "senator"]
-POS = {",": ",", ".": ".", "-": ":", "the": "DT", "The": "DT", "a": "DT", "of": "IN", "in": "IN", "on": "IN",
-       "On": "IN", "at": "IN", "to": "TO", "from": "IN", "for": "IN", "after": "IN", "between": "IN",
-       "without": "IN", "and": "CC", "that": "IN", "where": "WRB", "its": "PRP$", "would": "MD", "had": "VBD",
-       "said": "VBD", "told": "VBD", "rose": "VBD", "beat": "VBD", "named": "VBD", "visited": "VBD",
-       "lives": "VBZ", "cut": "VBD", "lead": "VB", "merge": "VB", "met": "VBD", "flew": "VBD", "scored": "VBD",
-       "percent": "NN", "people": "NNS", "jobs": "NNS", "runs": "NNS", "Cup": "NNP"}
+POS = {
+    ",": ",",
+    ".": ".",
+    "-": ":",
+    "the": "DT",
+    "The": "DT",
+    "a": "DT",
+    "of": "IN",
+    "in": "IN",
+    "on": "IN",
+    "On": "IN",
+    "at": "IN",
+    "to": "TO",
+    "from": "IN",
+    "for": "IN",
+    "after": "IN",
+    "between": "IN",
+    "without": "IN",
+    "and": "CC",
+    "that": "IN",
+    "where": "WRB",
+    "its": "PRP$",
+    "would": "MD",
+    "had": "VBD",
+    "said": "VBD",
+    "told": "VBD",
+    "rose": "VBD",
+    "beat": "VBD",
+    "named": "VBD",
+    "visited": "VBD",
+    "lives": "VBZ",
+    "cut": "VBD",
+    "lead": "VB",
+    "merge": "VB",
+    "met": "VBD",
+    "flew": "VBD",
+    "scored": "VBD",
+    "percent": "NN",
+    "people": "NNS",
+    "jobs": "NNS",
+    "runs": "NNS",
+    "Cup": "NNP",
+}
 
 
 @dataclass
@@ -130,14 +198,21 @@ def detokenise(tokens: list[str]) -> str:
     return text
 
 
-def generate(out: str | Path, seed: int = 0, train: int = 1500, dev: int = 300, test: int = 300,
-             lm_lines: int = 3000, raw_paragraphs: int = 40) -> Path:
+def generate(
+    out: str | Path,
+    seed: int = 0,
+    train: int = 1500,
+    dev: int = 300,
+    test: int = 300,
+    lm_lines: int = 3000,
+    raw_paragraphs: int = 40,
+) -> Path:
     """Write the default data set for `seed` under `out` (byte-identical for the same seed)."""
     out = Path(out)
     world = World(random.Random(seed))
     lm = [" ".join(t.text for t in world.sentence()) for _ in range(lm_lines + 2 * (lm_lines // 10))]
     cut = lm_lines // 10
-    for split, lines in (("train", lm[2 * cut:]), ("valid", lm[:cut]), ("test", lm[cut:2 * cut])):
+    for split, lines in (("train", lm[2 * cut :]), ("valid", lm[:cut]), ("test", lm[cut : 2 * cut])):
         atomic_write_text(out / "lm" / f"{split}.txt", "\n".join(lines) + "\n")
     for split, n, conll_name in (("train", train, "eng.train"), ("dev", dev, "eng.testa"), ("test", test, "eng.testb")):
         sentences = [world.sentence() for _ in range(n)]
@@ -147,10 +222,16 @@ def generate(out: str | Path, seed: int = 0, train: int = 1500, dev: int = 300, 
         for k, s in enumerate(sentences):
             if k % 20 == 0:  # a document every 20 sentences, both DOCSTART forms as in the real files
                 blocks.append(docstart[(k // 20) % 2])
-            blocks.append("\n".join(f"{t.text} {t.pos} {'I-NP' if t.pos.startswith('NN') else 'O'} {tag}"
-                                    for t, tag in zip(s, tags(s, "iob1"))))
+            blocks.append(
+                "\n".join(
+                    f"{t.text} {t.pos} {'I-NP' if t.pos.startswith('NN') else 'O'} {tag}"
+                    for t, tag in zip(s, tags(s, "iob1"))
+                )
+            )
         atomic_write_text(out / "conll03" / conll_name, "\n\n".join(blocks) + "\n")
-    paragraphs = [" ".join(detokenise([t.text for t in world.sentence()]) for _ in range(world.rng.randint(2, 6)))
-                  for _ in range(raw_paragraphs)]
+    paragraphs = [
+        " ".join(detokenise([t.text for t in world.sentence()]) for _ in range(world.rng.randint(2, 6)))
+        for _ in range(raw_paragraphs)
+    ]
     atomic_write_text(out / "raw.txt", "\n\n".join(paragraphs) + "\n")
     return out

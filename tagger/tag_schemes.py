@@ -5,6 +5,7 @@ normalised to IOB2 on reading: evaluation always scores IOB2 spans (seqeval in s
 silently drops entities of IOB1 input), and spans are what flair trains from, in the
 scheme given by `--train-scheme` (BIOES by default).
 """
+
 from __future__ import annotations
 
 SCHEMES = ("iob1", "iob2", "iobes")
@@ -33,10 +34,14 @@ def order_problem(previous: str, tag: str, scheme: str) -> str | None:
     prefix, _, this = tag.partition("-")
     opened = before in ("B", "I")
     if opened and not (prefix in ("I", "E") and this == kind):
-        return (f"{previous} is not closed by I-{kind} or E-{kind} (got {tag if tag != 'O' else 'O or the sentence end'}): "
-                "not IOBES; IOB1 or IOB2 data? (--tag-scheme)")
+        return (
+            f"{previous} is not closed by I-{kind} or E-{kind} (got {tag if tag != 'O' else 'O or the sentence end'}): "
+            "not IOBES; IOB1 or IOB2 data? (--tag-scheme)"
+        )
     if not opened and prefix in ("I", "E"):
-        return f"{tag} after {previous}: not IOBES, where an entity opens with B- or S-; IOB1 or IOB2 data? (--tag-scheme)"
+        return (
+            f"{tag} after {previous}: not IOBES, where an entity opens with B- or S-; IOB1 or IOB2 data? (--tag-scheme)"
+        )
     return None
 
 
@@ -59,8 +64,9 @@ def to_iob2(tags: list[str]) -> list[str]:
             prefix = "B"
         elif prefix == "E":
             prefix = "I"
-        if prefix == "I" and (previous == "O" or previous[2:] != kind or previous.startswith("E-") or
-                              previous.startswith("S-")):
+        if prefix == "I" and (
+            previous == "O" or previous[2:] != kind or previous.startswith("E-") or previous.startswith("S-")
+        ):
             prefix = "B"
         out.append(f"{prefix}-{kind}")
         previous = tag

@@ -26,6 +26,7 @@ states and the position in the epoch, so a resumed search on the CPU ends exactl
 uninterrupted one would; with pooled-flair embeddings, whose word memory flair wipes whenever the
 model enters training mode, that memory starts afresh at the resume.
 """
+
 from __future__ import annotations
 
 from typing import Iterator
@@ -99,8 +100,9 @@ class BiSearchRNN(nn.Module):
         return pack_padded_sequence(out, lengths, enforce_sorted=False), None
 
 
-def tagging_loss(model: nn.Module, params: dict[str, torch.Tensor], sentences: list,
-                 hidden=None) -> tuple[torch.Tensor, None]:
+def tagging_loss(
+    model: nn.Module, params: dict[str, torch.Tensor], sentences: list, hidden=None
+) -> tuple[torch.Tensor, None]:
     """flair's `SequenceTagger.forward_loss` with the model run on `params`: the Architect's loss_fn."""
     sentences = sorted(sentences, key=len, reverse=True)
     gold = model._prepare_label_tensor(sentences)
@@ -113,8 +115,10 @@ def split_for_alpha(train: Split, fraction: float, seed: int) -> tuple[Split, Sp
     """(the sentences the weights train on, the `fraction` held apart for α), drawn with `seed`."""
     held = round(fraction * len(train.tokens))
     if min(held, len(train.tokens) - held) < 2:
-        raise InputError(f"--arch-split {fraction}: leaves {held} of {len(train.tokens)} training sentences for α "
-                         f"and {len(train.tokens) - held} for the weights; each needs at least 2")
+        raise InputError(
+            f"--arch-split {fraction}: leaves {held} of {len(train.tokens)} training sentences for α "
+            f"and {len(train.tokens) - held} for the weights; each needs at least 2"
+        )
     alpha, weights = train.sample_out(held, seed, "alpha")
     return weights, alpha
 
@@ -123,7 +127,10 @@ class HeldApart:
     """The held-apart training sentences as the search's validation split (`nas.methods.base.Scoring`):
     the mean CRF loss per token of the model as it stands, in eval mode, without gradients."""
 
-    description = "the held-apart training sentences (--arch-split) in --batch-size batches, CRF loss per token (valid_ppl: its exp)"
+    description = (
+        "the held-apart training sentences (--arch-split) in --batch-size batches, "
+        "CRF loss per token (valid_ppl: its exp)"
+    )
 
     def __init__(self, model: nn.Module, sentences: list, batch_size: int):
         self.model = model
@@ -156,7 +163,7 @@ class HeldApart:
 def batches(order: list[int], size: int) -> list[list[int]]:
     """`order` cut into batches of `size`; a last batch of one sentence joins the one before
     (the search cell's BatchNorm needs two rows in training)."""
-    cut = [order[i:i + size] for i in range(0, len(order), size)]
+    cut = [order[i : i + size] for i in range(0, len(order), size)]
     if len(cut) > 1 and len(cut[-1]) == 1:
         cut[-2] += cut.pop()
     return cut
@@ -182,8 +189,9 @@ class TaggingSearch(BilevelSearch):
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr)
         one_pass = len(batches(list(range(len(self.train_sentences))), c.batch_size))
-        self.method = method(settings, self.model, min(one_pass, c.max_batches_per_epoch or one_pass),
-                             loss_fn=tagging_loss)
+        self.method = method(
+            settings, self.model, min(one_pass, c.max_batches_per_epoch or one_pass), loss_fn=tagging_loss
+        )
         self.validation = HeldApart(self.model, self.alpha_sentences, c.batch_size)
         self.watch_alpha()
         self.steps_done = 0
@@ -196,8 +204,14 @@ class TaggingSearch(BilevelSearch):
     def open(cls, config: TaggingSearchConfig, run_dir: RunDir, resume: bool) -> "TaggingSearch":
         """The search of `config` in `run_dir`, started fresh or resumed from its checkpoint."""
         c = config
-        corpus = load_corpus(c.corpus, c.data, columns=parse_columns(c.columns) if c.columns is not None else None,
-                             tag_column=c.tag_column, scheme=c.tag_scheme, seed=c.seed)
+        corpus = load_corpus(
+            c.corpus,
+            c.data,
+            columns=parse_columns(c.columns) if c.columns is not None else None,
+            tag_column=c.tag_column,
+            scheme=c.tag_scheme,
+            seed=c.seed,
+        )
         search = cls(config, run_dir, corpus, build_embeddings(c.embeddings, c.pooling))
         if resume:
             search.resume()
@@ -213,14 +227,24 @@ class TaggingSearch(BilevelSearch):
     # -- state -------------------------------------------------------------------------------
 
     def state(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "method": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
-                "order": self.order, "alpha_order": self.alpha_order, **self.bilevel_state(), **self.position()}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "method": self.method.state(),
+            "epoch": self.epoch,
+            "steps": self.steps_done,
+            "order": self.order,
+            "alpha_order": self.alpha_order,
+            **self.bilevel_state(),
+            **self.position(),
+        }
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.method.load_state(state["method"] if "method" in state else {"all": state["architect"]})  # older: DARTS's one group
+        self.method.load_state(
+            state["method"] if "method" in state else {"all": state["architect"]}
+        )  # older: DARTS's one group
         self.epoch, self.steps_done = state["epoch"], state["steps"]
         self.order, self.alpha_order = state["order"], state["alpha_order"]
         self.load_bilevel_state(state)
@@ -290,8 +314,11 @@ class TaggingSearch(BilevelSearch):
         """The train loss, the dev F1 and, as the LM search's `valid_ppl`, the held-apart perplexity
         (the split α learns on; the convergence rule reads it)."""
         dev_f1, held_nll = valid
-        return {"train_loss": self.totals["loss"] / max(self.totals["loss_tokens"], 1), "dev_f1": dev_f1,
-                "valid_ppl": ppl(held_nll)}
+        return {
+            "train_loss": self.totals["loss"] / max(self.totals["loss_tokens"], 1),
+            "dev_f1": dev_f1,
+            "valid_ppl": ppl(held_nll),
+        }
 
     def counts(self, seconds: float) -> dict:
         t = self.totals
@@ -309,12 +336,17 @@ class TaggingSearch(BilevelSearch):
 
     def search_score(self, conclusion: Conclusion, last: dict | None) -> dict:
         """The chosen cell's dev F1: scored anew where the method chose among candidates, else the log's."""
-        return {"search_dev_f1": self.dev_f1() if conclusion.valid_ppl is not None else last["dev_f1"] if last else None}
+        return {
+            "search_dev_f1": self.dev_f1() if conclusion.valid_ppl is not None else last["dev_f1"] if last else None
+        }
 
     def provenance_data(self, log: list[dict]) -> dict:
-        return {"task": "tagging", "corpus": self.config.corpus,
-                "data": {name: str(split.path) for name, split in (("train", self.corpus.train), ("dev", self.corpus.dev))},
-                "arch_split": self.config.arch_split}
+        return {
+            "task": "tagging",
+            "corpus": self.config.corpus,
+            "data": {name: str(split.path) for name, split in (("train", self.corpus.train), ("dev", self.corpus.dev))},
+            "arch_split": self.config.arch_split,
+        }
 
     def genotype_name(self) -> str:
         return self.method.genotype_name().replace("_search_seed", "_tagger_search_seed")

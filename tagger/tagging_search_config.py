@@ -9,6 +9,7 @@ methods declare for themselves (`nas.methods.settings`) are `method_settings`, a
 The search's health (HEALTH_SETTINGS: the Hessian check and DARTS-ES) keeps `bin/search-lm`'s names,
 defaults and checks.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
@@ -26,10 +27,16 @@ S = SearchConfig  # search-lm's defaults of the methods' own settings
 # The methods' own settings (the registry's `options`) the tagging search takes: every one but ESS's
 # --cell and --rounds (the tagging search has no inter-only search space, and counts ESS rounds as
 # --epochs). Each is a field below, with search-lm's default.
-METHOD_SETTINGS = tuple(dict.fromkeys(name for entry in METHODS.values() for name in entry.options
-                                      if name not in ("cell", "rounds")))
+METHOD_SETTINGS = tuple(
+    dict.fromkeys(name for entry in METHODS.values() for name in entry.options if name not in ("cell", "rounds"))
+)
 
-HEALTH_SETTINGS = ("hessian_iterations", "early_stop", "early_stop_window", "early_stop_ratio")  # bin/search-lm's, the same
+HEALTH_SETTINGS = (
+    "hessian_iterations",
+    "early_stop",
+    "early_stop_window",
+    "early_stop_ratio",
+)  # bin/search-lm's, the same
 
 
 @dataclass
@@ -87,11 +94,15 @@ class TaggingSearchConfig:
     controller_lr: float = S.controller_lr
     entropy_weight: float = S.entropy_weight
     baseline_decay: float = S.baseline_decay
-    method_settings: dict = field(default_factory=dict)  # {}: the method's defaults (a run from before they were stored)
+    method_settings: dict = field(
+        default_factory=dict
+    )  # {}: the method's defaults (a run from before they were stored)
     device: str = T.device
     threads: int | None = None
     gemm: str = T.gemm  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
-    backend: str = T.backend  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = (
+        T.backend
+    )  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
     command: str = ""
 
     @classmethod
@@ -107,8 +118,10 @@ class TaggingSearchConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(stored) - known)
         if unknown:
-            raise InputError(f"{path}: {unknown[0]!r} is not a setting of bin/search-tagger (a config of another "
-                             "command, or edited?)")
+            raise InputError(
+                f"{path}: {unknown[0]!r} is not a setting of bin/search-tagger (a config of another "
+                "command, or edited?)"
+            )
         config = cls.from_dict(stored, **limits)
         try:
             config.check()
@@ -124,13 +137,28 @@ class TaggingSearchConfig:
         """The settings the search method reads, as `bin/search-lm` would hold them for a layer of
         `input_size` inputs and --hidden-size units: the weights step as flair's trainer does (no weight
         decay), candidates score on all the held-apart sentences, no attention."""
-        return SearchConfig(emsize=input_size, nhid=self.hidden_size, dropoutx=self.dropout_x, dropouth=self.dropout_h,
-                            lr=self.lr, wdecay=0.0, clip=self.clip, batch_size=self.batch_size, seed=self.seed,
-                            method=self.method, order=self.order,
-                            nodes=self.nodes, arch_lr=self.arch_lr, arch_wdecay=self.arch_wdecay, top_n=self.top_n,
-                            eval_batches=None, device=self.device, epochs=self.epochs,
-                            method_settings=self.method_settings,
-                            **{name: getattr(self, name) for name in METHOD_SETTINGS})
+        return SearchConfig(
+            emsize=input_size,
+            nhid=self.hidden_size,
+            dropoutx=self.dropout_x,
+            dropouth=self.dropout_h,
+            lr=self.lr,
+            wdecay=0.0,
+            clip=self.clip,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            method=self.method,
+            order=self.order,
+            nodes=self.nodes,
+            arch_lr=self.arch_lr,
+            arch_wdecay=self.arch_wdecay,
+            top_n=self.top_n,
+            eval_batches=None,
+            device=self.device,
+            epochs=self.epochs,
+            method_settings=self.method_settings,
+            **{name: getattr(self, name) for name in METHOD_SETTINGS},
+        )
 
     def check(self) -> None:
         """The first setting out of range, as an InputError naming its flag."""
@@ -140,18 +168,28 @@ class TaggingSearchConfig:
             if value is not None and value < 1:
                 raise InputError(f"--{name.replace('_', '-')}: must be at least 1, got {value}")
         if self.batch_size < 2:
-            raise InputError(f"--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, "
-                             f"got {self.batch_size}")
+            raise InputError(
+                f"--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, got {self.batch_size}"
+            )
         if self.time_budget is not None and self.time_budget <= 0:
             raise InputError(f"--time-budget: must be positive, got {self.time_budget}")
         if self.max_rollbacks < 0:
             raise InputError(f"--max-rollbacks: must be at least 0, got {self.max_rollbacks}")
-        check_ranges(self, {name: SearchConfig.RANGES[name] for name in (*METHOD_SETTINGS, *HEALTH_SETTINGS)
-                            if name in SearchConfig.RANGES}, flag_name)
+        check_ranges(
+            self,
+            {
+                name: SearchConfig.RANGES[name]
+                for name in (*METHOD_SETTINGS, *HEALTH_SETTINGS)
+                if name in SearchConfig.RANGES
+            },
+            flag_name,
+        )
         check_early_stop(self.early_stop, self.hessian_iterations)
         if self.search_space == "inter":
-            raise InputError("--search-space inter: not on the tagging task (the gates around a fixed cell are "
-                             "searched with bin/search-lm); give intra or joint")
+            raise InputError(
+                "--search-space inter: not on the tagging task (the gates around a fixed cell are "
+                "searched with bin/search-lm); give intra or joint"
+            )
         check_gate_history(self.history, self.inter_nodes)
         method_settings(self)
         if not 0 < self.arch_split < 1:

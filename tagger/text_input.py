@@ -27,6 +27,7 @@ blocks (`BLOCK_CHARS`), and a raw-text "sentence" with no sentence end in `MAX_S
 characters is cut at the last whitespace before that limit. A line of --tokenized input, or a
 sentence of a column file, is held whole.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -91,16 +92,20 @@ def check_text(chunks: Iterator[bytes], name: str, errors: str = "strict") -> No
                 decoder.decode(chunk)
             except UnicodeDecodeError as err:
                 at = max(0, err.start - pending)
-                raise InputError(f"{name}: line {line + chunk.count(_NEWLINE, 0, at)}: bytes that are not UTF-8 "
-                                 f"(byte {position + at}); --encoding-errors replace reads them as U+FFFD") from None
+                raise InputError(
+                    f"{name}: line {line + chunk.count(_NEWLINE, 0, at)}: bytes that are not UTF-8 "
+                    f"(byte {position + at}); --encoding-errors replace reads them as U+FFFD"
+                ) from None
         line += chunk.count(_NEWLINE)
         position += len(chunk)
     if errors == "strict":
         try:
             decoder.decode(b"", final=True)
         except UnicodeDecodeError:
-            raise InputError(f"{name}: line {line}: the file ends inside a UTF-8 character "
-                             f"(byte {position - len(decoder.getstate()[0])})") from None
+            raise InputError(
+                f"{name}: line {line}: the file ends inside a UTF-8 character "
+                f"(byte {position - len(decoder.getstate()[0])})"
+            ) from None
 
 
 def read_chunks(handle: BinaryIO, size: int = CHECK_BYTES) -> Iterator[bytes]:
@@ -207,7 +212,7 @@ def _from_flair(block: str, base: int, found: list) -> Iterator[TextSentence]:
         stop = found[k + 1].start_position if k + 1 < len(found) else len(block)
         where = _normalised_positions(block[start:stop])
         spans = [(where[t.start_position], where[t.end_position - 1] + 1) for t in sentence]
-        text = block[start:start + spans[-1][1]]
+        text = block[start : start + spans[-1][1]]
         yield TextSentence(text, base + start, *_join_replacements(text, spans, [t.text for t in sentence]))
 
 
@@ -222,9 +227,14 @@ def _join_replacements(text: str, spans: list[tuple[int, int]], words: list[str]
     joined_spans: list[tuple[int, int]] = []
     joined_words: list[str] = []
     for (start, end), word in zip(spans, words):
-        if joined_spans and joined_spans[-1][1] == start and (
-                (text[start - 1].isalnum() and not text[start:end].strip(REPLACEMENT)) or
-                (text[start - 1] == REPLACEMENT and (text[start].isalnum() or text[start] == REPLACEMENT))):
+        if (
+            joined_spans
+            and joined_spans[-1][1] == start
+            and (
+                (text[start - 1].isalnum() and not text[start:end].strip(REPLACEMENT))
+                or (text[start - 1] == REPLACEMENT and (text[start].isalnum() or text[start] == REPLACEMENT))
+            )
+        ):
             joined_spans[-1] = (joined_spans[-1][0], end)
             joined_words[-1] += word
         else:
@@ -252,7 +262,7 @@ def line_sentences(handle: TextIO, split: bool = False) -> Iterator[TextSentence
         for k, group in enumerate(_sentence_groups(line, matches) if split else [matches] if matches else []):
             first = group[0][0]
             spans = [(s - first, e - first) for s, e in group]
-            text = line[first:group[-1][1]]
+            text = line[first : group[-1][1]]
             yield TextSentence(text, offset + first, spans, [text[s:e] for s, e in spans], blank and k == 0)
         blank = not matches
         offset += len(line)
@@ -277,8 +287,10 @@ def check_columns(path: Path, name: str, errors: str = "strict") -> None:
             if not fields:
                 begun = 0
             elif fields[0] == DOCSTART and begun:
-                raise InputError(f"{name}: line {number}: {DOCSTART} inside a sentence (a document starts after a "
-                                 f"blank line; line {begun} begins this sentence)")
+                raise InputError(
+                    f"{name}: line {number}: {DOCSTART} inside a sentence (a document starts after a "
+                    f"blank line; line {begun} begins this sentence)"
+                )
             elif fields[0] != DOCSTART and not begun:
                 begun = number
 

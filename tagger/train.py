@@ -13,6 +13,7 @@ afresh as `bin/evaluate` loads it (`_score_saved`).
 A run checkpoints every epoch and resumes exactly (`resume`); a run that fails before its first
 checkpoint removes its directory (`nas.common.runs`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -60,12 +61,26 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
     from nas.fast.backends import attach, current
     from .model import CellTagger
 
-    return attach(CellTagger(
-        embeddings, tag_dictionary(corpus), corpus.tag_type, genotype=genotype, rnn=rnn,
-        cell_dropout_x=config.dropout_x, cell_dropout_h=config.dropout_h, cell_init=config.cell_init,
-        hidden_size=config.hidden_size, tag_format="BIOES" if config.train_scheme == "bioes" else "BIO", use_crf=True,
-        reproject_embeddings=config.reproject, dropout=0.0, word_dropout=config.word_dropout,
-        locked_dropout=config.locked_dropout), current(config.device))
+    return attach(
+        CellTagger(
+            embeddings,
+            tag_dictionary(corpus),
+            corpus.tag_type,
+            genotype=genotype,
+            rnn=rnn,
+            cell_dropout_x=config.dropout_x,
+            cell_dropout_h=config.dropout_h,
+            cell_init=config.cell_init,
+            hidden_size=config.hidden_size,
+            tag_format="BIOES" if config.train_scheme == "bioes" else "BIO",
+            use_crf=True,
+            reproject_embeddings=config.reproject,
+            dropout=0.0,
+            word_dropout=config.word_dropout,
+            locked_dropout=config.locked_dropout,
+        ),
+        current(config.device),
+    )
 
 
 def optimizer_class(name: str):
@@ -135,8 +150,13 @@ def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None
             """A logging filter: flair's `EPOCH n done: ...` line, with the time left appended."""
             message = record.getMessage()
             words = message.split(" ", 2)
-            if max_epochs is not None and len(words) == 3 and words[0] == "EPOCH" and words[1].isdigit() \
-                    and words[2].startswith("done:"):
+            if (
+                max_epochs is not None
+                and len(words) == 3
+                and words[0] == "EPOCH"
+                and words[1].isdigit()
+                and words[2].startswith("done:")
+            ):
                 record.msg, record.args = f"{message} - {self.estimate(int(words[1]))}", ()
             return True
 
@@ -150,7 +170,8 @@ def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None
             left = epochs * per_epoch + (_mean(evaluating) or 0.0)
             if not epochs:
                 return "last epoch"
-            said = f"time left at most ~{_duration(left)} ({epochs} epoch{'s' if epochs > 1 else ''} of ~{_duration(per_epoch)})"
+            plural = "s" if epochs > 1 else ""
+            said = f"time left at most ~{_duration(left)} ({epochs} epoch{plural} of ~{_duration(per_epoch)})"
             if time_budget is not None:
                 budget_left = max(60 * time_budget - (now - self._first), 0.0)
                 if budget_left < left:
@@ -195,13 +216,26 @@ class _OwnTestScoring(logging.Filter):
         if message.startswith("Test data not provided"):
             return False
         if message.startswith("Corpus: ") and message.endswith(" + 0 test sentences"):
-            record.msg, record.args = (message.removesuffix(" + 0 test sentences") +
-                                       f" sentences (+ {self.test_sentences} test sentences, scored after training)"), ()
+            record.msg, record.args = (
+                (
+                    message.removesuffix(" + 0 test sentences")
+                    + f" sentences (+ {self.test_sentences} test sentences, scored after training)"
+                ),
+                (),
+            )
         return True
 
 
-def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
-              out: Path, resume: bool = False, on_epoch: Callable | None = None) -> dict:
+def train_run(
+    config: TaggerConfig,
+    corpus: TaggingCorpus,
+    embeddings,
+    genotype: Genotype | None,
+    seed: int,
+    out: Path,
+    resume: bool = False,
+    on_epoch: Callable | None = None,
+) -> dict:
     """Train one seed into `out` and return its metrics (also written to out/metrics.json).
 
     `resume`: continue from out/checkpoint.pt (from the start when there is none; a finished run
@@ -223,8 +257,17 @@ def train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype:
     return _train_run(config, corpus, embeddings, genotype, seed, out, False, resume, on_epoch)
 
 
-def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, seed: int,
-               out: Path, multi_gpu: bool, resume: bool, on_epoch: Callable | None) -> dict:
+def _train_run(
+    config: TaggerConfig,
+    corpus: TaggingCorpus,
+    embeddings,
+    genotype: Genotype | None,
+    seed: int,
+    out: Path,
+    multi_gpu: bool,
+    resume: bool,
+    on_epoch: Callable | None,
+) -> dict:
     import flair
     import torch
     from flair.data import Corpus
@@ -254,39 +297,90 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
     model = build_model(config, corpus, embeddings, genotype)
     if state is None:
-        untrained = (evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
-                     if scored_dev is not None else None)
+        untrained = (
+            evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
+            if scored_dev is not None
+            else None
+        )
     else:
         model.load_state_dict(state["model"])
         untrained = state["dev_f1_untrained"]
     # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
     memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
-    timer = _epoch_plugin([*corpus.notes, *states_notes, f"backend: {current(config.device).name}"],
-                          scored_dev is not None, config.time_budget, config.max_epochs)
-    annealing = AnnealingPlugin(base_path=out, min_learning_rate=config.min_lr, anneal_factor=config.anneal_factor,
-                                patience=config.patience, initial_extra_patience=0, anneal_with_restarts=False)
-    keeper = resuming.TrainingState(out, annealing, timer, best_by_dev=scored_dev is not None,
-                                    keep_best=not config.train_with_dev, dev_f1_untrained=untrained, state=state,
-                                    on_epoch=on_epoch, memory=memory)
-    splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev) if dev else None, None,
-                    name=corpus.train.path.parent.name, sample_missing_splits=False)
+    timer = _epoch_plugin(
+        [*corpus.notes, *states_notes, f"backend: {current(config.device).name}"],
+        scored_dev is not None,
+        config.time_budget,
+        config.max_epochs,
+    )
+    annealing = AnnealingPlugin(
+        base_path=out,
+        min_learning_rate=config.min_lr,
+        anneal_factor=config.anneal_factor,
+        patience=config.patience,
+        initial_extra_patience=0,
+        anneal_with_restarts=False,
+    )
+    keeper = resuming.TrainingState(
+        out,
+        annealing,
+        timer,
+        best_by_dev=scored_dev is not None,
+        keep_best=not config.train_with_dev,
+        dev_f1_untrained=untrained,
+        state=state,
+        on_epoch=on_epoch,
+        memory=memory,
+    )
+    splits = Corpus(
+        FlairDatapointDataset(train),
+        FlairDatapointDataset(dev) if dev else None,
+        None,
+        name=corpus.train.path.parent.name,
+        sample_missing_splits=False,
+    )
     trainer = ModelTrainer(model, splits)
     if start:  # to stderr under the commands; AppendingLog marks training.log itself
         log.info(resuming.resumed_line(start))
     # in this order: the epoch's row of loss.tsv is written before TrainingState's checkpoint
-    plugins = [timer, annealing, LossFilePlugin(out, epoch=start), resuming.AppendingLog(out / "training.log", start),
-               keeper, *_live_curves(out)]
+    plugins = [
+        timer,
+        annealing,
+        LossFilePlugin(out, epoch=start),
+        resuming.AppendingLog(out / "training.log", start),
+        keeper,
+        *_live_curves(out),
+    ]
     truthful = _OwnTestScoring(len(corpus.test.tokens))
     log.addFilter(truthful)
     try:
-        with keeper.stop, _bars_on_terminals_only(), warnings.catch_warnings(), \
-                training_precision(model, flair.device, config.precision):
-            warnings.filterwarnings("ignore", message=GRAD_SCALER, category=FutureWarning)  # whatever filters the caller set
-            trainer.train_custom(out, learning_rate=config.lr, mini_batch_size=config.batch_size,
-                                 eval_batch_size=config.eval_batch_size, max_epochs=config.max_epochs,
-                                 optimizer=optimizer_class(config.optimizer), max_grad_norm=config.clip, train_with_dev=config.train_with_dev, shuffle=True,
-                                 plugins=plugins, epoch=start, save_final_model=False, use_final_model_for_eval=True,
-                                 create_file_logs=False, create_loss_file=False, multi_gpu=multi_gpu)
+        with (
+            keeper.stop,
+            _bars_on_terminals_only(),
+            warnings.catch_warnings(),
+            training_precision(model, flair.device, config.precision),
+        ):
+            warnings.filterwarnings(
+                "ignore", message=GRAD_SCALER, category=FutureWarning
+            )  # whatever filters the caller set
+            trainer.train_custom(
+                out,
+                learning_rate=config.lr,
+                mini_batch_size=config.batch_size,
+                eval_batch_size=config.eval_batch_size,
+                max_epochs=config.max_epochs,
+                optimizer=optimizer_class(config.optimizer),
+                max_grad_norm=config.clip,
+                train_with_dev=config.train_with_dev,
+                shuffle=True,
+                plugins=plugins,
+                epoch=start,
+                save_final_model=False,
+                use_final_model_for_eval=True,
+                create_file_logs=False,
+                create_loss_file=False,
+                multi_gpu=multi_gpu,
+            )
     finally:
         log.removeFilter(truthful)
     keeper.mark_best_complete()
@@ -299,8 +393,11 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         "seed": seed,
         "model": saved,
         "epochs": len(timer.train_seconds),
-        "seconds_per_epoch": {"train": _mean(timer.train_seconds), "with_dev_evaluation": _mean(timer.epoch_seconds),
-                              "each_train": timer.train_seconds},
+        "seconds_per_epoch": {
+            "train": _mean(timer.train_seconds),
+            "with_dev_evaluation": _mean(timer.epoch_seconds),
+            "each_train": timer.train_seconds,
+        },
         "dev_f1_untrained": untrained,
         "dev_f1_by_epoch": timer.dev_f1,
         "stopped": timer.stopped,
@@ -317,8 +414,12 @@ def _train_run(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if scored_dev is not None:
         metrics["dev"] = _score_saved(out / saved, scored_dev, corpus.dev.tags, config)[0]
     atomic_write_json(out / "metrics.json", metrics)
-    model_card.write(out / "README.md", {**asdict(config), "genotype": genotype.to_dict() if genotype else None},
-                     metrics, metrics["model"])
+    model_card.write(
+        out / "README.md",
+        {**asdict(config), "genotype": genotype.to_dict() if genotype else None},
+        metrics,
+        metrics["model"],
+    )
     with open(out / "training.log", "a", encoding="utf-8") as handle:
         handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")
     # A finished run resumes to its metrics alone: its checkpoint goes, and the final model unless asked for.
@@ -359,8 +460,11 @@ def _score_saved(path: Path, sentences: list, gold: list[list[str]], config: Tag
     from .pooled_memory import memory_bytes, pooled_embeddings
 
     model = load_for_prediction(path, config.device)
-    memory = ({"words": max(len(e.word_embeddings) for e in pooled_embeddings(model)), "bytes": memory_bytes(model)}
-              if pooled_embeddings(model) else None)
+    memory = (
+        {"words": max(len(e.word_embeddings) for e in pooled_embeddings(model)), "bytes": memory_bytes(model)}
+        if pooled_embeddings(model)
+        else None
+    )
     report, pred = evaluation.evaluate_saved(model, sentences, gold, config.eval_batch_size)
     return report, pred, memory
 
@@ -376,9 +480,13 @@ def _charlm_states(embeddings, sentences: list, folder: str | None) -> tuple[dic
         return None, []
     seconds = time.perf_counter() - start
     where = f", {reuse.loaded} read from {folder}" if folder else ""
-    return ({"computed": reuse.computed, "loaded": reuse.loaded, "seconds": seconds},
-            [f"character-LM states of {len(reuse.tables)} LMs: {reuse.computed} sentence states computed in "
-             f"{seconds:.1f} s{where}; every epoch reads them"])
+    return (
+        {"computed": reuse.computed, "loaded": reuse.loaded, "seconds": seconds},
+        [
+            f"character-LM states of {len(reuse.tables)} LMs: {reuse.computed} sentence states computed in "
+            f"{seconds:.1f} s{where}; every epoch reads them"
+        ],
+    )
 
 
 def _live_curves(out: Path) -> list:
@@ -407,8 +515,15 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60:02d} min"
 
 
-def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
-               resume: bool = False, on_epoch: Callable | None = None) -> dict:
+def train_runs(
+    config: TaggerConfig,
+    corpus: TaggingCorpus,
+    embeddings,
+    genotype: Genotype | None,
+    out: Path,
+    resume: bool = False,
+    on_epoch: Callable | None = None,
+) -> dict:
     """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary.
 
     A fresh run writes out/config.json first; if it fails before any seed's first checkpoint, out
@@ -417,8 +532,13 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
     if not resume:
         stored = genotype.to_dict() if genotype is not None else None
         run.start({**asdict(config), "genotype": stored, "corpus_notes": corpus.notes})
-    words = (word for split in (corpus.train, corpus.dev, corpus.test) if split is not None
-             for sentence in split.tokens for word in sentence)
+    words = (
+        word
+        for split in (corpus.train, corpus.dev, corpus.test)
+        if split is not None
+        for sentence in split.tokens
+        for word in sentence
+    )
     embeddings = keep_word_vectors(embeddings, words, config.word_vocab)
     try:
         return _train_seeds(config, corpus, embeddings, genotype, out, resume, on_epoch)
@@ -428,14 +548,27 @@ def train_runs(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype
         raise
 
 
-def _train_seeds(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, out: Path,
-                 resume: bool, on_epoch: Callable | None) -> dict:
+def _train_seeds(
+    config: TaggerConfig,
+    corpus: TaggingCorpus,
+    embeddings,
+    genotype: Genotype | None,
+    out: Path,
+    resume: bool,
+    on_epoch: Callable | None,
+) -> dict:
     if config.runs == 1:
         return train_run(config, corpus, embeddings, genotype, config.seed, out, resume, on_epoch)
-    runs = [train_run(config, corpus, embeddings, genotype, config.seed + k, out / f"seed-{config.seed + k}",
-                      resume, on_epoch) for k in range(config.runs)]
-    summary = {"runs": [{"seed": r["seed"], "test_f1": r["test"]["f1"], "epochs": r["epochs"]} for r in runs],
-               "test": evaluation.summarise([r["test"] for r in runs]),
-               **{k: runs[0][k] for k in ("rnn_parameters", "hidden_size", "matched_to") if k in runs[0]}}
+    runs = [
+        train_run(
+            config, corpus, embeddings, genotype, config.seed + k, out / f"seed-{config.seed + k}", resume, on_epoch
+        )
+        for k in range(config.runs)
+    ]
+    summary = {
+        "runs": [{"seed": r["seed"], "test_f1": r["test"]["f1"], "epochs": r["epochs"]} for r in runs],
+        "test": evaluation.summarise([r["test"] for r in runs]),
+        **{k: runs[0][k] for k in ("rnn_parameters", "hidden_size", "matched_to") if k in runs[0]},
+    }
     atomic_write_json(out / "metrics.json", summary)
     return summary

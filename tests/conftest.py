@@ -1,4 +1,5 @@
 """Shared fixtures: small generated corpora, never the shared data."""
+
 from __future__ import annotations
 
 import logging
@@ -14,8 +15,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
 
 
-def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60,
-                    vocab: int = 40) -> Path:
+def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60, vocab: int = 40) -> Path:
     """A tiny PTB-style corpus with some structure (repeated bigrams) so perplexity can fall."""
     rng = random.Random(seed)
     words = [f"w{i}" for i in range(vocab)]
@@ -24,8 +24,12 @@ def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lin
         lines = []
         for _ in range(n):
             start = rng.randrange(vocab)
-            lines.append(" ".join(words[(start + 3 * k) % vocab] if rng.random() < 0.8 else rng.choice(words)
-                                  for k in range(rng.randint(5, 12))))
+            lines.append(
+                " ".join(
+                    words[(start + 3 * k) % vocab] if rng.random() < 0.8 else rng.choice(words)
+                    for k in range(rng.randint(5, 12))
+                )
+            )
         (root / f"ptb.{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
 
@@ -62,6 +66,7 @@ def gemm_backend(request, monkeypatch):
     which one a shape gets depends on the run's setting, the host and the shape (`nas.fast.gemm.prefers_onednn`,
     `packing_pays`), so both are tested."""
     from nas.fast import gemm
+
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: request.param == "onednn")
     monkeypatch.setattr(gemm, "packing_pays", lambda counts, K, N: request.param == "onednn")
     return request.param

@@ -8,7 +8,8 @@ makes two otherwise equal searches differ. Dropouts are on: each rank draws its 
 single-process masks. Writes, under OUT: runs/search-<time> (first order, default run
 directory), search2 (second order, stopped after batch 2 and resumed from the checkpoint) and
 train (bin/train-lm); with `weight-sharing`, random and enas (`weight_sharing_runs`).
-"""
+"""  # noqa: E501 (example command lines stay whole, to copy)
+
 from __future__ import annotations
 
 import os
@@ -28,24 +29,79 @@ from nas.common.runs import Interrupted, RunDir  # noqa: E402
 from nas.runs.config import SearchConfig  # noqa: E402
 from nas.runs.search import Searcher  # noqa: E402
 
-SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "2", "--batch-size", "4", "--bptt", "6", "--eval-batch-size", "2",
-          "--max-batches-per-epoch", "3", "--eval-batches", "3", "--lr", "2", "--epochs", "2", "--dropout", "0.5"]
-TRAIN = ["--cell", "darts_v2", "--emsize", "12", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
-         "--test-batch-size", "4", "--max-batches-per-epoch", "4", "--eval-batches", "3", "--epochs", "2"]
+SEARCH = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "2",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "6",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "3",
+    "--eval-batches",
+    "3",
+    "--lr",
+    "2",
+    "--epochs",
+    "2",
+    "--dropout",
+    "0.5",
+]
+TRAIN = [
+    "--cell",
+    "darts_v2",
+    "--emsize",
+    "12",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--test-batch-size",
+    "4",
+    "--max-batches-per-epoch",
+    "4",
+    "--eval-batches",
+    "3",
+    "--epochs",
+    "2",
+]
 
 
 def interrupted_search(run_dir: Path, corpus: Path) -> None:
     """A second-order search stopped after batch 2 of epoch 1 (checkpoint), then resumed from it to the end."""
     paths = find_splits(corpus)
-    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]), order=2,
-                          epochs=2, emsize=12, nhid=12, nodes=2, batch_size=4, bptt=6, eval_batch_size=2,
-                          max_batches_per_epoch=3, eval_batches=3, lr=2.0, dropout=0.5)
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        order=2,
+        epochs=2,
+        emsize=12,
+        nhid=12,
+        nodes=2,
+        batch_size=4,
+        bptt=6,
+        eval_batch_size=2,
+        max_batches_per_epoch=3,
+        eval_batches=3,
+        lr=2.0,
+        dropout=0.5,
+    )
     ranks = distributed.init(config.device)
     run = ranks.run_dir(RunDir(run_dir))
     run.start({})
     try:
         Searcher(config, run, Corpus.load(paths)).run(
-            on_batch=lambda s: s.stop.request() if (s.epoch, s.batch) == (0, 2) else None)
+            on_batch=lambda s: s.stop.request() if (s.epoch, s.batch) == (0, 2) else None
+        )
     except Interrupted:
         pass
     if ranks.parallel:
@@ -61,8 +117,21 @@ def weight_sharing_runs(out: Path, corpus: Path) -> None:
     torch.set_default_dtype(torch.float64)
     try:
         for method, extra in (("random", []), ("enas", ["--controller-steps", "4"])):
-            search_lm(["--data", str(corpus), *SEARCH, "--method", method, "--candidates", "3", *extra,
-                       "--run-dir", str(out / method)], standalone_mode=False)
+            search_lm(
+                [
+                    "--data",
+                    str(corpus),
+                    *SEARCH,
+                    "--method",
+                    method,
+                    "--candidates",
+                    "3",
+                    *extra,
+                    "--run-dir",
+                    str(out / method),
+                ],
+                standalone_mode=False,
+            )
     finally:
         torch.set_default_dtype(before)
 

@@ -5,6 +5,7 @@ the process kills itself (SIGKILL: no handler, no cleanup) right after, or right
 write of a run's checkpoint.pt (`nas.common.runs.RunDir.save_checkpoint`, counted from 1). The
 process never gets to tidy up, as with `kill -9` or a lost machine.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,18 +39,32 @@ importlib.import_module(module).main()
 
 def run(module: str, args: list[str], cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`module`'s command in a subprocess, as bin/ runs it."""
-    return subprocess.run([sys.executable, "-c", f"import {module} as m; m.main()", *args], capture_output=True,
-                          text=True, timeout=600, cwd=cwd, env=_env())
+    return subprocess.run(
+        [sys.executable, "-c", f"import {module} as m; m.main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env=_env(),
+    )
 
 
 def run_killed(module: str, args: list[str], at: int, when: str = "after") -> subprocess.CompletedProcess:
     """`module`'s command, killed with SIGKILL after (or before) its `at`-th checkpoint write."""
-    proc = subprocess.run([sys.executable, "-c", _DRIVER, str(at), when, module, *args], capture_output=True,
-                          text=True, timeout=600, env=_env())
+    proc = subprocess.run(
+        [sys.executable, "-c", _DRIVER, str(at), when, module, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(),
+    )
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stderr[-2000:])
     return proc
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-            "OMP_NUM_THREADS": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+    }

@@ -3,6 +3,7 @@
 Sentences come from templates with person, location and organisation names; the generator counts
 the entities it places, so tests compare the readers against an independent count.
 """
+
 from __future__ import annotations
 
 import random
@@ -132,8 +133,10 @@ def label_vectors(iob2_file: Path, out: Path, dim: int = 16, seed: int = 0) -> P
             kinds.setdefault(word, Counter())[tag[2:] if tag != "O" else "O"] += 1
     rng = random.Random(seed)
     centres = {kind: [rng.gauss(0, 1) for _ in range(dim)] for kind in ("O", "PER", "LOC", "ORG", "MISC")}
-    lines = [word + " " + " ".join(f"{c + rng.gauss(0, 0.3):.4f}" for c in centres[counts.most_common(1)[0][0]])
-             for word, counts in sorted(kinds.items())]
+    lines = [
+        word + " " + " ".join(f"{c + rng.gauss(0, 0.3):.4f}" for c in centres[counts.most_common(1)[0][0]])
+        for word, counts in sorted(kinds.items())
+    ]
     out.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return out
 
@@ -149,8 +152,22 @@ def train_tiny_tagger(root: Path) -> tuple[Path, Path]:
 
     data = generate(root / "data", seed=0, train=200, dev=40, test=40, lm_lines=300, raw_paragraphs=30)
     vectors = label_vectors(data / "iob2" / "train.txt", root / "vectors.txt")
-    config = TaggerConfig(cell="darts_v2", corpus="conll03", data=str(data / "conll03"), embeddings=f"glove:{vectors}",
-                          hidden_size=16, batch_size=8, max_epochs=3, lr=0.5, seed=1)
-    train_runs(config, load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings),
-               load("darts_v2"), root / "run")
+    config = TaggerConfig(
+        cell="darts_v2",
+        corpus="conll03",
+        data=str(data / "conll03"),
+        embeddings=f"glove:{vectors}",
+        hidden_size=16,
+        batch_size=8,
+        max_epochs=3,
+        lr=0.5,
+        seed=1,
+    )
+    train_runs(
+        config,
+        load_corpus("conll03", data / "conll03"),
+        build_embeddings(config.embeddings),
+        load("darts_v2"),
+        root / "run",
+    )
     return root / "run", data

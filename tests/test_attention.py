@@ -1,4 +1,5 @@
 """NASABN attention: dot product by hand, causality and padding, the searched mix and its argmax."""
+
 import math
 
 import pytest
@@ -40,7 +41,7 @@ def test_padded_keys_are_ignored(layer):
     h, lengths = torch.randn(5, 3, 6), torch.tensor([5, 3, 1])
     out = layer(h, causal=False, lengths=lengths)
     for b, n in enumerate(lengths.tolist()):
-        assert torch.allclose(out[:n, b], layer(h[:n, b:b + 1], causal=False)[:, 0], atol=1e-6)
+        assert torch.allclose(out[:n, b], layer(h[:n, b : b + 1], causal=False)[:, 0], atol=1e-6)
 
 
 def test_multihead_parameter_count():

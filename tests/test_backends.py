@@ -1,6 +1,7 @@
 """The one dispatch point (nas.fast.backends): which backend a name means on each device, where each falls back
 to the definition call by call, that the compiled time steps equal the definition, and `--backend` as the
 commands take it (checked before any work, stored in config.json, kept on --resume, named in the log)."""
+
 from __future__ import annotations
 
 import copy
@@ -29,8 +30,10 @@ LM = ["--cell", "darts_v2", "--emsize", "8", "--nhid", "8", "--batch-size", "4",
 @pytest.fixture
 def triton(monkeypatch):
     """Says whether Triton imports, as the test needs (this CPU-only install has none)."""
+
     def set_to(available: bool) -> None:
         monkeypatch.setattr(backends, "triton_available", lambda: available)
+
     return set_to
 
 
@@ -55,15 +58,18 @@ def test_compile_makes_auto_the_compiled_torch_backend_on_a_cpu():
     assert not backends.choose("torch", "cpu").compiled
 
 
-@pytest.mark.parametrize("name, device, compile, expected", [
-    ("cpu-fused", "cuda", False, "--backend cpu-fused: CPU only (the device is cuda)"),
-    ("cuda-graphs", "cpu", False, "--backend cuda-graphs: CUDA only (the device is cpu)"),
-    ("cuda-graphs", "cuda:0", False, "--backend cuda-graphs: needs Triton"),
-    ("cuda-loop", "cpu", False, "--backend cuda-loop: CUDA only (the device is cpu)"),
-    ("cuda-loop", "cuda", False, "--backend cuda-loop: needs Triton"),
-    ("cpu-fused", "cpu", True, "--compile: not with --backend cpu-fused"),
-    ("fused", "cpu", False, "--backend fused: expected one of auto, torch, cpu-fused, cuda-graphs, cuda-loop"),
-])
+@pytest.mark.parametrize(
+    "name, device, compile, expected",
+    [
+        ("cpu-fused", "cuda", False, "--backend cpu-fused: CPU only (the device is cuda)"),
+        ("cuda-graphs", "cpu", False, "--backend cuda-graphs: CUDA only (the device is cpu)"),
+        ("cuda-graphs", "cuda:0", False, "--backend cuda-graphs: needs Triton"),
+        ("cuda-loop", "cpu", False, "--backend cuda-loop: CUDA only (the device is cpu)"),
+        ("cuda-loop", "cuda", False, "--backend cuda-loop: needs Triton"),
+        ("cpu-fused", "cpu", True, "--compile: not with --backend cpu-fused"),
+        ("fused", "cpu", False, "--backend fused: expected one of auto, torch, cpu-fused, cuda-graphs, cuda-loop"),
+    ],
+)
 def test_a_backend_that_cannot_run_there_is_one_line(name, device, compile, expected, triton):
     triton(False)
     with pytest.raises(InputError) as refused:
@@ -157,8 +163,9 @@ def test_the_language_models_loss_runs_on_the_process_backend(monkeypatch):
 
     calls = []
     original = cross_entropy._CrossEntropy.forward
-    monkeypatch.setattr(cross_entropy._CrossEntropy, "forward",
-                        staticmethod(lambda ctx, *a: calls.append(1) or original(ctx, *a)))
+    monkeypatch.setattr(
+        cross_entropy._CrossEntropy, "forward", staticmethod(lambda ctx, *a: calls.append(1) or original(ctx, *a))
+    )
     logits, targets = torch.randn(3, 2, 11, dtype=torch.float64), torch.randint(11, (3, 2))
     expected = torch.nn.functional.cross_entropy(logits.view(6, 11), targets.view(6))
     try:
@@ -239,14 +246,25 @@ def test_the_frozen_cells_compiled_step_equals_the_definition_and_does_not_recom
 # -- --backend on the commands -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command, args", [
-    ("search-lm", LM_FLAGS), ("train-lm", LM_FLAGS + " --cell darts_v2"), ("train-tagger", TAGGER),
-    ("search-tagger", TAGGER),
-])
+@pytest.mark.parametrize(
+    "command, args",
+    [
+        ("search-lm", LM_FLAGS),
+        ("train-lm", LM_FLAGS + " --cell darts_v2"),
+        ("train-tagger", TAGGER),
+        ("search-tagger", TAGGER),
+    ],
+)
 def test_a_backend_the_device_cannot_run_is_one_error_line_before_any_work(command, args, fx, tmp_path, monkeypatch):
     main = search_tagger.main if command == "search-tagger" else COMMANDS[command]
-    assert_refused_leaving_nothing(main, fx, tmp_path, monkeypatch, f"{args} --backend cuda-graphs --device cpu",
-                                   "--backend cuda-graphs: CUDA only (the device is cpu)")
+    assert_refused_leaving_nothing(
+        main,
+        fx,
+        tmp_path,
+        monkeypatch,
+        f"{args} --backend cuda-graphs --device cpu",
+        "--backend cuda-graphs: CUDA only (the device is cpu)",
+    )
 
 
 def test_train_lm_stores_the_resolved_backend_names_it_and_refuses_another_on_resume(tmp_path, monkeypatch):
@@ -254,15 +272,18 @@ def test_train_lm_stores_the_resolved_backend_names_it_and_refuses_another_on_re
     monkeypatch.chdir(tmp_path)
     run_dir = tmp_path / "run"
     try:
-        first = CliRunner().invoke(COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM,
-                                                          "--epochs", "1"])
+        first = CliRunner().invoke(
+            COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"]
+        )
         assert first.exit_code == 0, first.stderr
         assert json.loads((run_dir / "config.json").read_text())["backend"] == "cpu-fused"  # auto, resolved
         assert f"run directory: {run_dir} (backend cpu-fused)" in first.stderr.splitlines()
-        refused = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2",
-                                                            "--backend", "torch"])
+        refused = CliRunner().invoke(
+            COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2", "--backend", "torch"]
+        )
         assert refused.exit_code == 2 and refused.stderr.startswith(
-            "error: --backend: not with --resume (the run has 'cpu-fused')"), refused.stderr
+            "error: --backend: not with --resume (the run has 'cpu-fused')"
+        ), refused.stderr
         resumed = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2"])
         assert resumed.exit_code == 0, resumed.stderr
         assert f"run directory: {run_dir} (backend cpu-fused)" in resumed.stderr.splitlines()
@@ -275,8 +296,10 @@ def test_train_lm_on_the_torch_backend_runs_the_definition(tmp_path, monkeypatch
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     monkeypatch.chdir(tmp_path)
     try:
-        result = CliRunner().invoke(COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(tmp_path / "run"),
-                                                           *LM, "--epochs", "1", "--backend", "torch"])
+        result = CliRunner().invoke(
+            COMMANDS["train-lm"],
+            ["--data", str(corpus), "--run-dir", str(tmp_path / "run"), *LM, "--epochs", "1", "--backend", "torch"],
+        )
     finally:
         backends._current = None
     assert result.exit_code == 0, result.stderr
@@ -298,11 +321,40 @@ def test_a_search_on_compiled_steps_takes_its_hessian_on_the_definition(monkeypa
     from nas.cli.search_lm import main as search_lm
 
     original = torch.compile
-    monkeypatch.setattr(torch, "compile", lambda step, dynamic=None: original(step, dynamic=dynamic, backend="aot_eager"))
+    monkeypatch.setattr(
+        torch, "compile", lambda step, dynamic=None: original(step, dynamic=dynamic, backend="aot_eager")
+    )
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=60, other_lines=20)
-    tiny = ["--data", str(corpus), "--emsize", "8", "--nhid", "8", "--nodes", "2", "--batch-size", "4", "--bptt", "6",
-            "--eval-batch-size", "2", "--max-batches-per-epoch", "2", "--epochs", "1", "--hessian-iterations", "5",
-            "--dropout", "0", "--dropout-h", "0", "--dropout-x", "0", "--dropout-i", "0"]
+    tiny = [
+        "--data",
+        str(corpus),
+        "--emsize",
+        "8",
+        "--nhid",
+        "8",
+        "--nodes",
+        "2",
+        "--batch-size",
+        "4",
+        "--bptt",
+        "6",
+        "--eval-batch-size",
+        "2",
+        "--max-batches-per-epoch",
+        "2",
+        "--epochs",
+        "1",
+        "--hessian-iterations",
+        "5",
+        "--dropout",
+        "0",
+        "--dropout-h",
+        "0",
+        "--dropout-x",
+        "0",
+        "--dropout-i",
+        "0",
+    ]
     eigenvalues = []
     try:
         for name, flags in (("compiled", ["--backend", "torch", "--compile"]), ("definition", ["--backend", "torch"])):

@@ -1,5 +1,6 @@
 """The tagger benchmarks run end to end at toy sizes and print their JSON line: nothing else runs
 them, and a changed signature (the genotype became a `Genotype`) broke them once unnoticed."""
+
 import json
 import subprocess
 import sys
@@ -11,15 +12,26 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 def run_bench(name: str, *args: str) -> dict:
-    done = subprocess.run([sys.executable, str(BENCH / name), *args, "--threads", "1"],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / name), *args, "--threads", "1"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_tagger_epoch_matches_the_lstm_to_the_cell_and_times_both():
-    record = run_bench("tagger_epoch.py", "--sentences", "20", "--hidden-size", "8", "--match-params",
-                       "--repeats", "1", "--predict-repeats", "1")
+    record = run_bench(
+        "tagger_epoch.py",
+        "--sentences",
+        "20",
+        "--hidden-size",
+        "8",
+        "--match-params",
+        "--repeats",
+        "1",
+        "--predict-repeats",
+        "1",
+    )
     # DARTS_V2 at hidden 8 over 100-d vectors: 2·(108·16 + 8·8·16) = 5,504 parameters; flair's LSTM
     # at hidden 6: 2·4·6·(100 + 6 + 2) = 5,184, the closest count (hidden 7 gives 6,104)
     assert record["darts_v2_rnn_parameters"] == 5504
@@ -32,8 +44,26 @@ def test_tagger_epoch_matches_the_lstm_to_the_cell_and_times_both():
 def test_tagger_learning_records_dev_f1_at_each_evaluation(tmp_path):
     write_conll03(tmp_path / "conll03", sizes=(40, 12, 12))
     vectors = write_vectors(tmp_path / "vectors.txt")
-    record = run_bench("tagger_learning.py", "--corpus", "conll03", "--data", str(tmp_path / "conll03"),
-                       "--embeddings", f"glove:{vectors}", "--hidden-size", "8", "--epochs", "1",
-                       "--evals-per-epoch", "2")
+    record = run_bench(
+        "tagger_learning.py",
+        "--corpus",
+        "conll03",
+        "--data",
+        str(tmp_path / "conll03"),
+        "--embeddings",
+        f"glove:{vectors}",
+        "--hidden-size",
+        "8",
+        "--epochs",
+        "1",
+        "--evals-per-epoch",
+        "2",
+    )
     assert [at for at, _ in record["dev_f1"]] == [0.5, 1.0]  # 2 batches of 32 over 40 sentences
-    assert record["rnn_parameters"] > 0 and set(record["grad_norms"][0]) == {"embedding2nn", "rnn", "linear", "crf", "total"}
+    assert record["rnn_parameters"] > 0 and set(record["grad_norms"][0]) == {
+        "embedding2nn",
+        "rnn",
+        "linear",
+        "crf",
+        "total",
+    }

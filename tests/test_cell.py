@@ -57,7 +57,7 @@ def test_normalisations_sum_to_one_over_the_right_sets():
     per_node = IDarts.rule.normalise(alpha, steps)
     off = edge_offsets(steps)
     for i in range(steps):
-        assert per_node[off[i]:off[i + 1]].sum().item() == pytest.approx(1.0, abs=1e-6)
+        assert per_node[off[i] : off[i + 1]].sum().item() == pytest.approx(1.0, abs=1e-6)
     assert not torch.allclose(per_node.sum(1), torch.ones(len(alpha)))  # not per edge
 
 
@@ -65,14 +65,17 @@ def test_derivation_from_hand_set_weights():
     # 3 nodes -> edges: (0->1), (0->2), (1->2), (0->3), (1->3), (2->3); ops: none identity tanh relu sigmoid
     w = torch.full((6, 5), 0.01)
     w[0] = torch.tensor([0.9, 0.01, 0.02, 0.05, 0.015])  # none wins, relu is the best real op
-    w[1, 2] = 0.30   # node 2: tanh from 0 ...
-    w[2, 4] = 0.40   # ... loses to sigmoid from 1
-    w[3, 1] = 0.20   # node 3: identity from 0 (second)
-    w[5, 3] = 0.25   # relu from 2 (first)
-    w[4, 0] = 0.99   # none from 1 is never kept
+    w[1, 2] = 0.30  # node 2: tanh from 0 ...
+    w[2, 4] = 0.40  # ... loses to sigmoid from 1
+    w[3, 1] = 0.20  # node 3: identity from 0 (second)
+    w[5, 3] = 0.25  # relu from 2 (first)
+    w[4, 0] = 0.99  # none from 1 is never kept
     assert Darts.rule.derive(w, 3) == [[("relu", 0)], [("sigmoid", 1)], [("relu", 2)]]
     assert IDarts.rule.derive(w, 3, top_n=2) == [
-        [("relu", 0), ("tanh", 0)], [("sigmoid", 1), ("tanh", 0)], [("relu", 2), ("identity", 0)]]
+        [("relu", 0), ("tanh", 0)],
+        [("sigmoid", 1), ("tanh", 0)],
+        [("relu", 2), ("identity", 0)],
+    ]
 
 
 def test_search_cell_with_one_hot_weights_is_the_derived_frozen_cell():
@@ -104,7 +107,7 @@ def test_bidirectional_padded_batch_equals_each_sentence_alone():
     x, lengths = torch.randn(7, 3, 6), torch.tensor([7, 4, 1])
     out, last = rnn(x, lengths=lengths)
     for b, n in enumerate(lengths.tolist()):
-        alone, h = rnn(x[:n, b:b + 1])
+        alone, h = rnn(x[:n, b : b + 1])
         assert torch.allclose(alone[:, 0], out[:n, b], atol=1e-6)
         assert torch.allclose(h[:, 0], last[:, b], atol=1e-6)
         assert out[n:, b].abs().sum() == 0

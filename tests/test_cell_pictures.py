@@ -1,5 +1,6 @@
 """Cell drawings read as the cell: no edge runs across a node it does not join, and no text meets other
 text or a node. Checked on the drawn figure itself (its circles, arrows and text boxes)."""
+
 import itertools
 import random
 
@@ -19,25 +20,43 @@ def random_genotype(seed: int) -> Genotype:
     """A random cell: 2-10 nodes with 1-3 inputs each, a random output set, and ESS gates half the time."""
     rng = random.Random(seed)
     n = rng.randint(2, 10)
-    nodes = [[[rng.choice(OPS), pred] for pred in rng.sample(range(i), min(i, rng.randint(1, 3)))]
-             for i in range(1, n + 1)]
+    nodes = [
+        [[rng.choice(OPS), pred] for pred in rng.sample(range(i), min(i, rng.randint(1, 3)))] for i in range(1, n + 1)
+    ]
     concat = sorted(rng.sample(range(1, n + 1), rng.randint(1, n)))
     inter = None
     if seed % 2:
         m = rng.randint(1, 4)
 
         def gate() -> list:  # node i reads its history vector (0, for i <= m) or an earlier node
-            return [[[rng.choice(OPS), rng.choice([0] * (i <= m) + list(range(1, i)))]]
-                    for i in range(1, m + rng.randint(0, 2) + 1)]
+            return [
+                [[rng.choice(OPS), rng.choice([0] * (i <= m) + list(range(1, i)))]]
+                for i in range(1, m + rng.randint(0, 2) + 1)
+            ]
 
-        inter = {"history": m, "squash": rng.choice(["sigmoid", "2sigmoid", "none"]), "size_match": "project",
-                 "f": gate(), "g": gate()}
-    return validate({"version": 1, "name": f"random {seed}", "nodes": nodes, "concat": concat, "inter": inter,
-                     "attention": rng.choice([None, "dot"])}, "random")
+        inter = {
+            "history": m,
+            "squash": rng.choice(["sigmoid", "2sigmoid", "none"]),
+            "size_match": "project",
+            "f": gate(),
+            "g": gate(),
+        }
+    return validate(
+        {
+            "version": 1,
+            "name": f"random {seed}",
+            "nodes": nodes,
+            "concat": concat,
+            "inter": inter,
+            "attention": rng.choice([None, "dot"]),
+        },
+        "random",
+    )
 
 
-CELLS = [pytest.param(load(name), id=name) for name in shipped_cells()] + \
-        [pytest.param(random_genotype(seed), id=f"random-{seed}") for seed in range(12)]
+CELLS = [pytest.param(load(name), id=name) for name in shipped_cells()] + [
+    pytest.param(random_genotype(seed), id=f"random-{seed}") for seed in range(12)
+]
 
 
 def sampled(path, per_piece: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
 """Frozen character-LM states computed once: the same states as flair's, the same training, files that round-trip."""
+
 from __future__ import annotations
 
 import pytest
@@ -54,7 +55,9 @@ def test_saved_states_are_read_back_not_recomputed(tmp_path):
     assert (reuse.loaded, reuse.computed) == (len(first.states), 0)
     assert first.states.keys() == second.states.keys()
     assert all(torch.equal(first.states[k], second.states[k]) for k in first.states)
-    assert all(torch.equal(a, b) for a, b in zip(_states(again, _sentences(20, 0)), _states(_flair(lm), _sentences(20, 0))))
+    assert all(
+        torch.equal(a, b) for a, b in zip(_states(again, _sentences(20, 0)), _states(_flair(lm), _sentences(20, 0)))
+    )
     # another LM gets its own file
     reuse_states(_flair(td.tiny_char_lm(tmp_path / "bwd.pt", False)), _sentences(20, 0), tmp_path / "states")
     assert len(list((tmp_path / "states").glob("*.pt"))) == 2
@@ -64,8 +67,17 @@ def test_saved_states_are_read_back_not_recomputed(tmp_path):
     torch.save({"format": "something else"}, file)
     with pytest.raises(InputError, match="not the character-LM states of this LM; delete it"):
         reuse_states(_flair(lm), _sentences(20, 0), tmp_path / "states")
-    torch.save({"format": "nas_charlm_states", "version": 1, "lm": first.digest, "sentences": ["a"],
-                "lengths": torch.tensor([3]), "states": torch.zeros(2, 16)}, file)
+    torch.save(
+        {
+            "format": "nas_charlm_states",
+            "version": 1,
+            "lm": first.digest,
+            "sentences": ["a"],
+            "lengths": torch.tensor([3]),
+            "states": torch.zeros(2, 16),
+        },
+        file,
+    )
     with pytest.raises(InputError, match="damaged character-LM states"):
         reuse_states(_flair(lm), _sentences(20, 0), tmp_path / "states")
 
@@ -81,8 +93,9 @@ def test_training_reads_states_and_tags_as_flairs_own_path(tmp_path, monkeypatch
     fwd, bwd = td.tiny_char_lm(tmp_path / "fwd.pt", True), td.tiny_char_lm(tmp_path / "bwd.pt", False)
     spec = f"glove:{td.write_vectors(tmp_path / 'vectors.txt')},pooled-flair:{fwd}:{bwd}"
     corpus = load_corpus("conll03", tmp_path / "data")
-    config = TaggerConfig(hidden_size=8, batch_size=8, max_epochs=2, embeddings=spec,
-                          charlm_states=str(tmp_path / "states"))
+    config = TaggerConfig(
+        hidden_size=8, batch_size=8, max_epochs=2, embeddings=spec, charlm_states=str(tmp_path / "states")
+    )
 
     def run(name: str) -> dict:
         return train.train_runs(config, corpus, build_embeddings(spec), load("darts_v2"), tmp_path / name)
@@ -91,7 +104,9 @@ def test_training_reads_states_and_tags_as_flairs_own_path(tmp_path, monkeypatch
     sentences = len({" ".join(s) for split in (corpus.train, corpus.dev, corpus.test) for s in split.tokens})
     assert (cold["charlm_states"]["computed"], cold["charlm_states"]["loaded"]) == (2 * sentences, 0)
     assert (warm["charlm_states"]["computed"], warm["charlm_states"]["loaded"]) == (0, 2 * sentences)
-    assert "character-LM states of 2 LMs: 0 sentence states computed" in (tmp_path / "warm" / "training.log").read_text()
+    assert (
+        "character-LM states of 2 LMs: 0 sentence states computed" in (tmp_path / "warm" / "training.log").read_text()
+    )
     monkeypatch.setattr(train, "_charlm_states", lambda *args: (None, []))  # flair computing states per batch
     flair = run("flair")
     assert flair["charlm_states"] is None

@@ -1,4 +1,5 @@
 """One command line: the same flag means the same thing in every command, and help keeps its examples' lines."""
+
 from __future__ import annotations
 
 import sys
@@ -10,8 +11,18 @@ from click.testing import CliRunner
 from nas.common.cli import OutputPath
 from test_bad_inputs import COMMANDS
 
-COMPUTING = {"search-lm", "train-lm", "eval-lm", "compare-words", "train-tagger", "tag", "evaluate", "train-charlm",
-             "train-wordvec", "demo"}
+COMPUTING = {
+    "search-lm",
+    "train-lm",
+    "eval-lm",
+    "compare-words",
+    "train-tagger",
+    "tag",
+    "evaluate",
+    "train-charlm",
+    "train-wordvec",
+    "demo",
+}
 SEVERAL_FILES = {"sample-cells", "plot-search", "plot-cell", "plot-run", "evaluate"}
 RANDOM = {"search-lm", "train-lm", "sample-cells", "train-tagger", "evaluate", "train-charlm", "train-wordvec", "demo"}
 TRAINING = {"search-lm", "train-lm", "train-tagger"}  # start and resume runs: --gemm's rule is kept in config.json
@@ -34,7 +45,10 @@ def test_a_flag_means_the_same_everywhere(name):
     if "--data" in options:
         assert isinstance(options["--data"].type, click.Path)
     assert not {"--dropouth", "--dropoutx", "--dropouti", "--dropoute"} & set(options)  # one spelling: --dropout-h
-    assert "--workers" not in options or name in ("search-lm", "transfer")  # there, runs at a time; threads are --threads
+    assert "--workers" not in options or name in (
+        "search-lm",
+        "transfer",
+    )  # there, runs at a time; threads are --threads
     assert ("--ray-address" in options) == ("--workers" in options)
     assert ("--threads" in options) == (name in COMPUTING)
     assert ("--seed" in options) == (name in RANDOM)

@@ -1,4 +1,5 @@
 """bin/compare-words on retrained models (bin/train-lm runs and model files) beside search runs (ESS Table 3)."""
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,41 @@ def runs(tmp_path_factory):
     """A tiny bin/train-lm run (one epoch) and a tiny bin/search-lm run on the same corpus."""
     root = tmp_path_factory.mktemp("compare")
     corpus = write_lm_corpus(root / "corpus", train_lines=120, other_lines=30)
-    result = CliRunner().invoke(train_lm, ["--cell", "darts_v2", "--data", str(corpus), "--run-dir", str(root / "lm"),
-                                           "--epochs", "1", "--max-batches-per-epoch", "3", *SIZES])
+    result = CliRunner().invoke(
+        train_lm,
+        [
+            "--cell",
+            "darts_v2",
+            "--data",
+            str(corpus),
+            "--run-dir",
+            str(root / "lm"),
+            "--epochs",
+            "1",
+            "--max-batches-per-epoch",
+            "3",
+            *SIZES,
+        ],
+    )
     assert result.exit_code == 0, result.output
-    result = CliRunner().invoke(search_lm, ["--data", str(corpus), "--run-dir", str(root / "search"), "--nhid", "8",
-                                            "--nodes", "2", "--epochs", "1", "--max-batches-per-epoch", "2", *SIZES])
+    result = CliRunner().invoke(
+        search_lm,
+        [
+            "--data",
+            str(corpus),
+            "--run-dir",
+            str(root / "search"),
+            "--nhid",
+            "8",
+            "--nodes",
+            "2",
+            "--epochs",
+            "1",
+            "--max-batches-per-epoch",
+            "2",
+            *SIZES,
+        ],
+    )
     assert result.exit_code == 0, result.output
     return root
 
@@ -36,8 +67,19 @@ def _shown_ppl(stdout: str, tag: str) -> float:
 
 def test_a_retrained_model_compares_with_a_search_model(runs):
     """Evaluated as each run validated (batch 2, bptt 6), the models give their runs' validation perplexity."""
-    result = CliRunner().invoke(compare_words, [str(runs / "lm"), str(runs / "search"), "--data", str(runs / "corpus"),
-                                                "--batch-size", "2", "--min-count", "1"])
+    result = CliRunner().invoke(
+        compare_words,
+        [
+            str(runs / "lm"),
+            str(runs / "search"),
+            "--data",
+            str(runs / "corpus"),
+            "--batch-size",
+            "2",
+            "--min-count",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     retrained = json.loads((runs / "lm" / "metrics.json").read_text())["best_valid_ppl"]
     searched = json.loads((runs / "search" / "log.jsonl").read_text().splitlines()[-1])["valid_ppl"]
@@ -53,8 +95,9 @@ def test_a_model_file_and_a_run_without_best_pt_load_the_retrained_model(runs, t
     early = tmp_path / "early"
     shutil.copytree(runs / "lm", early)
     (early / "best.pt").unlink()
-    result = CliRunner().invoke(compare_words, [str(runs / "lm" / "best.pt"), str(early), "--data",
-                                                str(runs / "corpus"), "--batch-size", "2"])
+    result = CliRunner().invoke(
+        compare_words, [str(runs / "lm" / "best.pt"), str(early), "--data", str(runs / "corpus"), "--batch-size", "2"]
+    )
     assert result.exit_code == 0, result.output
     retrained = json.loads((runs / "lm" / "metrics.json").read_text())["best_valid_ppl"]
     assert _shown_ppl(result.stdout, "A") == pytest.approx(retrained, abs=0.05)

@@ -1,5 +1,6 @@
 """The tagger's CRF loss (the negative log-likelihood of the gold path: flair's ViterbiLoss computed
 from emissions and transitions) and its decoder (flair's, on the pair scores flair forms)."""
+
 import itertools
 
 import flair
@@ -64,8 +65,11 @@ def test_the_loss_is_minus_the_log_likelihood_of_the_gold_path_over_every_path()
             previous = tag
         return score + transitions[stop, previous]
 
-    expected = sum(torch.logsumexp(torch.stack([path_score(b, p) for p in itertools.product(range(k), repeat=n)]), 0)
-                   - path_score(b, gold[b]) for b, n in enumerate(lengths.tolist()))
+    expected = sum(
+        torch.logsumexp(torch.stack([path_score(b, p) for p in itertools.product(range(k), repeat=n)]), 0)
+        - path_score(b, gold[b])
+        for b, n in enumerate(lengths.tolist())
+    )
     loss = CRFLoss(d)((emissions, lengths, transitions), torch.tensor(sum(gold, [])))
     assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
 
@@ -93,7 +97,9 @@ def test_loss_and_gradients_equal_flairs_viterbi_loss(size, steps, scale):
     assert all(torch.isfinite(x).all() for x in ours32)
     for ours, flairs, expected in zip(ours32, flair32, exact):
         flairs_error = float((flairs.double() - expected).abs().max())
-        assert float((ours.double() - expected).abs().max()) <= max(5 * flairs_error, 1e-4 * max(1.0, float(expected.abs().max())))
+        assert float((ours.double() - expected).abs().max()) <= max(
+            5 * flairs_error, 1e-4 * max(1.0, float(expected.abs().max()))
+        )
 
 
 @pytest.mark.parametrize("size, steps, scale, seed", [(6, 9, 1.0, 0), (1, 4, 1.0, 1), (32, 25, 5.0, 2), (7, 1, 1.0, 3)])
@@ -116,5 +122,7 @@ def test_decoding_gives_flairs_probabilities_of_every_tag():
     flairs = ViterbiDecoder(d).decode((pair_scores(emissions, transitions), lengths, transitions), True, sentences)
     assert ours[0] == flairs[0]
     as_tuples = [[[(label.value, label.score) for label in token] for token in sentence] for sentence in ours[1]]
-    assert as_tuples == [[[(label.value, label.score) for label in token] for token in sentence] for sentence in flairs[1]]
+    assert as_tuples == [
+        [[(label.value, label.score) for label in token] for token in sentence] for sentence in flairs[1]
+    ]
     assert len(as_tuples[0][0]) == len(d)

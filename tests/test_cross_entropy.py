@@ -1,5 +1,6 @@
 """The language model's loss on its C++ kernels (`nas.fast.cross_entropy`) against `F.cross_entropy`:
 value, gradient, a second derivative, and the errors a user would see."""
+
 import pytest
 import torch
 import torch.nn.functional as F

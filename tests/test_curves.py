@@ -1,5 +1,6 @@
 """bin/plot-run: the training and validation curves of search, train-lm and tagger runs, built with the
 real commands at tiny sizes; torn logs, runs of the wrong kind for plot-search, and --tensorboard."""
+
 import csv
 import json
 import shutil
@@ -17,8 +18,20 @@ from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm
 
 PNG = b"\x89PNG\r\n\x1a\n"
-LM = ["--emsize", "8", "--batch-size", "4", "--bptt", "6", "--eval-batch-size", "2", "--max-batches-per-epoch", "4",
-      "--eval-batches", "4"]
+LM = [
+    "--emsize",
+    "8",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "6",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "4",
+    "--eval-batches",
+    "4",
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +39,30 @@ def runs(tmp_path_factory, tiny_tagger):
     """A search (ESS, 2 rounds), a train-lm run (2 epochs) and a copy of the session's tiny tagger run (3 epochs)."""
     root = tmp_path_factory.mktemp("curves")
     corpus = write_lm_corpus(root / "corpus")
-    result = CliRunner().invoke(search_lm, ["--data", str(corpus), "--method", "ess", "--search-space", "intra",
-                                            "--run-dir", str(root / "search"), "--nhid", "8", "--nodes", "2",
-                                            "--lr", "2", "--rounds", "2", "--intra-steps", "2", *LM[:8]])
+    result = CliRunner().invoke(
+        search_lm,
+        [
+            "--data",
+            str(corpus),
+            "--method",
+            "ess",
+            "--search-space",
+            "intra",
+            "--run-dir",
+            str(root / "search"),
+            "--nhid",
+            "8",
+            "--nodes",
+            "2",
+            "--lr",
+            "2",
+            "--rounds",
+            "2",
+            "--intra-steps",
+            "2",
+            *LM[:8],
+        ],
+    )
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(train_lm, ["--data", str(corpus), "--run-dir", str(root / "lm"), "--epochs", "2", *LM])
     assert result.exit_code == 0, result.output
@@ -95,8 +129,11 @@ def test_every_seed_of_a_tagger_run_gets_its_curves(runs, tmp_path):
 
 
 def test_a_torn_last_line_is_left_out(runs, tmp_path):
-    for name, log, torn in (("lm", "log.jsonl", '{"epoch": 3, "train_ppl": 4'), ("search", "log.jsonl", '{"epo'),
-                            ("tagger", "loss.tsv", "4\t05:01:02\t0.5000\t0.2")):
+    for name, log, torn in (
+        ("lm", "log.jsonl", '{"epoch": 3, "train_ppl": 4'),
+        ("search", "log.jsonl", '{"epo'),
+        ("tagger", "loss.tsv", "4\t05:01:02\t0.5000\t0.2"),
+    ):
         run = tmp_path / name
         shutil.copytree(runs / name, run)
         with open(run / log, "a") as handle:
@@ -118,31 +155,39 @@ def test_a_damaged_line_before_the_last_is_an_error_naming_it(runs, tmp_path):
     lines = (run / "log.jsonl").read_text().splitlines(keepends=True)
     (run / "log.jsonl").write_text(lines[0][:20] + "\n" + "".join(lines[1:]))
     assert one_error_line(CliRunner().invoke(plot_run, [str(run)])).startswith(
-        f"error: {run / 'log.jsonl'}: line 1: not a JSON record")
+        f"error: {run / 'log.jsonl'}: line 1: not a JSON record"
+    )
     table = tmp_path / "tagger"
     shutil.copytree(runs / "tagger", table)
     rows = (table / "loss.tsv").read_text().splitlines(keepends=True)
     (table / "loss.tsv").write_text(rows[0] + "1\tx\n" + "".join(rows[2:]))
     assert one_error_line(CliRunner().invoke(plot_run, [str(table)])).startswith(
-        f"error: {table / 'loss.tsv'}: line 2: expected 9 tab-separated fields with numbers under EPOCH, ")
+        f"error: {table / 'loss.tsv'}: line 2: expected 9 tab-separated fields with numbers under EPOCH, "
+    )
 
 
 def test_plot_search_on_other_runs_points_to_plot_run(runs):
     for name, kind in (("lm", "train-lm"), ("tagger", "tagger")):
         run = runs / name
-        assert one_error_line(CliRunner().invoke(plot_search, [str(run)])) == \
-            f"error: {run}: a {kind} run, not a search; draw its curves with bin/plot-run {run}"
+        assert (
+            one_error_line(CliRunner().invoke(plot_search, [str(run)]))
+            == f"error: {run}: a {kind} run, not a search; draw its curves with bin/plot-run {run}"
+        )
 
 
 def test_runs_with_nothing_to_draw(runs, tmp_path):
-    assert one_error_line(CliRunner().invoke(plot_run, [str(tmp_path)])) == \
-        f"error: {tmp_path}: not a run directory (no config.json)"
+    assert (
+        one_error_line(CliRunner().invoke(plot_run, [str(tmp_path)]))
+        == f"error: {tmp_path}: not a run directory (no config.json)"
+    )
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     shutil.copy(runs / "lm" / "config.json", fresh)
     (fresh / "log.jsonl").write_text("")
-    assert one_error_line(CliRunner().invoke(plot_run, [str(fresh)])) == \
-        f"error: {fresh}: a train-lm run with no finished epoch yet (nothing in log.jsonl)"
+    assert (
+        one_error_line(CliRunner().invoke(plot_run, [str(fresh)]))
+        == f"error: {fresh}: a train-lm run with no finished epoch yet (nothing in log.jsonl)"
+    )
     assert not (fresh / "plots").exists()
 
 
@@ -181,8 +226,9 @@ def test_tensorboard_events_hold_every_curve_a_seed_per_directory(runs, tmp_path
     rows = flair_table(runs / "tagger" / "loss.tsv")
     for seed in (1, 2):
         where = str(run / "plots" / "tensorboard" / f"seed-{seed}")
-        assert [(tag, value, step) for d, tag, value, step in written if d == where and tag == "loss/dev"] == \
-            [("loss/dev", float(r["DEV_LOSS"]), int(r["EPOCH"])) for r in rows]
+        assert [(tag, value, step) for d, tag, value, step in written if d == where and tag == "loss/dev"] == [
+            ("loss/dev", float(r["DEV_LOSS"]), int(r["EPOCH"])) for r in rows
+        ]
     assert len(written) == 2 * 4 * 3  # 2 seeds × 4 curves × 3 epochs
 
 
@@ -194,7 +240,13 @@ def test_a_curve_of_one_epoch_is_drawn_as_a_point():
     from nas.pictures.plots import draw_curves
 
     fig, ax = plt.subplots()
-    draw_curves(ax, [Series("loss", "train", [1], [0.9]), Series("f1", "dev", [1], [0.5]),
-                     Series("loss", "train", [1, 2], [0.9, 0.7])])
+    draw_curves(
+        ax,
+        [
+            Series("loss", "train", [1], [0.9]),
+            Series("f1", "dev", [1], [0.5]),
+            Series("loss", "train", [1, 2], [0.9, 0.7]),
+        ],
+    )
     assert [line.get_marker() for line in ax.get_lines()] == ["o", "o", ""]
     plt.close(fig)

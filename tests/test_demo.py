@@ -9,8 +9,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_demo_runs_every_step_end_to_end_at_the_smallest_size(tmp_path):
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, str(REPO / "bin" / "demo"), "--quick", "--run-dir", str(out)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bin" / "demo"), "--quick", "--run-dir", str(out)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for step in ("bin/train-wordvec", "bin/search-lm", "bin/train-lm", "bin/train-tagger", "bin/tag"):
         assert f"$ {step} " in proc.stderr
@@ -24,6 +25,7 @@ def test_demo_runs_every_step_end_to_end_at_the_smallest_size(tmp_path):
     raw = (out / "data" / "raw.txt").read_text().split()
     tagged = (out / "tagged.txt").read_text()
     assert raw[0] in tagged and "tagger test F1" in proc.stdout
-    again = subprocess.run([sys.executable, str(REPO / "bin" / "demo"), "--quick", "--run-dir", str(out)],
-                           capture_output=True, text=True)
+    again = subprocess.run(
+        [sys.executable, str(REPO / "bin" / "demo"), "--quick", "--run-dir", str(out)], capture_output=True, text=True
+    )
     assert again.returncode == 2 and "holds a finished demo already" in again.stderr

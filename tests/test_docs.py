@@ -2,6 +2,7 @@
 the nav, a command that mkdocs-click cannot import fails), and its command line reference lists
 every console script with every flag; skipped unless the `docs` extra is installed. The README's
 links into the docs point at files that exist."""
+
 from __future__ import annotations
 
 import configparser
@@ -36,9 +37,13 @@ def site(tmp_path_factory) -> Path:
     for module in ("mkdocs", "mkdocs_click", "mkdocstrings", "material"):
         pytest.importorskip(module)
     out = tmp_path_factory.mktemp("site")
-    result = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
-                            cwd=ROOT, capture_output=True, text=True,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return out
 

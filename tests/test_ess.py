@@ -1,5 +1,6 @@
 """ESS inter-cell gates: the formula, causality (both directions), history carried across batches,
 the genotype section, and the joint search's phases."""
+
 import json
 import math
 
@@ -23,8 +24,22 @@ from nas.runs.search import Searcher
 from nas.cells.search_cell import SearchRNN
 
 OPS = ["none", "identity", "tanh", "relu", "sigmoid"]
-TINY = ["--emsize", "8", "--nhid", "8", "--nodes", "2", "--batch-size", "4", "--bptt", "6",
-        "--eval-batch-size", "2", "--lr", "2"]
+TINY = [
+    "--emsize",
+    "8",
+    "--nhid",
+    "8",
+    "--nodes",
+    "2",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "6",
+    "--eval-batch-size",
+    "2",
+    "--lr",
+    "2",
+]
 
 
 def sig(v):
@@ -32,13 +47,25 @@ def sig(v):
 
 
 def gated(inter: dict, attention=None, nodes=((("relu", 0),), (("tanh", 1),), (("identity", 1),))) -> Genotype:
-    return validate({"version": 1, "nodes": [[list(e) for e in n] for n in nodes], "concat": list(range(1, len(nodes) + 1)),
-                     "inter": inter, "attention": attention}, "test")
+    return validate(
+        {
+            "version": 1,
+            "nodes": [[list(e) for e in n] for n in nodes],
+            "concat": list(range(1, len(nodes) + 1)),
+            "inter": inter,
+            "attention": attention,
+        },
+        "test",
+    )
 
 
-INTER = {"history": 2, "squash": "sigmoid", "size_match": "project",
-         "f": [[["tanh", 0]], [["relu", 1], ["identity", 0]], [["sigmoid", 2]]],
-         "g": [[["identity", 0]], [["tanh", 0]]]}
+INTER = {
+    "history": 2,
+    "squash": "sigmoid",
+    "size_match": "project",
+    "f": [[["tanh", 0]], [["relu", 1], ["identity", 0]], [["sigmoid", 2]]],
+    "g": [[["identity", 0]], [["tanh", 0]]],
+}
 
 
 def test_gated_cell_equals_hand_computation_with_zero_history_at_the_start():
@@ -79,8 +106,14 @@ def test_gates_and_causal_attention_never_read_the_future(layer):
     if layer == "frozen":
         rnn = FrozenRNN(gated(INTER, "multihead"), ninp=4, nhid=4, attention_heads=2).eval()
     else:
-        rnn = SearchRNN(4, 4, steps=3, rule=Darts.rule, inter=InterGates.search(4, 4, Darts.rule, history=2, nodes=3),
-                        attention=SearchAttention(4, heads=2)).eval()
+        rnn = SearchRNN(
+            4,
+            4,
+            steps=3,
+            rule=Darts.rule,
+            inter=InterGates.search(4, 4, Darts.rule, history=2, nodes=3),
+            attention=SearchAttention(4, heads=2),
+        ).eval()
     x = torch.randn(6, 2, 4)
     out = rnn(x)[0]
     for t in range(5):
@@ -110,7 +143,7 @@ def test_gated_bidirectional_padded_batch_equals_each_sentence_alone():
     x, lengths = torch.randn(7, 3, 4), torch.tensor([7, 4, 1])
     out, (last, x_hist, h_hist) = rnn(x, lengths=lengths)
     for b, n in enumerate(lengths.tolist()):
-        alone, (h, xh, hh) = rnn(x[:n, b:b + 1])
+        alone, (h, xh, hh) = rnn(x[:n, b : b + 1])
         assert torch.allclose(alone[:, 0], out[:n, b], atol=1e-6)
         assert out[n:, b].abs().sum() == 0
         assert torch.allclose(h[:, 0], last[:, b], atol=1e-6)
@@ -123,8 +156,9 @@ def test_history_carried_across_batches_equals_one_long_sequence(layer):
     if layer == "frozen":
         rnn = FrozenRNN(gated(INTER), ninp=4, nhid=4).eval()
     else:
-        rnn = SearchRNN(4, 4, steps=2, rule=Darts.rule,
-                        inter=InterGates.search(4, 4, Darts.rule, history=3, nodes=3)).eval()
+        rnn = SearchRNN(
+            4, 4, steps=2, rule=Darts.rule, inter=InterGates.search(4, 4, Darts.rule, history=3, nodes=3)
+        ).eval()
     x = torch.randn(7, 2, 4)
     whole, _ = rnn(x)
     first, hidden = rnn(x[:3])
@@ -144,8 +178,15 @@ def test_the_time_loops_gate_has_the_gradients_of_the_plain_gate(layer, monkeypa
         x, lengths = torch.randn(6, 3, 4, requires_grad=True), torch.tensor([6, 4, 1])
         plain = (FrozenGate, lambda self: lambda h: self(h.unsqueeze(1))[0])
     else:
-        rnn = SearchRNN(4, 3, steps=2, rule=Darts.rule, dropout_x=0.3, dropout_h=0.3,
-                        inter=InterGates.search(4, 3, Darts.rule, history=2, nodes=3)).train()
+        rnn = SearchRNN(
+            4,
+            3,
+            steps=2,
+            rule=Darts.rule,
+            dropout_x=0.3,
+            dropout_h=0.3,
+            inter=InterGates.search(4, 3, Darts.rule, history=2, nodes=3),
+        ).train()
         x, lengths = torch.randn(6, 3, 4, requires_grad=True), None
         plain = (SearchGate, lambda self: self)
 
@@ -173,14 +214,14 @@ def test_search_gate_with_one_hot_weights_is_the_derived_frozen_gate():
         search.alpha.fill_(-50.0)
         search.alpha[:, 0] = 50.0
         for row, op in ((0, "tanh"), (2, "relu"), (4, "sigmoid")):  # node 1 <- e_1; node 2 <- node 1 (row 1 is e_2);
-            search.alpha[row] = -50.0                                  # node 3 <- node 2 (no e_3: rows 3, 4 are nodes 1, 2)
+            search.alpha[row] = -50.0  # node 3 <- node 2 (no e_3: rows 3, 4 are nodes 1, 2)
             search.alpha[row, OPS.index(op)] = 50.0
     nodes = search.derive()
     assert nodes == [[[op, pred]] for (_, pred), op in rows.items()]
     frozen = FrozenGate(nodes, 2, 5, 4, squash="2sigmoid")
     with torch.no_grad():
-        frozen.w_hist.copy_(search.w_hist[[0]].unsqueeze(0))      # history source e_1 only
-        frozen.w_node.copy_(search.w_node[[0, 1]].unsqueeze(0))   # node sources 1 and 2
+        frozen.w_hist.copy_(search.w_hist[[0]].unsqueeze(0))  # history source e_1 only
+        frozen.w_node.copy_(search.w_node[[0, 1]].unsqueeze(0))  # node sources 1 and 2
     history = torch.randn(2, 3, 1, 2, 5)  # (m, L, D, B, d_src)
     assert torch.allclose(search(history), frozen(history), atol=1e-6)
 
@@ -208,15 +249,18 @@ def test_genotype_with_inter_and_attention_round_trips_and_has_the_expected_para
     assert sum(p.numel() for p in rnn.inter.parameters()) == 2 * nhid * nhid + 2 * nhid * nhid + 2 * ninp * ninp
 
 
-@pytest.mark.parametrize("mutate,field", [
-    (lambda i: i["f"][2].__setitem__(0, ["relu", 0]), "inter.f[2][0]"),  # node 3 has no history vector (m = 2)
-    (lambda i: i["g"][1].__setitem__(0, ["gelu", 1]), "inter.g[1][0]"),
-    (lambda i: i.__setitem__("history", 4), "inter.f"),  # fewer nodes than history vectors
-    (lambda i: i.__setitem__("squash", "softplus"), "inter.squash"),
-    (lambda i: i.__setitem__("size_match", "crop"), "inter.size_match"),
-    (lambda i: i.pop("g"), "inter.g"),
-    (lambda i: i.__setitem__("colour", 1), "inter.colour"),
-])
+@pytest.mark.parametrize(
+    "mutate,field",
+    [
+        (lambda i: i["f"][2].__setitem__(0, ["relu", 0]), "inter.f[2][0]"),  # node 3 has no history vector (m = 2)
+        (lambda i: i["g"][1].__setitem__(0, ["gelu", 1]), "inter.g[1][0]"),
+        (lambda i: i.__setitem__("history", 4), "inter.f"),  # fewer nodes than history vectors
+        (lambda i: i.__setitem__("squash", "softplus"), "inter.squash"),
+        (lambda i: i.__setitem__("size_match", "crop"), "inter.size_match"),
+        (lambda i: i.pop("g"), "inter.g"),
+        (lambda i: i.__setitem__("colour", 1), "inter.colour"),
+    ],
+)
 def test_each_bad_inter_field_is_named(tmp_path, mutate, field):
     inter = json.loads(json.dumps(INTER))
     mutate(inter)
@@ -234,9 +278,24 @@ def _alphas(model):
 
 def test_each_phase_steps_only_its_own_alpha(lm_corpus, tmp_path):
     paths = find_splits(lm_corpus)
-    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                          method="ess", search_space="joint", rounds=1, intra_steps=2, inter_steps=2,
-                          attention="search", emsize=8, nhid=8, nodes=2, batch_size=4, bptt=6, eval_batch_size=2, lr=2.0)
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        method="ess",
+        search_space="joint",
+        rounds=1,
+        intra_steps=2,
+        inter_steps=2,
+        attention="search",
+        emsize=8,
+        nhid=8,
+        nodes=2,
+        batch_size=4,
+        bptt=6,
+        eval_batch_size=2,
+        lr=2.0,
+    )
     run = RunDir(tmp_path / "run")
     run.start({})
     searcher = Searcher(config, run, Corpus.load(paths))
@@ -256,10 +315,33 @@ def test_each_phase_steps_only_its_own_alpha(lm_corpus, tmp_path):
 
 def test_two_round_joint_search_writes_a_valid_genotype_and_logs_both_mads(lm_corpus, tmp_path):
     out = tmp_path / "ess.json"
-    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "ess", "--rounds", "2",
-                                            "--intra-steps", "2", "--inter-steps", "2", "--history", "2",
-                                            "--inter-nodes", "3", "--attention", "search", "--run-dir",
-                                            str(tmp_path / "run"), "--out", str(out), *TINY], catch_exceptions=False)
+    result = CliRunner().invoke(
+        search_lm,
+        [
+            "--data",
+            str(lm_corpus),
+            "--method",
+            "ess",
+            "--rounds",
+            "2",
+            "--intra-steps",
+            "2",
+            "--inter-steps",
+            "2",
+            "--history",
+            "2",
+            "--inter-nodes",
+            "3",
+            "--attention",
+            "search",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+            *TINY,
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     geno = genotype.load(out)
     assert geno.steps == 2 and geno.attention in ("dot", "multihead")
@@ -273,10 +355,31 @@ def test_two_round_joint_search_writes_a_valid_genotype_and_logs_both_mads(lm_co
 
 def test_inter_only_search_keeps_the_given_cell(lm_corpus, tmp_path):
     out = tmp_path / "inter.json"
-    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "ess", "--search-space", "inter",
-                                            "--cell", "nasabn_n1", "--rounds", "1", "--intra-steps", "1",
-                                            "--inter-steps", "2", "--run-dir", str(tmp_path / "run"),
-                                            "--out", str(out), *TINY], catch_exceptions=False)
+    result = CliRunner().invoke(
+        search_lm,
+        [
+            "--data",
+            str(lm_corpus),
+            "--method",
+            "ess",
+            "--search-space",
+            "inter",
+            "--cell",
+            "nasabn_n1",
+            "--rounds",
+            "1",
+            "--intra-steps",
+            "1",
+            "--inter-steps",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+            *TINY,
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     geno, cell = genotype.load(out), genotype.load("nasabn_n1")
     assert geno.nodes == cell.nodes and geno.attention == "dot" and geno.inter is not None
@@ -284,12 +387,15 @@ def test_inter_only_search_keeps_the_given_cell(lm_corpus, tmp_path):
     assert log["step"] == 3 and "mad" not in log and log["mad_inter"] > 0
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--method", "darts", "--rounds", "2"], "--rounds: only with --method ess"),
-    (["--method", "ess", "--search-space", "inter"], "--cell: give the fixed intra cell"),
-    (["--method", "ess", "--history", "4"], "--history 4: needs at least as many --inter-nodes"),
-    (["--method", "ess", "--epochs", "2"], "--epochs: --method ess counts --rounds"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--method", "darts", "--rounds", "2"], "--rounds: only with --method ess"),
+        (["--method", "ess", "--search-space", "inter"], "--cell: give the fixed intra cell"),
+        (["--method", "ess", "--history", "4"], "--history 4: needs at least as many --inter-nodes"),
+        (["--method", "ess", "--epochs", "2"], "--epochs: --method ess counts --rounds"),
+    ],
+)
 def test_inconsistent_ess_flags_give_one_line_and_exit_2(lm_corpus, tmp_path, args, message):
     result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *args, *TINY])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr
@@ -302,9 +408,23 @@ def test_interrupted_joint_search_resumes_to_the_same_alphas_across_a_data_wrapa
     paths = find_splits(write_lm_corpus(tmp_path / "corpus", train_lines=30))  # ~10 batches: round 2 wraps around
 
     def searcher(name):
-        config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                              method="ess", rounds=2, intra_steps=4, inter_steps=4, emsize=8, nhid=8, nodes=2,
-                              batch_size=4, bptt=6, eval_batch_size=2, lr=2.0, eval_batches=2)
+        config = SearchConfig(
+            train=str(paths["train"]),
+            valid=str(paths["valid"]),
+            test=str(paths["test"]),
+            method="ess",
+            rounds=2,
+            intra_steps=4,
+            inter_steps=4,
+            emsize=8,
+            nhid=8,
+            nodes=2,
+            batch_size=4,
+            bptt=6,
+            eval_batch_size=2,
+            lr=2.0,
+            eval_batches=2,
+        )
         run = RunDir(tmp_path / name)
         return run, Searcher(config, run, Corpus.load(paths))
 

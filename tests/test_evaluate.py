@@ -1,4 +1,5 @@
 """bin/evaluate: a saved model scores what training recorded, and bad input is one line."""
+
 import json
 import re
 
@@ -18,8 +19,9 @@ def run_evaluate(*args):
 def test_evaluate_reproduces_the_test_f1_recorded_at_training(tiny_tagger, tmp_path):
     run, data = tiny_tagger
     trained = json.loads((run / "metrics.json").read_text())
-    result = run_evaluate("--model", run / "best-model.pt", "--corpus", "conll03", "--data", data / "conll03",
-                          "--out", tmp_path / "eval")
+    result = run_evaluate(
+        "--model", run / "best-model.pt", "--corpus", "conll03", "--data", data / "conll03", "--out", tmp_path / "eval"
+    )
     assert result.exit_code == 0, result.stderr
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert 0.3 < trained["test"]["f1"] < 1  # a model that learned something, so the match means something
@@ -47,10 +49,15 @@ def test_bad_model_and_corpus_are_one_line(tiny_tagger, tmp_path):
     for name in ("train.txt", "dev.txt", "test.txt"):
         (chunks / name).write_text("He B-NP\nran B-VP\n.  O\n", encoding="utf-8")
     for args, message in (
-        (["--model", tmp_path / "other.pt", "--corpus", "conll03", "--data", data / "conll03"], "not a model file of this toolkit"),
+        (
+            ["--model", tmp_path / "other.pt", "--corpus", "conll03", "--data", data / "conll03"],
+            "not a model file of this toolkit",
+        ),
         (["--model", run, "--corpus", "conll03", "--data", tmp_path / "none"], "no such directory"),
-        (["--model", run, "--corpus", "column", "--data", chunks],
-         "the model predicts LOC, MISC, ORG, PER, but the test split"),
+        (
+            ["--model", run, "--corpus", "column", "--data", chunks],
+            "the model predicts LOC, MISC, ORG, PER, but the test split",
+        ),
     ):
         result = run_evaluate(*args)
         assert result.exit_code == 2 and result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
@@ -129,5 +136,7 @@ def test_a_model_outside_a_run_needs_the_corpus_flags(tiny_tagger, tmp_path):
     shutil.copy(run / "best-model.pt", tmp_path / "model.pt")
     result = run_evaluate("--model", tmp_path / "model.pt")
     assert result.exit_code == 2 and result.stdout == ""
-    assert result.stderr == (f"error: --corpus: not given, and {tmp_path / 'model.pt'} has no run config.json "
-                             f"(of this corpus format) to take it from\n")
+    assert result.stderr == (
+        f"error: --corpus: not given, and {tmp_path / 'model.pt'} has no run config.json "
+        f"(of this corpus format) to take it from\n"
+    )

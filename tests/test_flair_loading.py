@@ -1,5 +1,6 @@
 """Saved taggers are flair model files: flair's own API loads them and predicts what the saved model did,
 the toolkit's loader reads them without running pickled code, and `bin/export` writes one file."""
+
 import io
 import json
 import os
@@ -75,11 +76,13 @@ def test_export_writes_a_file_flair_alone_loads(setup, tmp_path):
     assert result.exit_code == 0, result.stderr
     assert "flair.models.SequenceTagger.load" in result.stderr
     words = [[token.text for token in sentence] for sentence in sentences]
-    script = ("import json, sys\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
-              f"model = SequenceTagger.load({str(tmp_path / 'exported.pt')!r})\n"
-              f"sentences = [Sentence(w) for w in {words!r}]\nmodel.predict(sentences, mini_batch_size=8)\n"
-              "print(json.dumps([[[s[0].idx - 1, s[-1].idx, s.tag] for s in x.get_spans('ner')] for x in sentences]))\n"
-              "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tagger', 'nas'))))\n")
+    script = (
+        "import json, sys\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
+        f"model = SequenceTagger.load({str(tmp_path / 'exported.pt')!r})\n"
+        f"sentences = [Sentence(w) for w in {words!r}]\nmodel.predict(sentences, mini_batch_size=8)\n"
+        "print(json.dumps([[[s[0].idx - 1, s[-1].idx, s.tag] for s in x.get_spans('ner')] for x in sentences]))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tagger', 'nas'))))\n"
+    )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # flair alone, not the toolkit
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -96,8 +99,10 @@ def test_export_of_a_run_directory_round_trips(tiny_tagger, tmp_path):
     result = CliRunner().invoke(main, [str(run), "--out", str(tmp_path / "ner.pt")])
     assert result.exit_code == 0, result.stderr
     sentences = to_sentences(load_corpus("conll03", data / "conll03").test, "ner")
-    recorded = [[line.split()[2] for line in block.splitlines()]
-                for block in (run / "test.conll").read_text().strip().split("\n\n")]
+    recorded = [
+        [line.split()[2] for line in block.splitlines()]
+        for block in (run / "test.conll").read_text().strip().split("\n\n")
+    ]
     assert predict_tags(CellTagger.load(tmp_path / "ner.pt"), sentences) == recorded
 
 
@@ -112,8 +117,14 @@ def test_a_model_of_format_1_loads_and_exports(setup, tmp_path):
 
     def encode(obj):
         if isinstance(obj, Dictionary):
-            return {"__flair_dictionary__": {"items": [i.decode() for i in obj.idx2item], "add_unk": obj.add_unk,
-                                             "multi_label": obj.multi_label, "span_labels": obj.span_labels}}
+            return {
+                "__flair_dictionary__": {
+                    "items": [i.decode() for i in obj.idx2item],
+                    "add_unk": obj.add_unk,
+                    "multi_label": obj.multi_label,
+                    "span_labels": obj.span_labels,
+                }
+            }
         if isinstance(obj, io.BytesIO):
             return {"__bytes__": torch.frombuffer(bytearray(obj.getvalue()), dtype=torch.uint8)}
         if isinstance(obj, dict):
@@ -122,8 +133,10 @@ def test_a_model_of_format_1_loads_and_exports(setup, tmp_path):
 
     card = state.pop("model_card", None)
     del state["nas_tagger_format"]
-    torch.save({"format": "nas-tagger-model", "version": 1, "state": encode(state),
-                "model_card": json.dumps(card)}, tmp_path / "old.pt")
+    torch.save(
+        {"format": "nas-tagger-model", "version": 1, "state": encode(state), "model_card": json.dumps(card)},
+        tmp_path / "old.pt",
+    )
     assert predict_entities(load_tagger(tmp_path / "old.pt"), sentences, 8) == found
     assert CliRunner().invoke(main, [str(tmp_path / "old.pt"), "--out", str(tmp_path / "new.pt")]).exit_code == 0
     assert predict_entities(CellTagger.load(tmp_path / "new.pt"), sentences, 8) == found
@@ -158,21 +171,24 @@ def test_the_readme_python_api_tags_a_string_with_character_offsets(tiny_tagger)
     sentence = Sentence(text)
     model.predict(sentence)
     spans = sentence.get_spans()
-    assert spans and all(text[s.start_position:s.end_position] == s.text and s.tag in {"PER", "LOC", "ORG", "MISC"}
-                         for s in spans)
+    assert spans and all(
+        text[s.start_position : s.end_position] == s.text and s.tag in {"PER", "LOC", "ORG", "MISC"} for s in spans
+    )
 
 
 def _flair_spans(model_file: Path, words: list[list[str]], toolkit_import: str) -> subprocess.CompletedProcess:
     """flair's own loaders in a fresh interpreter after `toolkit_import`: the spans each one's model predicts."""
-    script = (f"{toolkit_import}\nimport json\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
-              "from flair.nn import Classifier\nfound = []\n"
-              "for load in (SequenceTagger.load, Classifier.load):\n"
-              f"    model = load({str(model_file)!r})\n"
-              f"    sentences = [Sentence(w) for w in {words!r}]\n"
-              "    model.predict(sentences, mini_batch_size=8)\n"
-              "    found.append([type(model).__name__, [[[s[0].idx - 1, s[-1].idx, s.tag] for s in x.get_spans('ner')]"
-              " for x in sentences]])\n"
-              "print(json.dumps(found))\n")
+    script = (
+        f"{toolkit_import}\nimport json\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
+        "from flair.nn import Classifier\nfound = []\n"
+        "for load in (SequenceTagger.load, Classifier.load):\n"
+        f"    model = load({str(model_file)!r})\n"
+        f"    sentences = [Sentence(w) for w in {words!r}]\n"
+        "    model.predict(sentences, mini_batch_size=8)\n"
+        "    found.append([type(model).__name__, [[[s[0].idx - 1, s[-1].idx, s.tag] for s in x.get_spans('ner')]"
+        " for x in sentences]])\n"
+        "print(json.dumps(found))\n"
+    )
     return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=300)
 
 
@@ -185,8 +201,10 @@ def test_flairs_own_loaders_return_the_cell_tagger_after_one_import_and_tag_as_b
     (tmp_path / "in.txt").write_text("\n".join(" ".join(w) for w in words) + "\n")
     tagged = CliRunner().invoke(main, ["--model", str(run), "--tokenized", str(tmp_path / "in.txt")])
     assert tagged.exit_code == 0, tagged.stderr
-    expected = [[list(s) for s in spans([row.split(" ")[1] for row in block.splitlines()])]
-                for block in tagged.stdout.strip().split("\n\n")]
+    expected = [
+        [list(s) for s in spans([row.split(" ")[1] for row in block.splitlines()])]
+        for block in tagged.stdout.strip().split("\n\n")
+    ]
     assert len(expected) == len(words) and any(expected)
 
     proc = _flair_spans(run / "best-model.pt", words, "import tagger")
@@ -207,8 +225,12 @@ def test_saved_taggers_say_what_rebuilding_them_needs(setup):
     import nas
 
     state = torch.load(saved(setup, "darts_v2", "needs.pt")[0], weights_only=False)
-    assert state["requires"] == {"flair": flair.__version__, "nas-tagger": nas.__version__,
-                                 "cell": load("darts_v2").to_dict(), "load": state["requires"]["load"]}
+    assert state["requires"] == {
+        "flair": flair.__version__,
+        "nas-tagger": nas.__version__,
+        "cell": load("darts_v2").to_dict(),
+        "load": state["requires"]["load"],
+    }
     assert "import tagger," in state["requires"]["load"]
     lstm = torch.load(saved(setup, None, "needs-lstm.pt")[0], weights_only=False)
     assert lstm["requires"] == {"flair": flair.__version__}

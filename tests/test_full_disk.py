@@ -5,6 +5,7 @@ folder, no run directory that cannot be resumed, and a finished checkpoint still
 The disk is a small tmpfs mounted for each test (as root, where the system allows it); where it
 cannot be mounted the tests are skipped.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,26 @@ from nas.common.runs import RunDir
 from conftest import write_lm_corpus
 from test_bad_inputs import COMMANDS, _tree
 
-LM = ["--emsize", "8", "--nhid", "8", "--batch-size", "4", "--bptt", "5", "--nodes", "2", "--max-batches-per-epoch", "2",
-      "--eval-batches", "1", "--epochs", "1", "--threads", "1"]
+LM = [
+    "--emsize",
+    "8",
+    "--nhid",
+    "8",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "5",
+    "--nodes",
+    "2",
+    "--max-batches-per-epoch",
+    "2",
+    "--eval-batches",
+    "1",
+    "--epochs",
+    "1",
+    "--threads",
+    "1",
+]
 
 
 @pytest.fixture
@@ -30,8 +49,11 @@ def disk(tmp_path):
     """A 1 MB file system of its own at tmp_path/disk; `fill(disk, free)` leaves about `free` bytes."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", f"tmpfs-{uuid.uuid4().hex[:8]}", str(mount)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", f"tmpfs-{uuid.uuid4().hex[:8]}", str(mount)],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs here: {done.stderr.strip() or done.returncode}")
     try:
@@ -118,19 +140,24 @@ def test_train_wordvec_on_a_full_disk_leaves_no_vectors(disk, tmp_path):
     text = tmp_path / "text.txt"
     text.write_text("\n".join(f"w{i} w{i + 1} w{i + 2} w{i + 3}" for i in range(300)) + "\n", encoding="utf-8")
     fill(disk, 4 * 1024)
-    result = CliRunner().invoke(COMMANDS["train-wordvec"], ["--data", str(text), "--out", str(disk / "out" / "v.txt"),
-                                                            "--dim", "20", "--epochs", "1"])
+    result = CliRunner().invoke(
+        COMMANDS["train-wordvec"],
+        ["--data", str(text), "--out", str(disk / "out" / "v.txt"), "--dim", "20", "--epochs", "1"],
+    )
     assert "v.txt: no space left on the device" in refused(result, disk)
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
 
 @pytest.mark.parametrize("free, full", [(0, "test.conll"), (8192, "metrics.json")])
-def test_evaluate_on_a_full_disk_leaves_no_folder_and_no_half_of_its_output(disk, tiny_tagger, restore_flair_logging,
-                                                                           free, full):
+def test_evaluate_on_a_full_disk_leaves_no_folder_and_no_half_of_its_output(
+    disk, tiny_tagger, restore_flair_logging, free, full
+):
     run, data = tiny_tagger
     fill(disk, free)  # nothing fits, or the predictions (two pages) but not the metrics beside them
-    result = CliRunner().invoke(COMMANDS["evaluate"], ["--model", str(run), "--corpus", "conll03", "--data",
-                                                       str(data / "conll03"), "--out", str(disk / "eval")])
+    result = CliRunner().invoke(
+        COMMANDS["evaluate"],
+        ["--model", str(run), "--corpus", "conll03", "--data", str(data / "conll03"), "--out", str(disk / "eval")],
+    )
     assert f"{full}: no space left on the device" in refused(result, disk)
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]
 
@@ -138,7 +165,8 @@ def test_evaluate_on_a_full_disk_leaves_no_folder_and_no_half_of_its_output(disk
 def test_tag_on_a_full_disk_leaves_no_output_folder(disk, tiny_tagger, restore_flair_logging, tmp_path):
     run, data = tiny_tagger
     fill(disk, 0)
-    result = CliRunner().invoke(COMMANDS["tag"], ["--model", str(run), str(data / "raw.txt"), "--out",
-                                                  str(disk / "tagged") + "/"])
+    result = CliRunner().invoke(
+        COMMANDS["tag"], ["--model", str(run), str(data / "raw.txt"), "--out", str(disk / "tagged") + "/"]
+    )
     assert "raw.conll: no space left on the device" in refused(result, disk)
     assert sorted(p.name for p in disk.iterdir()) == ["filler"]

@@ -4,6 +4,7 @@ finite differences, for every shipped cell without inter-cell gates (those keep 
 Each test runs with the C++ kernels (when `pip install -e .` built them) and with the PyTorch ops
 they replace.
 """
+
 from __future__ import annotations
 
 import copy
@@ -21,8 +22,18 @@ from nas.cells.genotype import Genotype, load, shipped_cells
 from reference.darts import reference_frozen
 
 # several inputs per node, an unevenly spaced concat, and a wave whose edges share no view
-MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3)),
-                        (("sigmoid", 2),), (("relu", 4),), (("tanh", 4),)), concat=(2, 4, 5, 7))
+MULTI = Genotype(
+    nodes=(
+        (("tanh", 0),),
+        (("relu", 0), ("sigmoid", 1)),
+        (("identity", 2),),
+        (("relu", 1), ("tanh", 3)),
+        (("sigmoid", 2),),
+        (("relu", 4),),
+        (("tanh", 4),),
+    ),
+    concat=(2, 4, 5, 7),
+)
 CELLS = [name for name in shipped_cells() if load(name).inter is None] + ["multi"]
 TOL32 = dict(rtol=1e-5, atol=1e-6)
 
@@ -215,7 +226,9 @@ def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, capl
         rnn(x, hidden, lengths)
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
     message = caplog.records[0].getMessage()  # true for a wheel's user too: no editable install asked for
-    assert "were not built" in message and "pip install --no-build-isolation SOURCE" in message and " -e " not in message
+    assert (
+        "were not built" in message and "pip install --no-build-isolation SOURCE" in message and " -e " not in message
+    )
     rnn.backend = None
     torch.testing.assert_close(first, rnn(x, hidden, lengths)[0], **TOL32)
 

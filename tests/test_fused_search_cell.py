@@ -4,6 +4,7 @@
 (tests/test_reference_cells.py runs the search cell on both paths against the reference in float64,
 the α step of the Architect included.)
 """
+
 from __future__ import annotations
 
 import logging
@@ -98,10 +99,12 @@ def test_fused_search_cell_equals_the_autograd_path():
 
 @pytest.mark.parametrize("dropout", [0.0, 0.3])
 @pytest.mark.parametrize("steps, history", [(6, 2), (2, 3)])  # the second reads the carried history at every step
-@pytest.mark.parametrize("size_match, function, per_step", [("project", FusedGatedSearchCell, False),
-                                                           ("pad", FusedSearchCell, True)])
-def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, size_match, function, per_step,
-                                                                dropout):
+@pytest.mark.parametrize(
+    "size_match, function, per_step", [("project", FusedGatedSearchCell, False), ("pad", FusedSearchCell, True)]
+)
+def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(
+    steps, history, size_match, function, per_step, dropout
+):
     """The gates read h_{t-1..t-m}: with g′'s history projected the whole loop runs in C++ (one call),
     otherwise the fused cell one step per call. Either way: the same outputs, history, gradients (gate
     weights and both α included) and BatchNorm statistics as the autograd path."""
@@ -114,8 +117,10 @@ def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, 
             p.normal_(0, 1) if "alpha" in name else p.uniform_(-0.5, 0.5)
     torch.manual_seed(2)
     x = torch.randn(steps, 4, 5, dtype=torch.float64, requires_grad=True)
-    hidden = tuple(torch.randn(*shape, dtype=torch.float64, requires_grad=True)
-                   for shape in ((1, 4, 4), (history, 4, 5), (history, 4, 4)))
+    hidden = tuple(
+        torch.randn(*shape, dtype=torch.float64, requires_grad=True)
+        for shape in ((1, 4, 4), (history, 4, 5), (history, 4, 4))
+    )
 
     def run():
         torch.manual_seed(1)
@@ -125,8 +130,11 @@ def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(steps, history, 
         grads = torch.autograd.grad(loss, [x, *hidden, *cell.parameters()])
         return [out, h, x_hist, h_hist, *grads] + _statistics(cell)
 
-    names = (["out", "h", "x_hist", "h_hist", "x", "h0", "x_hist0", "h_hist0"] + [n for n, _ in cell.named_parameters()]
-             + ["mean", "var"])
+    names = (
+        ["out", "h", "x_hist", "h_hist", "x", "h0", "x_hist0", "h_hist0"]
+        + [n for n, _ in cell.named_parameters()]
+        + ["mean", "var"]
+    )
     assert _fusable(cell, x) and "inter.g.alpha" in names
     seen = []
     with pytest.MonkeyPatch.context() as patch:
@@ -144,6 +152,7 @@ def _spy(function, seen: list):
     def spy(ctx, *args):
         seen.append(args[0].size(0))
         return function(ctx, *args)
+
     return staticmethod(spy)
 
 

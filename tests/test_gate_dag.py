@@ -1,5 +1,6 @@
 """The ESS search gate's DAG on its C++ kernels (`nas.fast.gate_dag`) against the same gate op by op
 through autograd (`SearchGate.backend = None`): outputs and every gradient, whole-sequence and step by step."""
+
 import pytest
 import torch
 
@@ -12,8 +13,12 @@ from nas.methods.darts import Darts
 pytestmark = pytest.mark.skipif(compiled() is None, reason="the C++ kernels are not built")
 
 # (history m, nodes N, squash, size matching): m < N and m = N, every squash, both size matchings
-GATES = [(1, 2, "sigmoid", "project"), (2, 3, "2sigmoid", "project"), (3, 3, "none", "project"),
-         (2, 4, "sigmoid", "pad")]
+GATES = [
+    (1, 2, "sigmoid", "project"),
+    (2, 3, "2sigmoid", "project"),
+    (3, 3, "none", "project"),
+    (2, 4, "sigmoid", "pad"),
+]
 
 
 def _gate(m: int, nodes: int, squash: str, match: str) -> SearchGate:

@@ -1,4 +1,5 @@
 """nas.fast.gemm: oneDNN's products equal torch's for every layout the fused cells and the decoder hand them."""
+
 from __future__ import annotations
 
 import copy
@@ -15,8 +16,11 @@ def _layouts(rows: int, cols: int) -> dict[str, torch.Tensor]:
     """The same (rows, cols) matrix contiguous, as a transpose, and as a view whose rows have gaps."""
     torch.manual_seed(rows * 31 + cols)
     m = torch.randn(rows, cols)
-    return {"contiguous": m, "transposed": m.t().contiguous().t(),
-            "gapped": torch.cat([m, torch.randn(rows, 3)], 1)[:, :cols]}
+    return {
+        "contiguous": m,
+        "transposed": m.t().contiguous().t(),
+        "gapped": torch.cat([m, torch.randn(rows, 3)], 1)[:, :cols],
+    }
 
 
 @pytest.mark.parametrize("x_layout", ["contiguous", "transposed", "gapped"])
@@ -154,6 +158,7 @@ def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeyp
     """The first-order α step passes the weights detached: the products' inputs (which depend on α)
     still need their gradients, also where the product runs on oneDNN's packed weight."""
     import nas.fast.step_weights as step_weights
+
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)
     weight, x = torch.randn(5, 7), torch.randn(4, 5, requires_grad=True)
@@ -172,6 +177,7 @@ def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(
     """StepWeight's per-step products on oneDNN (forced here; the GEMM rule decides in use)
     equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
     import nas.fast.step_weights as step_weights
+
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)
     shape = (2, 5, 7) if stacked else (5, 7)

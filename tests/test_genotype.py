@@ -13,11 +13,14 @@ def test_darts_v2_matches_the_enas_notation_in_notes():
     assert genotype.load("darts_v2").to_enas() == DARTS_V2_ENAS_ARC
 
 
-@pytest.mark.parametrize("name,first,concat", [
-    ("darts_v1", ("relu", 0), list(range(1, 9))),
-    ("enas", ("tanh", 0), [2, 5, 6, 9, 10, 11]),
-    ("idarts_global_v1", ("identity", 0), list(range(1, 9))),
-])
+@pytest.mark.parametrize(
+    "name,first,concat",
+    [
+        ("darts_v1", ("relu", 0), list(range(1, 9))),
+        ("enas", ("tanh", 0), [2, 5, 6, 9, 10, 11]),
+        ("idarts_global_v1", ("identity", 0), list(range(1, 9))),
+    ],
+)
 def test_shipped_cells_resolve_by_bare_name_and_carry_provenance(name, first, concat):
     geno = genotype.load(name)
     assert geno.nodes[0] == (first,)
@@ -26,8 +29,9 @@ def test_shipped_cells_resolve_by_bare_name_and_carry_provenance(name, first, co
 
 
 def test_round_trip_through_a_file(tmp_path):
-    geno = Genotype(((("tanh", 0), ("relu", 0)), (("identity", 1),)), (1, 2), name="two-input",
-                    provenance={"method": "idarts"})
+    geno = Genotype(
+        ((("tanh", 0), ("relu", 0)), (("identity", 1),)), (1, 2), name="two-input", provenance={"method": "idarts"}
+    )
     geno.save(tmp_path / "cell.json")
     again = genotype.load(tmp_path / "cell.json")
     assert again == geno and again.provenance == {"method": "idarts"}
@@ -37,17 +41,20 @@ def _base() -> dict:
     return genotype.load("darts_v2").to_dict()
 
 
-@pytest.mark.parametrize("mutate,field", [
-    (lambda d: d["nodes"][2][0].__setitem__(0, "gelu"), "nodes[2][0]"),
-    (lambda d: d["nodes"][2][0].__setitem__(1, 3), "nodes[2][0]"),
-    (lambda d: d["nodes"].__setitem__(1, []), "nodes[1]"),
-    (lambda d: d.__setitem__("nodes", []), "nodes"),
-    (lambda d: d.__setitem__("concat", [1, 9]), "concat"),
-    (lambda d: d.__setitem__("concat", [0]), "concat"),
-    (lambda d: d.__setitem__("version", 7), "version"),
-    (lambda d: d.__setitem__("attention", "local"), "attention"),
-    (lambda d: d.__setitem__("colour", "red"), "colour"),
-])
+@pytest.mark.parametrize(
+    "mutate,field",
+    [
+        (lambda d: d["nodes"][2][0].__setitem__(0, "gelu"), "nodes[2][0]"),
+        (lambda d: d["nodes"][2][0].__setitem__(1, 3), "nodes[2][0]"),
+        (lambda d: d["nodes"].__setitem__(1, []), "nodes[1]"),
+        (lambda d: d.__setitem__("nodes", []), "nodes"),
+        (lambda d: d.__setitem__("concat", [1, 9]), "concat"),
+        (lambda d: d.__setitem__("concat", [0]), "concat"),
+        (lambda d: d.__setitem__("version", 7), "version"),
+        (lambda d: d.__setitem__("attention", "local"), "attention"),
+        (lambda d: d.__setitem__("colour", "red"), "colour"),
+    ],
+)
 def test_each_bad_field_is_named(tmp_path, mutate, field):
     data = _base()
     mutate(data)

@@ -1,4 +1,5 @@
 """Search health (nas.runs.health): the Hessian eigenvalue, DARTS-ES, op shares and the convergence rule."""
+
 import json
 from unittest import mock
 
@@ -15,8 +16,22 @@ from nas.lm.model import RNNModel, lm_loss
 from nas.methods.darts import Darts, SoftmaxPerEdge
 from nas.runs import health
 
-SIZES = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-         "--eval-batch-size", "2", "--lr", "2"]
+SIZES = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--lr",
+    "2",
+]
 TINY = [*SIZES, "--max-batches-per-epoch", "6"]
 
 
@@ -42,8 +57,7 @@ def test_dominant_eigenvalue_matches_the_exact_hessian():
     exact = torch.autograd.functional.hessian(loss_of, alpha.detach()).reshape(alpha.numel(), alpha.numel())
     eigenvalues = torch.linalg.eigvalsh(exact)
     expected = float(eigenvalues[eigenvalues.abs().argmax()])
-    found, iterations = health.dominant_eigenvalue(lambda: loss_of(alpha), [alpha], iterations=2000,
-                                                   tolerance=1e-13)
+    found, iterations = health.dominant_eigenvalue(lambda: loss_of(alpha), [alpha], iterations=2000, tolerance=1e-13)
     assert abs(expected) > 1e-3  # not vacuous
     assert found == pytest.approx(expected, rel=1e-6)
     assert iterations > 1
@@ -87,21 +101,29 @@ def test_convergence_rule():
     assert not health.convergence(_log(5))["converged"]  # too short to judge
     changed = health.convergence(_log(8, genotype=lambda e: [[["tanh" if e < 8 else "relu", 0]]]))
     assert not changed["converged"] and not changed["genotype_unchanged"]
-    moving = health.convergence(_log(8, mad=lambda e: 0.1 * (1.02 ** e)))  # 1.02^5 − 1 = 10% over the window
-    assert not moving["converged"] and moving["mad_change"] == pytest.approx(1.02 ** 5 - 1)
-    improving = health.convergence(_log(8, ppl=lambda e: 300 * 0.98 ** e))  # 2% an epoch
+    moving = health.convergence(_log(8, mad=lambda e: 0.1 * (1.02**e)))  # 1.02^5 − 1 = 10% over the window
+    assert not moving["converged"] and moving["mad_change"] == pytest.approx(1.02**5 - 1)
+    improving = health.convergence(_log(8, ppl=lambda e: 300 * 0.98**e))  # 2% an epoch
     assert not improving["converged"] and improving["largest_ppl_gain"] == pytest.approx(0.02)
-    assert health.convergence(_log(8, ppl=lambda e: 300 * 0.995 ** e))["converged"]  # 0.5% an epoch
+    assert health.convergence(_log(8, ppl=lambda e: 300 * 0.995**e))["converged"]  # 0.5% an epoch
 
 
 def test_convergence_of_a_search_without_alpha_follows_its_best_candidates_score():
-    log = [{"epoch": e, "genotype": [[["relu", e % 2]]], "valid_ppl": 900.0 - 50 * e,
-            "best_candidate": [[["tanh", e % 2]]], "best_candidate_ppl": 300.0 + 0.5 * (e % 2)} for e in range(1, 8)]
+    log = [
+        {
+            "epoch": e,
+            "genotype": [[["relu", e % 2]]],
+            "valid_ppl": 900.0 - 50 * e,
+            "best_candidate": [[["tanh", e % 2]]],
+            "best_candidate_ppl": 300.0 + 0.5 * (e % 2),
+        }
+        for e in range(1, 8)
+    ]
     verdict = health.convergence(log)  # the best of near-ties flips, its score holds within 0.2%
     assert verdict["converged"] and verdict["largest_ppl_change"] == pytest.approx(0.5 / 300)
     log[-1]["best_candidate_ppl"] = 305.0  # 1.7% worse: not stable either
     assert not health.convergence(log)["converged"]
-    enas = [{"epoch": e, "genotype": [[["relu", 0]]], "valid_ppl": 300.0 * 0.98 ** e} for e in range(1, 8)]
+    enas = [{"epoch": e, "genotype": [[["relu", 0]]], "valid_ppl": 300.0 * 0.98**e} for e in range(1, 8)]
     assert health.convergence(enas)["largest_ppl_change"] == pytest.approx(0.02)  # ENAS: its cell's validation
 
 
@@ -138,7 +160,9 @@ def test_alpha_that_stopped_moving_is_called_a_stall():
     moves = [m / 2 for m in moves]  # mixing weights stay in (0, 1)
     stalled = health.alpha_stall(_alpha_log(moves), _darts_weights)
     assert stalled["stalled"] and stalled["earlier_epoch"] == 6
-    assert stalled["recent"] == pytest.approx(0.0055, rel=1e-4) and stalled["earlier"] == pytest.approx(0.1585, rel=1e-4)
+    assert stalled["recent"] == pytest.approx(0.0055, rel=1e-4) and stalled["earlier"] == pytest.approx(
+        0.1585, rel=1e-4
+    )
     warning = health.alpha_stall_warning(stalled)
     assert warning.startswith("warning: α has nearly stopped moving") and "0.0055, against 0.16 in epoch 6" in warning
     # DARTS decayed to epoch 50 moved its weights by 70% of their earlier largest: still searching
@@ -179,16 +203,32 @@ def test_search_logs_health_and_metrics(lm_corpus, tmp_path):
     assert "converged by the rule: no" in result.output
 
 
-EPOCHS = {"darts": ["--epochs", "6", *TINY], "idarts": ["--method", "idarts", "--epochs", "6", *TINY],
-          "ess": ["--method", "ess", "--rounds", "6", "--intra-steps", "2", "--inter-steps", "2", *SIZES]}
+EPOCHS = {
+    "darts": ["--epochs", "6", *TINY],
+    "idarts": ["--method", "idarts", "--epochs", "6", *TINY],
+    "ess": ["--method", "ess", "--rounds", "6", "--intra-steps", "2", "--inter-steps", "2", *SIZES],
+}
 
 
 @pytest.mark.parametrize("method", ["darts", "idarts", "ess"])
 def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path, method):
     growing = iter([(1.0, 3), (2.0, 3), (4.0, 3), (8.0, 3), (16.0, 3), (32.0, 3)])
     with mock.patch("nas.runs.bilevel.dominant_eigenvalue", lambda *a, **k: next(growing)):
-        result = _search(["--data", str(lm_corpus), "--early-stop", "hessian", "--early-stop-window", "2",
-                          "--run-dir", str(tmp_path / "run"), "--out", str(tmp_path / "cell.json"), *EPOCHS[method]])
+        result = _search(
+            [
+                "--data",
+                str(lm_corpus),
+                "--early-stop",
+                "hessian",
+                "--early-stop-window",
+                "2",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--out",
+                str(tmp_path / "cell.json"),
+                *EPOCHS[method],
+            ]
+        )
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     # epoch 4: mean(1, 2) / mean(4, 8) = 0.25 < 0.75, so the search stops there and derives from epoch 2
@@ -203,11 +243,14 @@ def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path, 
     assert "early stop (DARTS-ES)" in result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--method", "random", "--early-stop", "hessian"], "--early-stop: this method has no α"),
-    (["--early-stop", "hessian", "--hessian-iterations", "0"], "--early-stop hessian: needs the eigenvalue"),
-    (["--early-stop-ratio", "1.5"], "--early-stop-ratio"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--method", "random", "--early-stop", "hessian"], "--early-stop: this method has no α"),
+        (["--early-stop", "hessian", "--hessian-iterations", "0"], "--early-stop hessian: needs the eigenvalue"),
+        (["--early-stop-ratio", "1.5"], "--early-stop-ratio"),
+    ],
+)
 def test_bad_health_flags_name_the_flag(lm_corpus, tmp_path, args, message):
     result = _search(["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *TINY, *args])
     assert result.exit_code == 2 and message in result.output
@@ -215,8 +258,23 @@ def test_bad_health_flags_name_the_flag(lm_corpus, tmp_path, args, message):
 
 
 def test_random_search_logs_its_panels_best(lm_corpus, tmp_path):
-    result = _search(["--data", str(lm_corpus), "--method", "random", "--epochs", "2", "--candidates", "3",
-                      "--track-candidates", "4", "--run-dir", str(tmp_path / "run"), *TINY])
+    result = _search(
+        [
+            "--data",
+            str(lm_corpus),
+            "--method",
+            "random",
+            "--epochs",
+            "2",
+            "--candidates",
+            "3",
+            "--track-candidates",
+            "4",
+            "--run-dir",
+            str(tmp_path / "run"),
+            *TINY,
+        ]
+    )
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     for record in log:
@@ -227,8 +285,9 @@ def test_random_search_logs_its_panels_best(lm_corpus, tmp_path):
 
 def test_a_time_budget_ends_the_search_and_it_still_writes_its_genotype(lm_corpus, tmp_path):
     # 1e-9 minutes (60 ns): spent by any batch (0.0001, 6 ms, was not, by a tiny batch on a fast host)
-    result = _search(["--data", str(lm_corpus), "--epochs", "5", "--time-budget", "1e-9",
-                      "--run-dir", str(tmp_path / "run"), *TINY])
+    result = _search(
+        ["--data", str(lm_corpus), "--epochs", "5", "--time-budget", "1e-9", "--run-dir", str(tmp_path / "run"), *TINY]
+    )
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert len(log) == 1 and log[0]["step"] == 1  # the budget ran out after the first batch
@@ -251,8 +310,19 @@ def test_max_rollbacks_lets_a_search_go_on_after_a_non_finite_batch(lm_corpus, t
     with mock.patch.object(Searcher, "weight_step", fails_once_in_epoch_two):
         refused = _search(["--data", str(lm_corpus), "--epochs", "2", "--run-dir", str(tmp_path / "none"), *TINY])
         failed.clear()
-        result = _search(["--data", str(lm_corpus), "--epochs", "2", "--max-rollbacks", "1",
-                          "--run-dir", str(tmp_path / "run"), *TINY])
+        result = _search(
+            [
+                "--data",
+                str(lm_corpus),
+                "--epochs",
+                "2",
+                "--max-rollbacks",
+                "1",
+                "--run-dir",
+                str(tmp_path / "run"),
+                *TINY,
+            ]
+        )
     assert refused.exit_code == 2 and "gradient norm became inf" in refused.output  # the default: no rollback
     assert result.exit_code == 0, result.output
     assert "rollback 1 of at most 1" in result.output

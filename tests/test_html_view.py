@@ -1,5 +1,6 @@
 """The HTML view of bin/tag: paragraphs kept, titled with the file's name, a legend of the labels
 found, and distinct colours for up to 12 labels."""
+
 import itertools
 import math
 from html.parser import HTMLParser
@@ -98,7 +99,7 @@ def test_twelve_labels_get_twelve_distinct_colours_and_conll_types_keep_displacy
 
 def _lab(colour: str) -> tuple[float, float, float]:
     """sRGB hex → CIELAB (D65), from the CIE formulas."""
-    rgb = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    rgb = [int(colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     r, g, b = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
     x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
     y = 0.2126 * r + 0.7152 * g + 0.0722 * b

@@ -1,4 +1,5 @@
-"""Kill -9 at a checkpoint, then --resume: search-lm, train-lm and train-tagger end exactly where an uninterrupted run ends.
+"""Kill -9 at a checkpoint, then --resume: search-lm, train-lm and train-tagger end exactly where an uninterrupted run
+ends.
 
 Each command runs in a real subprocess that SIGKILLs itself at a chosen checkpoint write
 (`killing`): before the first one (the run must start afresh on --resume), between an epoch's
@@ -7,6 +8,7 @@ run, in this process, is the reference. Stray temp
 files of an interrupted atomic write and a torn last log line are added on the way, as a kill
 leaves them. The final weights, genotypes and logs are compared with a straight run's, exactly.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,10 +22,44 @@ from conftest import write_lm_corpus
 from killing import run, run_killed
 from tagger import model_file
 
-TINY_SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-               "--eval-batch-size", "2", "--max-batches-per-epoch", "5", "--lr", "2", "--epochs", "3"]
-TINY_LM = ["--cell", "darts_v2", "--emsize", "12", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
-           "--max-batches-per-epoch", "4", "--epochs", "3", "--nonmono", "1"]
+TINY_SEARCH = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "5",
+    "--lr",
+    "2",
+    "--epochs",
+    "3",
+]
+TINY_LM = [
+    "--cell",
+    "darts_v2",
+    "--emsize",
+    "12",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "4",
+    "--epochs",
+    "3",
+    "--nonmono",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -78,12 +114,18 @@ def test_search_killed_before_its_first_checkpoint_and_between_a_log_line_and_a_
     assert "log.jsonl: line 3 is torn" in resumed.stderr
     assert epochs_logged(cut) == [1, 2, 3]
     log = [json.loads(line) for line in (cut / "log.jsonl").read_text().splitlines()]
-    assert log == [json.loads(line) | {k: r[k] for k in ("tokens_per_s", "seconds")}
-                   for line, r in zip((straight / "log.jsonl").read_text().splitlines(), log)]
-    assert json.loads((cut / "genotype.json").read_text())["nodes"] == json.loads(
-        (straight / "genotype.json").read_text())["nodes"]
-    assert same_tensors(torch.load(cut / "checkpoint.pt", weights_only=True)["model"],
-                        torch.load(straight / "checkpoint.pt", weights_only=True)["model"])
+    assert log == [
+        json.loads(line) | {k: r[k] for k in ("tokens_per_s", "seconds")}
+        for line, r in zip((straight / "log.jsonl").read_text().splitlines(), log)
+    ]
+    assert (
+        json.loads((cut / "genotype.json").read_text())["nodes"]
+        == json.loads((straight / "genotype.json").read_text())["nodes"]
+    )
+    assert same_tensors(
+        torch.load(cut / "checkpoint.pt", weights_only=True)["model"],
+        torch.load(straight / "checkpoint.pt", weights_only=True)["model"],
+    )
 
 
 def test_train_lm_killed_after_a_checkpoint_resumes_from_another_folder(corpus, tmp_path):
@@ -102,8 +144,10 @@ def test_train_lm_killed_after_a_checkpoint_resumes_from_another_folder(corpus, 
     full, again = (json.loads((d / "metrics.json").read_text()) for d in (straight, cut))
     assert again["test_ppl"] == full["test_ppl"] and again["best_epoch"] == full["best_epoch"]
     for name in ("best.pt", "checkpoint.pt"):
-        assert same_tensors(torch.load(cut / name, weights_only=True)["state_dict"],
-                            torch.load(straight / name, weights_only=True)["state_dict"]), name
+        assert same_tensors(
+            torch.load(cut / name, weights_only=True)["state_dict"],
+            torch.load(straight / name, weights_only=True)["state_dict"],
+        ), name
 
 
 def test_train_tagger_killed_between_a_loss_row_and_a_checkpoint(tmp_path, restore_flair_logging):
@@ -113,9 +157,33 @@ def test_train_tagger_killed_between_a_loss_row_and_a_checkpoint(tmp_path, resto
     data = generate(tmp_path / "data", seed=0, train=80, dev=30, test=30, lm_lines=50, raw_paragraphs=2)
     vectors = td.label_vectors(data / "iob2" / "train.txt", tmp_path / "vectors.txt")
     # lr 0.5, patience 0, DARTS's init: epoch 3 is worse on dev, so epoch 4 trains at the annealed lr
-    args = ["--corpus", "conll03", "--data", str(data / "conll03"), "--embeddings", f"glove:{vectors}",
-            "--hidden-size", "8", "--batch-size", "8", "--max-epochs", "4", "--lr", "0.5", "--patience", "0",
-            "--anneal-factor", "0.5", "--seed", "1", "--threads", "1", "--cell-init", "darts", "--save-final-model"]
+    args = [
+        "--corpus",
+        "conll03",
+        "--data",
+        str(data / "conll03"),
+        "--embeddings",
+        f"glove:{vectors}",
+        "--hidden-size",
+        "8",
+        "--batch-size",
+        "8",
+        "--max-epochs",
+        "4",
+        "--lr",
+        "0.5",
+        "--patience",
+        "0",
+        "--anneal-factor",
+        "0.5",
+        "--seed",
+        "1",
+        "--threads",
+        "1",
+        "--cell-init",
+        "darts",
+        "--save-final-model",
+    ]
     module, straight, cut = "tagger.cli.train_tagger", tmp_path / "straight", tmp_path / "cut"
     straight_run(module, [*args, "--run-dir", str(straight)])
 
@@ -150,9 +218,26 @@ def test_search_tagger_killed_around_an_epoch_end_loses_no_epoch(tmp_path, resto
 
     td.write_conll03(tmp_path / "data")
     vectors = td.write_vectors(tmp_path / "vectors.txt")
-    args = ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings", f"glove:{vectors}",
-            "--hidden-size", "8", "--nodes", "3", "--batch-size", "8", "--epochs", "3", "--seed", "4",
-            "--threads", "1"]
+    args = [
+        "--corpus",
+        "conll03",
+        "--data",
+        str(tmp_path / "data"),
+        "--embeddings",
+        f"glove:{vectors}",
+        "--hidden-size",
+        "8",
+        "--nodes",
+        "3",
+        "--batch-size",
+        "8",
+        "--epochs",
+        "3",
+        "--seed",
+        "4",
+        "--threads",
+        "1",
+    ]
     module, straight, cut = "tagger.cli.search_tagger", tmp_path / "straight", tmp_path / "cut"
     straight_run(module, [*args, "--run-dir", str(straight)])
 
@@ -165,10 +250,14 @@ def test_search_tagger_killed_around_an_epoch_end_loses_no_epoch(tmp_path, resto
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     log = [json.loads(line) for line in (cut / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2, 3]
-    assert log == [json.loads(line) | {k: r[k] for k in ("tokens_per_s", "seconds")}
-                   for line, r in zip((straight / "log.jsonl").read_text().splitlines(), log)]
-    assert json.loads((cut / "genotype.json").read_text())["nodes"] == json.loads(
-        (straight / "genotype.json").read_text())["nodes"]
+    assert log == [
+        json.loads(line) | {k: r[k] for k in ("tokens_per_s", "seconds")}
+        for line, r in zip((straight / "log.jsonl").read_text().splitlines(), log)
+    ]
+    assert (
+        json.loads((cut / "genotype.json").read_text())["nodes"]
+        == json.loads((straight / "genotype.json").read_text())["nodes"]
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -4,12 +4,12 @@ library modules (everything outside the `cli` command packages) never import cli
 The import graph is read from the source, every import statement counted, those inside functions
 too (a function-local import only postpones a cycle to run time), so no module is run.
 """
+
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("nas", "tagger")
@@ -101,8 +101,13 @@ def test_no_import_cycle_in_the_project():
 
 def test_nas_never_imports_tagger():
     graph = import_graph(ROOT, PACKAGES)
-    bad = sorted(f"{m} → {t}" for m, targets in graph.items() if m.split(".")[0] == "nas"
-                 for t in targets if t.split(".")[0] == "tagger")
+    bad = sorted(
+        f"{m} → {t}"
+        for m, targets in graph.items()
+        if m.split(".")[0] == "nas"
+        for t in targets
+        if t.split(".")[0] == "tagger"
+    )
     assert not bad, bad
 
 
@@ -110,8 +115,13 @@ def test_the_cells_import_nothing_from_the_fast_paths():
     """nas/cells is the definition in plain torch: a fast path reaches it only as the backend a model's builder
     injects (nas.cells.backend, nas.fast.backends), never by an import."""
     graph = import_graph(ROOT, PACKAGES)
-    bad = sorted(f"{m} → {t}" for m, targets in graph.items() if m.startswith("nas.cells")
-                 for t in targets if t == "nas.fast" or t.startswith("nas.fast."))
+    bad = sorted(
+        f"{m} → {t}"
+        for m, targets in graph.items()
+        if m.startswith("nas.cells")
+        for t in targets
+        if t == "nas.fast" or t.startswith("nas.fast.")
+    )
     assert not bad, bad
     assert "nas.cells.cell" in graph and "nas.fast.backends" in graph  # the check reads the modules it names
 

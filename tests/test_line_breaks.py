@@ -1,5 +1,6 @@
 """Raw text: a line break ends a sentence (headlines, bylines, one sentence per line), --no-line-breaks
 gives segtok's own splitting for wrapped text, and offsets stay exact either way."""
+
 import io
 import json
 import random
@@ -29,8 +30,11 @@ def news(raw: str, seed: int = 0) -> tuple[list[list[str]], list[bool]]:
         words = [w for w in sentences[0].split() if w.isalpha()]
         if k:
             lines.append([])
-        lines += [[" ".join(w.capitalize() for w in words[:6])], [BYLINES[k % 3]],
-                  [f"{CITIES[k % 5]} (Wire) - {sentences[0]}"]]
+        lines += [
+            [" ".join(w.capitalize() for w in words[:6])],
+            [BYLINES[k % 3]],
+            [f"{CITIES[k % 5]} (Wire) - {sentences[0]}"],
+        ]
         body = sentences[1:]
         while body:
             take = 2 if len(body) > 1 and body[1][0].isupper() and rng.random() < 0.4 else 1
@@ -46,8 +50,10 @@ def news(raw: str, seed: int = 0) -> tuple[list[list[str]], list[bool]]:
 
 @pytest.fixture(scope="module")
 def articles(tmp_path_factory):
-    raw = generate(tmp_path_factory.mktemp("news"), seed=3, train=1, dev=1, test=1, lm_lines=10,
-                   raw_paragraphs=50) / "raw.txt"
+    raw = (
+        generate(tmp_path_factory.mktemp("news"), seed=3, train=1, dev=1, test=1, lm_lines=10, raw_paragraphs=50)
+        / "raw.txt"
+    )
     return news(raw.read_text(encoding="utf-8"))
 
 
@@ -64,9 +70,9 @@ def read(path, layout):
 
 def assert_offsets_exact(found, decoded):
     for s in found:
-        assert decoded[s.offset:s.offset + len(s.text)] == s.text
+        assert decoded[s.offset : s.offset + len(s.text)] == s.text
         for (start, end), token in zip(s.spans, s.tokens):
-            assert decoded[s.offset + start:s.offset + end] == token
+            assert decoded[s.offset + start : s.offset + end] == token
     assert "".join(t for s in found for t in s.tokens) == "".join(decoded.split())
 
 
@@ -120,8 +126,8 @@ def test_bin_tag_offsets_round_trip_with_and_without_line_breaks(tiny_tagger, tm
         spans = [(r, span) for r in records for span in r["spans"]]
         assert len(spans) >= 20
         for r, span in spans:
-            assert r["text"][span["start"]:span["end"]] == span["text"]
-            assert decoded[r["offset"] + span["start"]:r["offset"] + span["end"]] == span["text"]
+            assert r["text"][span["start"] : span["end"]] == span["text"]
+            assert decoded[r["offset"] + span["start"] : r["offset"] + span["end"]] == span["text"]
         counts[bool(extra)] = len(records)
     assert counts[False] == sum(map(len, lines)) > counts[True]
 

@@ -1,4 +1,5 @@
 """`long_lived_frozen`: what was alive before the block is left to reference counting until it ends."""
+
 import gc
 import weakref
 

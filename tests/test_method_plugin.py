@@ -2,6 +2,7 @@
 dataclass and its registry entry, here registered at run time. Its flag comes from its settings,
 another method refuses it, config.json stores it, and bin/search-lm runs it through the unchanged
 flag, config and loop code."""
+
 import importlib
 import json
 from dataclasses import dataclass
@@ -16,8 +17,26 @@ from nas.methods import METHODS, Entry
 from nas.methods.darts import Darts
 from nas.methods.settings import MethodSettings, setting
 
-TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-        "--eval-batch-size", "2", "--max-batches-per-epoch", "4", "--lr", "2", "--hessian-iterations", "0"]
+TINY = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "4",
+    "--lr",
+    "2",
+    "--hessian-iterations",
+    "0",
+]
 
 
 @dataclass(frozen=True)
@@ -61,20 +80,40 @@ def test_a_method_added_in_one_file_takes_its_flag_and_searches(search_lm, lm_co
 
     def last_alpha(method, *flags):  # Adam's α steps of 1e-12 leave α as it started, but for the shrinking
         run = tmp_path / method
-        result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", method, *flags, "--epochs", "1",
-                                                "--arch-lr", "1e-12", "--run-dir", str(run), "--seed", "4", *TINY])
+        result = CliRunner().invoke(
+            search_lm,
+            [
+                "--data",
+                str(lm_corpus),
+                "--method",
+                method,
+                *flags,
+                "--epochs",
+                "1",
+                "--arch-lr",
+                "1e-12",
+                "--run-dir",
+                str(run),
+                "--seed",
+                "4",
+                *TINY,
+            ],
+        )
         assert result.exit_code == 0, result.output
-        return json.loads((run / "config.json").read_text()), \
-            torch.tensor(json.loads((run / "log.jsonl").read_text().splitlines()[-1])["alpha"])
+        return json.loads((run / "config.json").read_text()), torch.tensor(
+            json.loads((run / "log.jsonl").read_text().splitlines()[-1])["alpha"]
+        )
 
     config, shrunk = last_alpha("shrink", "--shrink", "0.25")
     assert config["method_settings"] == {"shrink": 0.25}
     _, plain = last_alpha("darts")
-    assert torch.allclose(shrunk, plain * 0.25 ** 4, rtol=1e-5, atol=0)  # four α steps, each shrinking α
+    assert torch.allclose(shrunk, plain * 0.25**4, rtol=1e-5, atol=0)  # four α steps, each shrinking α
 
 
 def test_another_method_refuses_its_flag_in_one_line(search_lm, lm_corpus, tmp_path):
-    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "darts", "--shrink", "0.3",
-                                            "--run-dir", str(tmp_path / "run")])
+    result = CliRunner().invoke(
+        search_lm,
+        ["--data", str(lm_corpus), "--method", "darts", "--shrink", "0.3", "--run-dir", str(tmp_path / "run")],
+    )
     assert result.exit_code == 2 and result.stderr == "error: --shrink: only with --method shrink\n"
     assert not (tmp_path / "run").exists()

@@ -1,6 +1,7 @@
 """A search method with a mixing rule of its own, added in this one file: sparsemax per edge
 (Martins & Astudillo, "From Softmax to Sparsemax", ICML 2016, arXiv:1602.02068) instead of DARTS's
 softmax. It runs a whole search through the unchanged loop, layer and registry of `nas`."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,7 @@ def sparsemax(z: torch.Tensor) -> torch.Tensor:
 
 
 class SparsemaxPerEdge(SoftmaxPerEdge):
-    """Sparsemax over each edge's ops; derived as DARTS derives (the inherited `derive`), MAD from `nas.methods.mixing`."""
+    """Sparsemax over each edge's ops; derived as DARTS derives (the inherited `derive`); MAD: nas.methods.mixing"""
 
     def normalise(self, alpha, layout):
         return sparsemax(alpha)
@@ -45,9 +46,24 @@ def test_sparsemax_by_hand():
 def test_a_method_with_its_own_mixing_rule_searches_end_to_end(lm_corpus, tmp_path, monkeypatch):
     monkeypatch.setitem(METHODS, "sparsemax", Entry(lambda: Sparsemax, "sparsemax per edge"))
     paths = find_splits(lm_corpus)
-    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                          method="sparsemax", emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2,
-                          max_batches_per_epoch=6, lr=2.0, order=1, epochs=2, arch_lr=0.3, seed=5)
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        method="sparsemax",
+        emsize=12,
+        nhid=12,
+        nodes=3,
+        batch_size=4,
+        bptt=8,
+        eval_batch_size=2,
+        max_batches_per_epoch=6,
+        lr=2.0,
+        order=1,
+        epochs=2,
+        arch_lr=0.3,
+        seed=5,
+    )
     config.validate()
     run = RunDir(tmp_path / "run")
     searcher = Searcher(config, run, Corpus.load(paths))
@@ -63,5 +79,8 @@ def test_a_method_with_its_own_mixing_rule_searches_end_to_end(lm_corpus, tmp_pa
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2] and all(r["mad"] > 0 for r in log)
     assert geno.name == "sparsemax_search_seed5" and geno.provenance["method"] == "sparsemax"
-    assert genotype.load(tmp_path / "run" / "genotype.json").nodes == geno.nodes == \
-        tuple(tuple(node) for node in Darts.rule.derive(weights, 3))
+    assert (
+        genotype.load(tmp_path / "run" / "genotype.json").nodes
+        == geno.nodes
+        == tuple(tuple(node) for node in Darts.rule.derive(weights, 3))
+    )

@@ -1,4 +1,5 @@
 """Every saved tagger has a model card in the Hugging Face shape whose figures are metrics.json's."""
+
 import json
 import re
 
@@ -11,8 +12,13 @@ pytestmark = pytest.mark.usefixtures("restore_flair_logging")
 def card_rows(card: str) -> dict[str, list[str]]:
     """The results table: type -> its cells (dev F1, test F1, test support)."""
     table = card.split("## Results")[1].split("## Use it")[0]
-    return {cells[0]: cells[1:] for line in table.splitlines() if line.startswith("| ") and "---" not in line
-            for cells in [[c.strip() for c in line.strip("|").split("|")]] if cells[0] != "type"}
+    return {
+        cells[0]: cells[1:]
+        for line in table.splitlines()
+        if line.startswith("| ") and "---" not in line
+        for cells in [[c.strip() for c in line.strip("|").split("|")]]
+        if cells[0] != "type"
+    }
 
 
 def test_a_trained_tagger_has_a_card_whose_figures_are_its_metrics(tiny_tagger):
@@ -23,13 +29,23 @@ def test_a_trained_tagger_has_a_card_whose_figures_are_its_metrics(tiny_tagger):
     assert "library_name: flair" in front and "datasets: [conll2003]" in front
     assert re.search(r"value: ([0-9.]+)", front).group(1) == f"{100 * metrics['test']['f1']:.2f}"
     rows = card_rows(card)
-    expected = {kind: [f"{100 * metrics['dev']['strict'][kind]['f1-score']:.2f}", f"{100 * row['f1-score']:.2f}",
-                       f"{row['support']:,}"] for kind, row in metrics["test"]["strict"].items() if kind != "weighted avg"}
+    expected = {
+        kind: [
+            f"{100 * metrics['dev']['strict'][kind]['f1-score']:.2f}",
+            f"{100 * row['f1-score']:.2f}",
+            f"{row['support']:,}",
+        ]
+        for kind, row in metrics["test"]["strict"].items()
+        if kind != "weighted avg"
+    }
     assert rows == expected and {"LOC", "PER", "micro avg"} <= set(rows)
     train = metrics["corpus"]["train"]
     assert f"| train | {train['sentences']:,} | {train['tokens']:,} |" in card
     assert f"{metrics['rnn_parameters']:,} recurrent parameters" in card and "DARTS_V2" in card
-    assert 'SequenceTagger.load("best-model.pt")' in card and "import tagger  # teaches flair's loaders the searched cell" in card
+    assert (
+        'SequenceTagger.load("best-model.pt")' in card
+        and "import tagger  # teaches flair's loaders the searched cell" in card
+    )
 
 
 def test_export_writes_the_card_beside_the_model_and_never_over_a_users_file(tiny_tagger, tmp_path):
@@ -45,6 +61,7 @@ def test_export_writes_the_card_beside_the_model_and_never_over_a_users_file(tin
 
     (tmp_path / "mine.md").write_text("my notes\n")
     result = CliRunner().invoke(main, [str(run), "--out", str(tmp_path / "mine.pt")])
-    assert result.exit_code == 2 and result.stderr == (f"error: {tmp_path / 'mine.md'}: exists and is not a model "
-                                                       "card of this toolkit; not overwritten\n")
+    assert result.exit_code == 2 and result.stderr == (
+        f"error: {tmp_path / 'mine.md'}: exists and is not a model card of this toolkit; not overwritten\n"
+    )
     assert (tmp_path / "mine.md").read_text() == "my notes\n" and not (tmp_path / "mine.pt").exists()

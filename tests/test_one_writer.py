@@ -2,6 +2,7 @@
 (`nas.common.locks`), a second is refused in one line naming the first's pid, a lock left by a killed
 writer is said and taken over, and a resume refused or failed leaves every file of the run as it was.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,24 @@ from nas.common.errors import InputError
 from test_bad_inputs import COMMANDS, _tree
 from test_full_disk import disk, fill, refused  # noqa: F401 - disk is a fixture
 
-LM = ["--cell", "darts_v2", "--emsize", "8", "--nhid", "8", "--batch-size", "4", "--bptt", "5",
-      "--max-batches-per-epoch", "3", "--eval-batches", "1", "--threads", "1"]
+LM = [
+    "--cell",
+    "darts_v2",
+    "--emsize",
+    "8",
+    "--nhid",
+    "8",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "5",
+    "--max-batches-per-epoch",
+    "3",
+    "--eval-batches",
+    "1",
+    "--threads",
+    "1",
+]
 
 # Runs a command that holds at its first log line until the file argv[1] exists (it makes argv[1] + ".waiting" then).
 _HELD = """
@@ -66,8 +83,12 @@ def test_two_resumes_of_one_run_at_once_one_is_refused_and_the_run_is_intact(tmp
     first = run("nas.cli.train_lm", ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "2"])
     assert first.returncode == 0, first.stderr[-2000:]
     gate = tmp_path / "gate"
-    holder = subprocess.Popen([sys.executable, "-c", _HELD, str(gate), "nas.cli.train_lm", "--resume", str(run_dir),
-                               "--epochs", "5"], stderr=subprocess.PIPE, text=True, env=_env())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HELD, str(gate), "nas.cli.train_lm", "--resume", str(run_dir), "--epochs", "5"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         deadline = time.monotonic() + 300
         while not Path(f"{gate}.waiting").exists():
@@ -81,7 +102,8 @@ def test_two_resumes_of_one_run_at_once_one_is_refused_and_the_run_is_intact(tmp
     assert second.returncode == 2, second.stderr[-2000:]
     assert second.stderr.splitlines() == [
         f"error: {run_dir}: another command is writing this run (pid {holder.pid}, which holds "
-        f"{run_dir / locks.LOCK_FILE}); wait for it to end, or stop it, and run again"], second.stderr
+        f"{run_dir / locks.LOCK_FILE}); wait for it to end, or stop it, and run again"
+    ], second.stderr
     assert holder.returncode == 0, err[-2000:]
     assert _epochs(run_dir) == [1, 2, 3, 4, 5]
     assert json.loads((run_dir / "config.json").read_text())["epochs"] == 5
@@ -91,12 +113,15 @@ def test_two_resumes_of_one_run_at_once_one_is_refused_and_the_run_is_intact(tmp
 def test_a_lock_left_by_a_killed_writer_is_said_and_taken_over(tmp_path: Path):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     run_dir = tmp_path / "run"
-    killed = run_killed("nas.cli.train_lm", ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "2"], at=2)
+    killed = run_killed(
+        "nas.cli.train_lm", ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "2"], at=2
+    )
     left = int((run_dir / locks.LOCK_FILE).read_text())
     resumed = run("nas.cli.train_lm", ["--resume", str(run_dir)])
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert (f"note: {run_dir / locks.LOCK_FILE}: left by pid {left}, which ended without releasing it (killed?); "
-            "taken over") in resumed.stderr.splitlines(), (killed.returncode, resumed.stderr)
+    assert (
+        f"note: {run_dir / locks.LOCK_FILE}: left by pid {left}, which ended without releasing it (killed?); taken over"
+    ) in resumed.stderr.splitlines(), (killed.returncode, resumed.stderr)
     assert _epochs(run_dir) == [1, 2] and not (run_dir / locks.LOCK_FILE).exists()
 
 
@@ -104,11 +129,15 @@ def test_a_refused_resume_leaves_every_file_as_it_was(tmp_path: Path, monkeypatc
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     monkeypatch.chdir(tmp_path)
     run_dir = tmp_path / "run"
-    first = CliRunner().invoke(COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"])
+    first = CliRunner().invoke(
+        COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"]
+    )
     assert first.exit_code == 0, first.stderr
     before = _tree(run_dir)
-    for flags in (["--lr", "3"], ["--gemm", "onednn" if json.loads((run_dir / "config.json").read_text())["gemm"] == "mkl"
-                                  else "mkl"]):
+    for flags in (
+        ["--lr", "3"],
+        ["--gemm", "onednn" if json.loads((run_dir / "config.json").read_text())["gemm"] == "mkl" else "mkl"],
+    ):
         result = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2", *flags])
         assert result.exit_code == 2 and "not with --resume" in result.stderr, result.stderr
         assert _tree(run_dir) == before
@@ -118,7 +147,9 @@ def test_a_resume_on_a_full_disk_leaves_every_file_as_it_was(disk, tmp_path: Pat
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     monkeypatch.chdir(tmp_path)
     run_dir = disk / "run"
-    first = CliRunner().invoke(COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"])
+    first = CliRunner().invoke(
+        COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"]
+    )
     assert first.exit_code == 0, first.stderr
     before = _tree(run_dir)
     fill(disk, 0)
@@ -132,9 +163,15 @@ def test_a_resume_that_starts_afresh_on_a_full_disk_leaves_its_config_as_it_was(
     must not leave a config.json rewritten (here with the raised --epochs)."""
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     run_dir = disk / "run"
-    run_killed("nas.cli.train_lm", ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"], at=1,
-               when="before")
-    (run_dir / locks.LOCK_FILE).unlink(missing_ok=True)  # the killed writer's, which the resume would take over and remove
+    run_killed(
+        "nas.cli.train_lm",
+        ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"],
+        at=1,
+        when="before",
+    )
+    (run_dir / locks.LOCK_FILE).unlink(
+        missing_ok=True
+    )  # the killed writer's, which the resume would take over and remove
     before = _tree(run_dir)
     assert str(run_dir / "config.json") in before and str(run_dir / "checkpoint.pt") not in before
     fill(disk, 8 * 1024)  # config.json fits, the checkpoint does not

@@ -1,6 +1,7 @@
 """The toolkit as a built wheel: installed away from the checkout, its console scripts run from any
 directory with the shipped cells and character LMs, and the demo launches its steps from it. A wheel
 from pip's default isolated build (no torch, so no kernels built) compiles them on first use."""
+
 import configparser
 import json
 import os
@@ -60,17 +61,22 @@ def _source(folder: Path) -> Path:
 def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     source = _source(tmp_path / "source")
     pip = PIP
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "wheels"), str(source)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "wheels").glob("nas_tagger-*.whl")
     site = tmp_path / "site"
-    subprocess.run([*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--target", str(site), str(wheel)], check=True, capture_output=True
+    )
     top_level = {p.name for p in site.iterdir() if p.is_dir() and p.name != "bin" and not p.name.endswith(".dist-info")}
     assert top_level == set(PACKAGES)  # two names in the user's environment, as the README says
     installed = {p.relative_to(site) for p in site.rglob("*.py") if p.parts[len(site.parts)] in PACKAGES}
-    assert installed == {p.relative_to(REPO) for name in PACKAGES for p in (REPO / name).rglob("*.py")} | \
-        {Path("nas", "resources", "__init__.py")}  # the checkout's resources/, installed inside nas
+    assert installed == {p.relative_to(REPO) for name in PACKAGES for p in (REPO / name).rglob("*.py")} | {
+        Path("nas", "resources", "__init__.py")
+    }  # the checkout's resources/, installed inside nas
     # built without isolation beside torch (the README's way), the wheel carries the C++ kernels
     kernels_built_here = kernels.compiled() is not None
     if kernels_built_here:
@@ -84,29 +90,60 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     def run(argv):
         return subprocess.run(argv, capture_output=True, text=True, cwd=elsewhere, env=env, timeout=300)
 
-    where = run([sys.executable, "-c", "import nas, tagger; from nas.common.resources import resources_dir; "
-                 "from nas.cells.genotype import shipped_cells; print(nas.__file__, tagger.__file__, resources_dir()); "
-                 "print(*shipped_cells())"])
+    where = run(
+        [
+            sys.executable,
+            "-c",
+            "import nas, tagger; from nas.common.resources import resources_dir; "
+            "from nas.cells.genotype import shipped_cells; print(nas.__file__, tagger.__file__, resources_dir()); "
+            "print(*shipped_cells())",
+        ]
+    )
     assert where.returncode == 0, where.stderr
     paths, cells = where.stdout.splitlines()
-    assert all(Path(p).is_relative_to(site) for p in paths.split()) and Path(paths.split()[2]).parts[-2:] == ("nas", "resources")
+    assert all(Path(p).is_relative_to(site) for p in paths.split()) and Path(paths.split()[2]).parts[-2:] == (
+        "nas",
+        "resources",
+    )
     assert cells.split() == sorted(p.stem for p in (REPO / "resources" / "cells").glob("*.json"))
     if kernels_built_here:
-        loads = run([sys.executable, "-c", "from nas.fast import kernels; assert kernels.compiled(), kernels._kernels_error"])
+        loads = run(
+            [sys.executable, "-c", "from nas.fast import kernels; assert kernels.compiled(), kernels._kernels_error"]
+        )
         assert loads.returncode == 0, loads.stderr
 
     # the installed console script, the default cell (darts_v2, shipped) and shipped character LMs
-    dry = run([str(site / "bin" / "nas-train-tagger"), "--corpus", "conll03", "--data", "data",
-               "--embeddings", "glove:vectors.txt,flair:wt2-forward:wt2-backward", "--hidden-size", "8", "--dry-run"])
+    dry = run(
+        [
+            str(site / "bin" / "nas-train-tagger"),
+            "--corpus",
+            "conll03",
+            "--data",
+            "data",
+            "--embeddings",
+            "glove:vectors.txt,flair:wt2-forward:wt2-backward",
+            "--hidden-size",
+            "8",
+            "--dry-run",
+        ]
+    )
     assert dry.returncode == 0, dry.stderr[-2000:]
     assert json.loads(dry.stdout) == expected and "model: darts_v2 cell, hidden 8:" in dry.stderr
 
     # the demo's way of running a step works installed too, and shows the console script's name
-    step = run([sys.executable, "-c", "from pathlib import Path; from tagger.cli.demo import _run; "
-                "_run('train-tagger', ['--cell', 'enas', '--corpus', 'conll03', '--data', 'data', '--embeddings', "
-                "'glove:vectors.txt', '--hidden-size', '8', '--dry-run'], Path('step.log'))"])
+    step = run(
+        [
+            sys.executable,
+            "-c",
+            "from pathlib import Path; from tagger.cli.demo import _run; "
+            "_run('train-tagger', ['--cell', 'enas', '--corpus', 'conll03', '--data', 'data', '--embeddings', "
+            "'glove:vectors.txt', '--hidden-size', '8', '--dry-run'], Path('step.log'))",
+        ]
+    )
     assert step.returncode == 0, step.stderr + (elsewhere / "step.log").read_text()
-    assert "$ nas-train-tagger --cell enas" in step.stderr and "model: enas cell" in (elsewhere / "step.log").read_text()
+    assert (
+        "$ nas-train-tagger --cell enas" in step.stderr and "model: enas cell" in (elsewhere / "step.log").read_text()
+    )
 
 
 # A frozen fused layer against its op-by-op path; which kernels ran, and from where.
@@ -135,10 +172,14 @@ def isolated_wheel(tmp_path_factory) -> Path:
     wheel into a fresh environment without torch (from the index pip is configured with; offline,
     a local index or find-links, as here, serves them)."""
     folder = tmp_path_factory.mktemp("isolated")
-    built = subprocess.run([*PIP, "wheel", "--no-deps", "-w", str(folder / "wheels"), str(_source(folder / "source"))],
-                           capture_output=True, text=True)
-    if built.returncode and re.search(r"No matching distribution|Could not find a version|Failed to establish",
-                                      built.stderr):
+    built = subprocess.run(
+        [*PIP, "wheel", "--no-deps", "-w", str(folder / "wheels"), str(_source(folder / "source"))],
+        capture_output=True,
+        text=True,
+    )
+    if built.returncode and re.search(
+        r"No matching distribution|Could not find a version|Failed to establish", built.stderr
+    ):
         pytest.skip(f"pip's isolated build cannot fetch setuptools here: {built.stderr.strip().splitlines()[-1]}")
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = (folder / "wheels").glob("nas_tagger-*.whl")
@@ -156,19 +197,29 @@ def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    purelib = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"], check=True,
-                             capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(purelib) / "project-dependencies.pth").write_text(str(Path(torch.__file__).resolve().parents[1]) + "\n")
-    subprocess.run([*PIP, "--python", python, "install", "--no-deps", "--no-index", str(isolated_wheel)], check=True,
-                   capture_output=True)
+    subprocess.run(
+        [*PIP, "--python", python, "install", "--no-deps", "--no-index", str(isolated_wheel)],
+        check=True,
+        capture_output=True,
+    )
     cache = tmp_path / "cache"
-    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAS_RESOURCES")},
-           "NAS_KERNELS_CACHE": str(cache)}
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAS_RESOURCES")},
+        "NAS_KERNELS_CACHE": str(cache),
+    }
 
     def fused_layer(**extra):
         started = time.time()
-        done = subprocess.run([python, "-c", FUSED_LAYER], capture_output=True, text=True, cwd=tmp_path,
-                              env={**env, **extra}, timeout=600)
+        done = subprocess.run(
+            [python, "-c", FUSED_LAYER], capture_output=True, text=True, cwd=tmp_path, env={**env, **extra}, timeout=600
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         installed, module = done.stdout.split()
         assert Path(installed).is_relative_to(venv)  # the wheel's copy, not the checkout
@@ -183,13 +234,16 @@ def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(
     print(f"first use {first:.0f} s (compiling), second process {second:.1f} s")
 
     # the help's examples name the console scripts, as installed
-    helped = subprocess.run([str(venv / "bin" / "nas-eval-lm"), "--help"], capture_output=True, text=True, env=env,
-                            cwd=tmp_path)
+    helped = subprocess.run(
+        [str(venv / "bin" / "nas-eval-lm"), "--help"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     assert helped.returncode == 0 and "    nas-eval-lm runs/dartsv2 --data" in helped.stdout, helped.stderr
     assert "bin/" not in helped.stdout
 
     # without a compiler, an empty cache: the PyTorch ops, and one line that says why
     _, lines, _ = fused_layer(NAS_KERNELS_CACHE=str(tmp_path / "empty"), CXX="no-such-compiler")
-    assert lines == ["nas.fast: the C++ kernels could not be compiled on first use (no C++ compiler "
-                     "(no-such-compiler) on PATH); the frozen cell runs PyTorch ops, the search cell its autograd "
-                     "path (docs/install.md)"]
+    assert lines == [
+        "nas.fast: the C++ kernels could not be compiled on first use (no C++ compiler "
+        "(no-such-compiler) on PATH); the frozen cell runs PyTorch ops, the search cell its autograd "
+        "path (docs/install.md)"
+    ]

@@ -1,4 +1,5 @@
 """`tagger.packed.padded` is torch's `pad_packed_sequence`: the same padded batch, lengths and gradient."""
+
 import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -15,8 +16,9 @@ def test_padding_a_packed_batch_gives_torchs_batch_lengths_and_gradient(enforce_
 
     ours, our_lengths = padded(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=enforce_sorted))
     (our_grad,) = torch.autograd.grad((ours * grad).sum(), x)
-    torchs, torch_lengths = pad_packed_sequence(pack_padded_sequence(x, lengths, batch_first=True,
-                                                                     enforce_sorted=enforce_sorted))
+    torchs, torch_lengths = pad_packed_sequence(
+        pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=enforce_sorted)
+    )
     (torch_grad,) = torch.autograd.grad((torchs * grad).sum(), x)
 
     assert torch.equal(ours, torchs) and torch.equal(our_lengths, torch_lengths)

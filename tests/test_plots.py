@@ -1,4 +1,5 @@
 """bin/plot-search, bin/plot-cell and bin/compare-words on tiny search runs."""
+
 import json
 import re
 import shutil
@@ -12,8 +13,28 @@ from nas.cli.plot_cell import main as plot_cell
 from nas.cli.plot_search import main as plot_search
 from nas.cli.search_lm import main as search_lm
 
-TINY = ["--emsize", "8", "--nhid", "8", "--nodes", "2", "--batch-size", "4", "--bptt", "6",
-        "--eval-batch-size", "2", "--lr", "2", "--rounds", "2", "--intra-steps", "2", "--inter-steps", "1"]
+TINY = [
+    "--emsize",
+    "8",
+    "--nhid",
+    "8",
+    "--nodes",
+    "2",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "6",
+    "--eval-batch-size",
+    "2",
+    "--lr",
+    "2",
+    "--rounds",
+    "2",
+    "--intra-steps",
+    "2",
+    "--inter-steps",
+    "1",
+]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -24,15 +45,30 @@ def runs(tmp_path_factory):
     corpus = write_lm_corpus(root / "corpus")
     for space in ("joint", "intra"):
         extra = ["--attention", "search"] if space == "joint" else []
-        result = CliRunner().invoke(search_lm, ["--data", str(corpus), "--method", "ess", "--search-space", space,
-                                                "--run-dir", str(root / space), *extra, *TINY], catch_exceptions=False)
+        result = CliRunner().invoke(
+            search_lm,
+            [
+                "--data",
+                str(corpus),
+                "--method",
+                "ess",
+                "--search-space",
+                space,
+                "--run-dir",
+                str(root / space),
+                *extra,
+                *TINY,
+            ],
+            catch_exceptions=False,
+        )
         assert result.exit_code == 0, result.output
     return root
 
 
 def test_plot_search_writes_every_picture_as_png_and_svg(runs, tmp_path):
-    result = CliRunner().invoke(plot_search, [str(runs / "joint"), "--compare", str(runs / "intra"),
-                                              "--out", str(tmp_path / "plots")])
+    result = CliRunner().invoke(
+        plot_search, [str(runs / "joint"), "--compare", str(runs / "intra"), "--out", str(tmp_path / "plots")]
+    )
     assert result.exit_code == 0, result.output
     stems = ["cell", "alpha_intra", "alpha_inter", "attention", "mad", "eigenvalue", "op_share", "valid_ppl"]
     assert result.stdout.split() == [str(tmp_path / "plots" / f"{s}.{e}") for s in stems for e in ("png", "svg")]
@@ -82,8 +118,21 @@ def _tables(stdout: str) -> list[list[list[str]]]:
 
 
 def test_compare_words_restores_both_models_and_lists_per_word_differences(runs):
-    result = CliRunner().invoke(compare_words, [str(runs / "intra"), str(runs / "joint"), "--data", str(runs / "corpus"),
-                                                "--top", "5", "--min-count", "3", "--batch-size", "2"])
+    result = CliRunner().invoke(
+        compare_words,
+        [
+            str(runs / "intra"),
+            str(runs / "joint"),
+            "--data",
+            str(runs / "corpus"),
+            "--top",
+            "5",
+            "--min-count",
+            "3",
+            "--batch-size",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     header = result.stdout.splitlines()[0]
     # evaluated as the search evaluated (batch 2, bptt 6), the loaded models give the searches' last validation ppl

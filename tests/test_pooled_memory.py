@@ -1,5 +1,6 @@
 """A pooled-Flair tagger's word memory travels with its file: the run's reported scores are what the
 saved model scores in a fresh process, through bin/evaluate, bin/tag and flair's own loader."""
+
 import json
 import subprocess
 import sys
@@ -27,11 +28,24 @@ def pooled_run(tmp_path_factory):
     data = generate(root / "data", seed=0, train=120, dev=30, test=30, lm_lines=30, raw_paragraphs=2)
     vectors = td.label_vectors(data / "iob2" / "train.txt", root / "vectors.txt")
     fwd, bwd = td.tiny_char_lm(root / "fwd.pt", True), td.tiny_char_lm(root / "bwd.pt", False)
-    config = TaggerConfig(cell="darts_v2", corpus="conll03", data=str(data / "conll03"),
-                          embeddings=f"glove:{vectors},pooled-flair:{fwd}:{bwd}", hidden_size=16, batch_size=8,
-                          max_epochs=3, lr=0.5, seed=1)
-    train_runs(config, load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings),
-               load("darts_v2"), root / "run")
+    config = TaggerConfig(
+        cell="darts_v2",
+        corpus="conll03",
+        data=str(data / "conll03"),
+        embeddings=f"glove:{vectors},pooled-flair:{fwd}:{bwd}",
+        hidden_size=16,
+        batch_size=8,
+        max_epochs=3,
+        lr=0.5,
+        seed=1,
+    )
+    train_runs(
+        config,
+        load_corpus("conll03", data / "conll03"),
+        build_embeddings(config.embeddings),
+        load("darts_v2"),
+        root / "run",
+    )
     return root / "run", data
 
 
@@ -40,8 +54,13 @@ def _predicted(conll: str) -> list[list[str]]:
 
 
 def _bin(name: str, *args, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "bin" / name), *map(str, args)], capture_output=True, text=True,
-                          timeout=600, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bin" / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+    )
 
 
 def test_bin_evaluate_in_a_fresh_process_reproduces_the_runs_score_and_predictions(pooled_run, tmp_path):
@@ -66,15 +85,20 @@ def test_bin_tag_and_flairs_own_loader_predict_the_runs_test_tags(pooled_run, tm
     assert done.returncode == 0, done.stderr
     assert _predicted(done.stdout) == expected
 
-    words = [[row.split(" ")[0] for row in block.splitlines()] for block in (run / "test.conll").read_text().strip().split("\n\n")]
-    script = ("import tagger, json\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
-              "from tagger.prediction import entity_tags\n"
-              f"model = SequenceTagger.load({str(run / 'best-model.pt')!r})\n"
-              f"sentences = [Sentence(w) for w in {words!r}]\n"
-              "model.predict(sentences, mini_batch_size=64, label_name='p')\n"
-              "from tagger.tag_schemes import from_spans\n"
-              "print(json.dumps([from_spans(len(s), [(x[0].idx - 1, x[-1].idx, x.tag) for x in s.get_spans('p')])"
-              " for s in sentences]))\n")
+    words = [
+        [row.split(" ")[0] for row in block.splitlines()]
+        for block in (run / "test.conll").read_text().strip().split("\n\n")
+    ]
+    script = (
+        "import tagger, json\nfrom flair.data import Sentence\nfrom flair.models import SequenceTagger\n"
+        "from tagger.prediction import entity_tags\n"
+        f"model = SequenceTagger.load({str(run / 'best-model.pt')!r})\n"
+        f"sentences = [Sentence(w) for w in {words!r}]\n"
+        "model.predict(sentences, mini_batch_size=64, label_name='p')\n"
+        "from tagger.tag_schemes import from_spans\n"
+        "print(json.dumps([from_spans(len(s), [(x[0].idx - 1, x[-1].idx, x.tag) for x in s.get_spans('p')])"
+        " for s in sentences]))\n"
+    )
     flair = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert flair.returncode == 0, flair.stderr[-2000:]
     assert json.loads(flair.stdout.strip().splitlines()[-1]) == expected
@@ -91,7 +115,9 @@ def test_a_file_without_the_pooled_names_gets_them_back(pooled_run, tmp_path):
     state = torch.load(run / "best-model.pt", weights_only=False)
     names = [params.pop("name") for params in state["embeddings"]["embeddings"][1:]]
     torch.save(state, tmp_path / "nameless.pt")
-    defaults = [Path(p["contextual_embeddings"]["name"]).as_posix() + "-context" for p in state["embeddings"]["embeddings"][1:]]
+    defaults = [
+        Path(p["contextual_embeddings"]["name"]).as_posix() + "-context" for p in state["embeddings"]["embeddings"][1:]
+    ]
     glove = state["embeddings"]["embeddings"][0]["name"]
     assert sorted([glove, *names]).index(glove) != sorted([glove, *defaults]).index(glove)  # the order would change
     model = load_for_prediction(tmp_path / "nameless.pt")
@@ -142,12 +168,15 @@ def test_memory_round_trips_and_a_damaged_one_is_one_line(pooled_run, tmp_path):
     first = [memory_state(e) for e in pooled_embeddings(load_tagger(run))]
     again = [memory_state(e) for e in pooled_embeddings(load_tagger(run))]
     assert [m["words"] for m in first] == [m["words"] for m in again] and len(first) == 2
-    assert all(torch.equal(a["vectors"], b["vectors"]) and torch.equal(a["counts"], b["counts"])
-               for a, b in zip(first, again))
+    assert all(
+        torch.equal(a["vectors"], b["vectors"]) and torch.equal(a["counts"], b["counts"]) for a, b in zip(first, again)
+    )
     state = torch.load(run / "best-model.pt", weights_only=False)
     state["embeddings"]["embeddings"][1]["memory"]["vectors"] = torch.zeros(3, 2)
     torch.save(state, tmp_path / "damaged.pt")
-    with pytest.raises(InputError, match=r"damaged.pt: the tagger model does not rebuild \(damaged pooled-Flair memory"):
+    with pytest.raises(
+        InputError, match=r"damaged.pt: the tagger model does not rebuild \(damaged pooled-Flair memory"
+    ):
         load_tagger(tmp_path / "damaged.pt")
 
 

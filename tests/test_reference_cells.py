@@ -2,6 +2,7 @@
 
 Compared in float64 so that a 1e-5 relative tolerance catches any real difference, not rounding.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -14,7 +15,13 @@ from nas.methods import method_class
 from nas.lm.model import RNNModel
 from nas.cells.search_cell import SearchRNN
 from nas.fast.backends import CpuFused
-from reference.darts import ReferenceArchitect, ReferenceSearchRNN, load_weights, reference_frozen, reference_mixing_weights
+from reference.darts import (
+    ReferenceArchitect,
+    ReferenceSearchRNN,
+    load_weights,
+    reference_frozen,
+    reference_mixing_weights,
+)
 
 TOL = dict(rtol=1e-5, atol=1e-9)
 
@@ -110,8 +117,10 @@ def test_alpha_step_matches_reference_architect(method, order, weight_clip, fuse
     assert all((bn.running_mean == 0).all() for bn in fast.rnn.bn)  # nor the BatchNorm statistics
 
 
-MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3))),
-                 concat=(2, 3, 4))
+MULTI = Genotype(
+    nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3))),
+    concat=(2, 3, 4),
+)
 
 
 @pytest.mark.parametrize("geno", [load("DARTS_V2"), MULTI], ids=["darts_v2", "multi_input"])
@@ -150,7 +159,7 @@ def test_frozen_cell_padded_batch_equals_each_sentence_alone(directions):
     with torch.inference_mode():
         out, h = rnn(x, lengths=lengths)
         for b, n in enumerate(lengths.tolist()):
-            alone, h_alone = rnn(x[:n, b: b + 1])
+            alone, h_alone = rnn(x[:n, b : b + 1])
             torch.testing.assert_close(out[:n, b], alone[:, 0], rtol=1e-5, atol=1e-6)
             torch.testing.assert_close(h[:, b], h_alone[:, 0], rtol=1e-5, atol=1e-6)
             assert (out[n:, b] == 0).all()

@@ -1,6 +1,7 @@
 """β-DARTS, DARTS− and SDARTS-RS (nas/methods/beta_darts.py, darts_minus.py, sdarts.py): each rule
 against a hand computation, each method through bin/search-lm and bin/search-tagger at tiny sizes,
 their settings as flags (refused for another method), stored in config.json and resumed."""
+
 import json
 import math
 
@@ -28,17 +29,50 @@ from nas.runs.search import Searcher
 from tagger.cli.search_tagger import main as search_tagger
 
 METHODS = ("beta-darts", "darts-minus", "sdarts-rs")
-TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-        "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2", "--hessian-iterations", "2"]
+TINY = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "6",
+    "--lr",
+    "2",
+    "--hessian-iterations",
+    "2",
+]
 IDENTITY = OPS.index("identity")
 
 
 def searcher(lm_corpus, run_dir, method, epochs=3, **settings):
     paths = find_splits(lm_corpus)
-    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]), method=method,
-                          emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2,
-                          max_batches_per_epoch=6, lr=2.0, epochs=epochs, arch_lr=0.1, seed=2,
-                          hessian_iterations=2, method_settings=settings)
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        method=method,
+        emsize=12,
+        nhid=12,
+        nodes=3,
+        batch_size=4,
+        bptt=8,
+        eval_batch_size=2,
+        max_batches_per_epoch=6,
+        lr=2.0,
+        epochs=epochs,
+        arch_lr=0.1,
+        seed=2,
+        hessian_iterations=2,
+        method_settings=settings,
+    )
     config.validate()
     run = RunDir(run_dir)
     run.start({})
@@ -140,6 +174,7 @@ def test_sdarts_weight_step_sees_perturbed_weights_within_epsilon_and_alpha_is_n
 
     Architect.step = step
     try:
+
         def check(searcher):  # after the weight step of each batch
             epsilon = [0.1, 0.15, 0.2][searcher.epoch]
             assert rule.noise is not None and rule.noise.abs().max() <= epsilon
@@ -187,16 +222,35 @@ def test_a_resumed_search_equals_an_uninterrupted_one(lm_corpus, tmp_path, metho
 # -- the commands ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method, flags, settings", [
-    ("beta-darts", ["--beta-lambda-end", "5"], {"beta_lambda_start": 0.0, "beta_lambda_end": 5.0}),
-    ("darts-minus", ["--aux-skip-start", "0.5"], {"aux_skip_start": 0.5}),
-    ("sdarts-rs", ["--epsilon-start", "0.05", "--epsilon-end", "0.1"], {"epsilon_start": 0.05, "epsilon_end": 0.1}),
-])
+@pytest.mark.parametrize(
+    "method, flags, settings",
+    [
+        ("beta-darts", ["--beta-lambda-end", "5"], {"beta_lambda_start": 0.0, "beta_lambda_end": 5.0}),
+        ("darts-minus", ["--aux-skip-start", "0.5"], {"aux_skip_start": 0.5}),
+        ("sdarts-rs", ["--epsilon-start", "0.05", "--epsilon-end", "0.1"], {"epsilon_start": 0.05, "epsilon_end": 0.1}),
+    ],
+)
 def test_search_lm_runs_each_method_and_stores_its_settings(lm_corpus, tmp_path, method, flags, settings):
     run = tmp_path / "run"
-    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", method, "--epochs", "2", "--arch-lr",
-                                            "0.1", "--run-dir", str(run), "--out", str(tmp_path / "cell.json"), *TINY,
-                                            *flags])
+    result = CliRunner().invoke(
+        search_lm,
+        [
+            "--data",
+            str(lm_corpus),
+            "--method",
+            method,
+            "--epochs",
+            "2",
+            "--arch-lr",
+            "0.1",
+            "--run-dir",
+            str(run),
+            "--out",
+            str(tmp_path / "cell.json"),
+            *TINY,
+            *flags,
+        ],
+    )
     assert result.exit_code == 0, result.output
     stored = json.loads((run / "config.json").read_text())["method_settings"]
     assert stored == settings  # the flags given, the rest at the method's defaults
@@ -216,46 +270,95 @@ def test_search_tagger_runs_each_method(tmp_path, restore_flair_logging):
     vectors = td.write_vectors(tmp_path / "vectors.txt")
     for method in METHODS:
         run = tmp_path / method
-        result = CliRunner().invoke(search_tagger, [
-            "--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings", f"glove:{vectors}",
-            "--method", method, "--hidden-size", "8", "--nodes", "3", "--batch-size", "8", "--epochs", "2",
-            "--max-batches-per-epoch", "3", "--arch-lr", "0.1", "--run-dir", str(run)])
+        result = CliRunner().invoke(
+            search_tagger,
+            [
+                "--corpus",
+                "conll03",
+                "--data",
+                str(tmp_path / "data"),
+                "--embeddings",
+                f"glove:{vectors}",
+                "--method",
+                method,
+                "--hidden-size",
+                "8",
+                "--nodes",
+                "3",
+                "--batch-size",
+                "8",
+                "--epochs",
+                "2",
+                "--max-batches-per-epoch",
+                "3",
+                "--arch-lr",
+                "0.1",
+                "--run-dir",
+                str(run),
+            ],
+        )
         assert result.exit_code == 0, (method, result.output)
         log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
         assert [r["epoch"] for r in log] == [1, 2] and log[0]["alpha"] != log[1]["alpha"]
         config = json.loads((run / "config.json").read_text())
-        assert config["method_settings"] == {
-            "beta-darts": {"beta_lambda_start": 0.0, "beta_lambda_end": 50.0},
-            "darts-minus": {"aux_skip_start": 1.0},
-            "sdarts-rs": {"epsilon_start": 0.03, "epsilon_end": 0.3}}[method]
+        assert (
+            config["method_settings"]
+            == {
+                "beta-darts": {"beta_lambda_start": 0.0, "beta_lambda_end": 50.0},
+                "darts-minus": {"aux_skip_start": 1.0},
+                "sdarts-rs": {"epsilon_start": 0.03, "epsilon_end": 0.3},
+            }[method]
+        )
         assert genotype.load(run / "genotype.json").provenance["method"] == method
 
 
 @pytest.mark.parametrize("command", ["lm", "tagger"])
-@pytest.mark.parametrize("flags, says", [
-    (["--method", "darts", "--epsilon-end", "0.2"], "--epsilon-end: only with --method sdarts-rs"),
-    (["--method", "beta-darts", "--aux-skip-start", "0.5"], "--aux-skip-start: only with --method darts-minus"),
-    (["--method", "sdarts-rs", "--epsilon-end", "2"], "--epsilon-end: must be in [0, 1], got 2.0"),
-    (["--method", "beta-darts", "--beta-lambda-end", "-1"], "--beta-lambda-end: must be non-negative, got -1.0"),
-])
-def test_a_method_setting_that_does_not_fit_is_one_line(lm_corpus, tmp_path, command, flags, says,
-                                                        restore_flair_logging):
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--method", "darts", "--epsilon-end", "0.2"], "--epsilon-end: only with --method sdarts-rs"),
+        (["--method", "beta-darts", "--aux-skip-start", "0.5"], "--aux-skip-start: only with --method darts-minus"),
+        (["--method", "sdarts-rs", "--epsilon-end", "2"], "--epsilon-end: must be in [0, 1], got 2.0"),
+        (["--method", "beta-darts", "--beta-lambda-end", "-1"], "--beta-lambda-end: must be non-negative, got -1.0"),
+    ],
+)
+def test_a_method_setting_that_does_not_fit_is_one_line(
+    lm_corpus, tmp_path, command, flags, says, restore_flair_logging
+):
     if command == "lm":
         result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *flags])
     else:
-        result = CliRunner().invoke(search_tagger, ["--corpus", "conll03", "--data", str(tmp_path / "data"), "--embeddings",
-                                                    "glove:x", "--run-dir", str(tmp_path / "run"), *flags])
+        result = CliRunner().invoke(
+            search_tagger,
+            [
+                "--corpus",
+                "conll03",
+                "--data",
+                str(tmp_path / "data"),
+                "--embeddings",
+                "glove:x",
+                "--run-dir",
+                str(tmp_path / "run"),
+                *flags,
+            ],
+        )
     assert result.exit_code == 2 and result.stderr.startswith("error: ") and says in result.stderr
     assert result.stderr.count("\n") == 1 and not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name, value, says", [("epsilon_end", 3.0, "must be in [0, 1], got 3.0"),
-                                               ("epsilon_end", "0.1", "must be a number, got '0.1'"),
-                                               ("beta_lambda_end", 5.0, "not a setting of this method")])
+@pytest.mark.parametrize(
+    "name, value, says",
+    [
+        ("epsilon_end", 3.0, "must be in [0, 1], got 3.0"),
+        ("epsilon_end", "0.1", "must be a number, got '0.1'"),
+        ("beta_lambda_end", 5.0, "not a setting of this method"),
+    ],
+)
 def test_a_stored_setting_that_does_not_fit_names_the_file(lm_corpus, tmp_path, name, value, says):
     run = tmp_path / "run"
-    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "sdarts-rs", "--epochs", "1",
-                                            "--run-dir", str(run), *TINY])
+    result = CliRunner().invoke(
+        search_lm, ["--data", str(lm_corpus), "--method", "sdarts-rs", "--epochs", "1", "--run-dir", str(run), *TINY]
+    )
     assert result.exit_code == 0, result.output
     config = json.loads((run / "config.json").read_text())
     config["method_settings"][name] = value
@@ -268,8 +371,12 @@ def test_a_stored_setting_that_does_not_fit_names_the_file(lm_corpus, tmp_path, 
 def test_a_run_stored_before_method_settings_resumes(lm_corpus, tmp_path):
     """A config.json of the flat SearchConfig fields alone (as runs stored them before method_settings) resumes."""
     run = tmp_path / "run"
-    assert CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(run),
-                                          *TINY]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(search_lm, ["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(run), *TINY])
+        .exit_code
+        == 0
+    )
     config = json.loads((run / "config.json").read_text())
     del config["method_settings"]
     (run / "config.json").write_text(json.dumps(config))
@@ -280,12 +387,32 @@ def test_a_run_stored_before_method_settings_resumes(lm_corpus, tmp_path):
 
 def test_config_of_a_run_gives_its_method_settings_and_a_flag_overrides_one(lm_corpus, tmp_path):
     first = tmp_path / "first"
-    assert CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "beta-darts", "--beta-lambda-end", "5",
-                                          "--epochs", "1", "--run-dir", str(first), *TINY]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(
+            search_lm,
+            [
+                "--data",
+                str(lm_corpus),
+                "--method",
+                "beta-darts",
+                "--beta-lambda-end",
+                "5",
+                "--epochs",
+                "1",
+                "--run-dir",
+                str(first),
+                *TINY,
+            ],
+        )
+        .exit_code
+        == 0
+    )
     for flags, expected in (([], 5.0), (["--beta-lambda-end", "7"], 7.0)):
         run = tmp_path / f"again{len(flags)}"
-        result = CliRunner().invoke(search_lm, ["--config", str(first / "config.json"), "--data", str(lm_corpus),
-                                                "--run-dir", str(run), *flags])
+        result = CliRunner().invoke(
+            search_lm, ["--config", str(first / "config.json"), "--data", str(lm_corpus), "--run-dir", str(run), *flags]
+        )
         assert result.exit_code == 0, result.output
         stored = json.loads((run / "config.json").read_text())
         assert stored["method"] == "beta-darts" and stored["method_settings"]["beta_lambda_end"] == expected
@@ -299,9 +426,18 @@ def test_a_resumed_tagging_search_equals_an_uninterrupted_one(tmp_path, method):
     from tagger.tagging_search_config import TaggingSearchConfig
 
     td.write_conll03(tmp_path / "data")
-    config = TaggingSearchConfig(corpus="conll03", data=str(tmp_path / "data"),
-                                 embeddings=f"glove:{td.write_vectors(tmp_path / 'vectors.txt')}", hidden_size=8,
-                                 nodes=3, batch_size=8, epochs=3, max_batches_per_epoch=3, seed=4, method=method)
+    config = TaggingSearchConfig(
+        corpus="conll03",
+        data=str(tmp_path / "data"),
+        embeddings=f"glove:{td.write_vectors(tmp_path / 'vectors.txt')}",
+        hidden_size=8,
+        nodes=3,
+        batch_size=8,
+        epochs=3,
+        max_batches_per_epoch=3,
+        seed=4,
+        method=method,
+    )
     corpus, embeddings = load_corpus("conll03", tmp_path / "data"), build_embeddings(config.embeddings)
     whole = TaggingSearch(config, RunDir(tmp_path / "whole"), corpus, embeddings)
     whole.start()

@@ -1,4 +1,5 @@
 """The tagger's reprojection skips the padding's products and gives flair's linear layer's numbers."""
+
 import pytest
 import torch
 from flair.models import SequenceTagger
@@ -37,8 +38,9 @@ def test_outputs_and_gradients_equal_the_linear_layers(monkeypatch, rows):
 
 
 @pytest.mark.parametrize("rows, multiplied", [(1, 8), (4, 8), (5, 10), (64, 12)])
-def test_products_are_formed_for_the_rows_that_are_not_zero_and_a_few_more_so_shapes_repeat(monkeypatch, rows,
-                                                                                           multiplied):
+def test_products_are_formed_for_the_rows_that_are_not_zero_and_a_few_more_so_shapes_repeat(
+    monkeypatch, rows, multiplied
+):
     monkeypatch.setattr(reprojection_module, "ROWS", rows)
     layer = skipping_padding(torch.nn.Linear(6, 5))
     seen = []

@@ -1,5 +1,4 @@
 import os
-import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -28,9 +27,28 @@ def test_train_charlm_gives_a_pt_that_flair_embeddings_loads_and_embeds(tiny_tex
     from flair.embeddings import FlairEmbeddings
 
     out = tmp_path / "fwd"
-    result = CliRunner().invoke(train_charlm, ["--data", str(tiny_text), "--direction", "forward", "--run-dir", str(out),
-                                               "--hidden", "16", "--embedding", "8", "--epochs", "1",
-                                               "--batch-size", "8", "--seq-len", "30"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        train_charlm,
+        [
+            "--data",
+            str(tiny_text),
+            "--direction",
+            "forward",
+            "--run-dir",
+            str(out),
+            "--hidden",
+            "16",
+            "--embedding",
+            "8",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--seq-len",
+            "30",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     assert "bits per character" in result.output
     for lm in (FlairEmbeddings(str(out / "best-lm.pt")).lm, load_charlm(out / "best-lm.pt")):
@@ -51,8 +69,10 @@ def test_train_charlm_on_the_cpu_where_cuda_is_available_is_one_line_naming_the_
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     args = ["--data", str(tiny_text), "--direction", "forward", "--run-dir", str(tmp_path / "fwd"), "--epochs", "1"]
     result = CliRunner().invoke(train_charlm, [*args, "--device", "cpu"])
-    assert result.exit_code == 2 and result.output == ("error: --device cpu: flair's LanguageModelTrainer refuses to "
-                                                       "train on the CPU where CUDA is available; use --device cuda\n")
+    assert result.exit_code == 2 and result.output == (
+        "error: --device cpu: flair's LanguageModelTrainer refuses to "
+        "train on the CPU where CUDA is available; use --device cuda\n"
+    )
     assert not (tmp_path / "fwd").exists()
 
 
@@ -100,8 +120,11 @@ def test_train_wordvec_writes_glove_text_the_vectors_reader_accepts(tiny_text, t
     from gensim.models import KeyedVectors
 
     out = tmp_path / "vectors.txt"
-    result = CliRunner().invoke(train_wordvec, ["--data", str(tiny_text), "--out", str(out), "--dim", "12",
-                                                "--epochs", "2"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        train_wordvec,
+        ["--data", str(tiny_text), "--out", str(out), "--dim", "12", "--epochs", "2"],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     first = out.read_text().splitlines()[0].split()
     assert len(first) == 13  # no header: a word and 12 numbers
@@ -110,8 +133,18 @@ def test_train_wordvec_writes_glove_text_the_vectors_reader_accepts(tiny_text, t
 
 
 def test_missing_corpus_is_one_line_and_exit_2(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "bin" / "train-wordvec"), "--data", str(tmp_path / "no.txt"),
-                           "--out", str(tmp_path / "v.txt")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bin" / "train-wordvec"),
+            "--data",
+            str(tmp_path / "no.txt"),
+            "--out",
+            str(tmp_path / "v.txt"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2 and proc.stderr == f"error: {tmp_path / 'no.txt'}: no such file\n"
     assert not (tmp_path / "v.txt").exists()
 

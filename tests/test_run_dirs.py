@@ -1,10 +1,10 @@
 """Run directories: nothing half-written, logs read tolerantly, tagger resume, reruns from config.json."""
+
 from __future__ import annotations
 
 import json
 import logging
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,10 +19,40 @@ from conftest import write_lm_corpus
 from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm
 
-TINY_SEARCH = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-               "--eval-batch-size", "2", "--max-batches-per-epoch", "3", "--lr", "2", "--epochs", "1"]
-TINY_LM = ["--emsize", "12", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
-           "--max-batches-per-epoch", "3", "--epochs", "1"]
+TINY_SEARCH = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "3",
+    "--lr",
+    "2",
+    "--epochs",
+    "1",
+]
+TINY_LM = [
+    "--emsize",
+    "12",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "3",
+    "--epochs",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +72,8 @@ def test_a_torn_last_log_line_is_left_out_with_a_warning_and_trimmed_away(tmp_pa
     with caplog.at_level(logging.WARNING):
         assert run.read_log() == [{"epoch": 1, "valid_ppl": 10.0}, {"epoch": 2, "valid_ppl": 5.0}]
     assert [r.getMessage() for r in caplog.records] == [
-        f"warning: {tmp_path / 'log.jsonl'}: line 3 is torn (the run was killed while writing it); left out"]
+        f"warning: {tmp_path / 'log.jsonl'}: line 3 is torn (the run was killed while writing it); left out"
+    ]
     run.trim_log(1)  # a resume from the checkpoint of epoch 1
     assert (tmp_path / "log.jsonl").read_text() == '{"epoch": 1, "valid_ppl": 10.0}\n'
 
@@ -57,7 +88,9 @@ def test_plot_search_draws_a_run_whose_last_log_line_is_torn(corpus, tmp_path):
     from nas.cli.plot_search import main as plot_search
 
     run_dir = tmp_path / "run"
-    assert CliRunner().invoke(search_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_SEARCH]).exit_code == 0
+    assert (
+        CliRunner().invoke(search_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_SEARCH]).exit_code == 0
+    )
     with open(run_dir / "log.jsonl", "a", encoding="utf-8") as handle:
         handle.write('{"epoch": 2, "al')
     result = CliRunner().invoke(plot_search, [str(run_dir), "--out", str(tmp_path / "plots")])
@@ -126,8 +159,9 @@ def test_config_json_names_absolute_paths_and_reruns_with_flags_given_winning(co
 
     monkeypatch.chdir(tmp_path)
     again = tmp_path / "again"
-    result = CliRunner().invoke(train_lm, ["--config", str(first / "config.json"), "--run-dir", str(again),
-                                           "--bptt", "6"])
+    result = CliRunner().invoke(
+        train_lm, ["--config", str(first / "config.json"), "--run-dir", str(again), "--bptt", "6"]
+    )
     assert result.exit_code == 0, result.output
     rerun = json.loads((again / "config.json").read_text())
     assert {k for k in stored if stored[k] != rerun[k]} - {"command"} == {"bptt"} and rerun["bptt"] == 6
@@ -136,8 +170,9 @@ def test_config_json_names_absolute_paths_and_reruns_with_flags_given_winning(co
 def test_a_search_reruns_from_its_config_with_another_method(corpus, tmp_path):
     first = tmp_path / "first"
     assert CliRunner().invoke(search_lm, ["--data", str(corpus), "--run-dir", str(first), *TINY_SEARCH]).exit_code == 0
-    result = CliRunner().invoke(search_lm, ["--config", str(first / "config.json"), "--method", "idarts",
-                                            "--run-dir", str(tmp_path / "idarts")])
+    result = CliRunner().invoke(
+        search_lm, ["--config", str(first / "config.json"), "--method", "idarts", "--run-dir", str(tmp_path / "idarts")]
+    )
     assert result.exit_code == 0, result.output
     rerun = json.loads((tmp_path / "idarts" / "config.json").read_text())
     assert rerun["method"] == "idarts" and rerun["nodes"] == 3 and rerun["train"] == str(corpus / "ptb.train.txt")
@@ -154,8 +189,18 @@ def test_a_config_that_is_not_json_is_refused_naming_the_line(tmp_path):
 # -- the tagger ---------------------------------------------------------------------------------
 
 # cell_init darts: at these tiny sizes and seed, its dev F1 falls at epoch 3, which the resume tests need
-TAGGER = dict(corpus="conll03", hidden_size=8, batch_size=8, lr=0.5, patience=0, anneal_factor=0.5, seed=1,
-              max_epochs=3, cell_init="darts", save_final_model=True)
+TAGGER = dict(
+    corpus="conll03",
+    hidden_size=8,
+    batch_size=8,
+    lr=0.5,
+    patience=0,
+    anneal_factor=0.5,
+    seed=1,
+    max_epochs=3,
+    cell_init="darts",
+    save_final_model=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +219,11 @@ def tagging(tmp_path_factory):
     data = generate(root / "data", seed=0, train=80, dev=30, test=30, lm_lines=50, raw_paragraphs=2)
     vectors = td.label_vectors(data / "iob2" / "train.txt", root / "vectors.txt")
     config = TaggerConfig(data=str(data / "conll03"), embeddings=f"glove:{vectors}", **TAGGER)
-    corpus, embeddings, genotype = load_corpus("conll03", data / "conll03"), build_embeddings(config.embeddings), \
-        load("darts_v2")
+    corpus, embeddings, genotype = (
+        load_corpus("conll03", data / "conll03"),
+        build_embeddings(config.embeddings),
+        load("darts_v2"),
+    )
     train_runs(config, corpus, embeddings, genotype, root / "straight")
     return root, config, corpus, embeddings, genotype
 
@@ -191,7 +239,8 @@ def _weights(path: Path) -> dict:
 
 
 def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_unfinished_meanwhile(
-        tagging, restore_flair_logging):
+    tagging, restore_flair_logging
+):
     from tagger.cli.evaluate import main as evaluate
     from tagger.cli.tag import main as tag
     from tagger.train import train_runs
@@ -213,8 +262,9 @@ def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_u
     tagged = CliRunner().invoke(tag, ["--model", str(cut), str(text)])
     assert tagged.exit_code == 0, tagged.output
     assert f"warning: {cut}: saved after epoch 2 by a training that has not finished" in tagged.stderr
-    scored = CliRunner().invoke(evaluate, ["--model", str(cut), "--corpus", "conll03", "--data", config.data,
-                                           "--out", str(root / "eval")])
+    scored = CliRunner().invoke(
+        evaluate, ["--model", str(cut), "--corpus", "conll03", "--data", config.data, "--out", str(root / "eval")]
+    )
     assert scored.exit_code == 0 and "by a training that has not finished" in scored.stderr
 
     train_runs(config, corpus, embeddings, genotype, cut, resume=True)
@@ -222,7 +272,10 @@ def test_tagger_stopped_after_epoch_2_resumes_to_the_same_models_and_is_marked_u
     assert _loss_rows(cut) == _loss_rows(straight)
     for name in ("best-model.pt", "final-model.pt"):
         assert all(torch.equal(a, b) for a, b in zip(_weights(cut / name).values(), _weights(straight / name).values()))
-    assert json.loads((cut / "metrics.json").read_text())["test"] == json.loads((straight / "metrics.json").read_text())["test"]
+    assert (
+        json.loads((cut / "metrics.json").read_text())["test"]
+        == json.loads((straight / "metrics.json").read_text())["test"]
+    )
     tagged = CliRunner().invoke(tag, ["--model", str(cut), str(text)])
     assert tagged.exit_code == 0 and "warning" not in tagged.stderr
 
@@ -239,7 +292,10 @@ def test_tagger_resume_without_a_checkpoint_starts_afresh(tagging, restore_flair
     result = CliRunner().invoke(train_tagger, ["--resume", str(cut)])
     assert result.exit_code == 0, result.output
     assert _loss_rows(cut) == _loss_rows(straight) and "earlier attempt" not in (cut / "training.log").read_text()
-    assert json.loads((cut / "metrics.json").read_text())["test"] == json.loads((straight / "metrics.json").read_text())["test"]
+    assert (
+        json.loads((cut / "metrics.json").read_text())["test"]
+        == json.loads((straight / "metrics.json").read_text())["test"]
+    )
     finished = CliRunner().invoke(train_tagger, ["--resume", str(cut)])
     assert finished.exit_code == 2 and "the training is finished (metrics.json); nothing to resume" in finished.stderr
 
@@ -265,14 +321,16 @@ def _header(folder: Path) -> str:
     return (folder / "loss.tsv").read_text().splitlines()[0] + "\n"
 
 
-def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory(tagging, monkeypatch,
-                                                                                  restore_flair_logging):
+def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory(
+    tagging, monkeypatch, restore_flair_logging
+):
     from nas.fast import gemm
     from tagger.cli.train_tagger import main as train_tagger
     from tagger.model import CellTagger
 
     root, config, *_ = tagging
     args = ["--config", str(root / "straight" / "config.json"), "--max-epochs", "1", "--run-dir", str(root / "failing")]
+
     def boom(*args, **kwargs):
         raise RuntimeError("boom")
 
@@ -283,9 +341,11 @@ def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory
     again = CliRunner().invoke(train_tagger, args)  # the same command, the same directory
     assert again.exit_code == 0, again.output
     stored = json.loads((root / "failing" / "config.json").read_text())
-    assert {k: v for k, v in stored.items() if k not in ("command", "max_epochs", "gemm", "backend")} == \
-        {k: v for k, v in json.loads((root / "straight" / "config.json").read_text()).items()
-         if k not in ("command", "max_epochs", "gemm", "backend")}
+    assert {k: v for k, v in stored.items() if k not in ("command", "max_epochs", "gemm", "backend")} == {
+        k: v
+        for k, v in json.loads((root / "straight" / "config.json").read_text()).items()
+        if k not in ("command", "max_epochs", "gemm", "backend")
+    }
     assert stored["gemm"] == gemm.host_backend()  # the straight run's auto (tagger.train, as a library), resolved
     assert stored["backend"] == "cpu-fused"  # the same: auto on a CPU
     assert Path(stored["data"]).is_absolute() and Path(stored["embeddings"].split(":")[1]).is_absolute()
@@ -295,14 +355,29 @@ def test_a_tagger_run_that_fails_before_its_first_checkpoint_leaves_no_directory
 
 
 def test_train_charlm_failing_before_its_first_model_leaves_nothing_and_reruns_from_its_config(
-        tmp_path, monkeypatch, restore_flair_logging):
+    tmp_path, monkeypatch, restore_flair_logging
+):
     import tagger.charlm
     from tagger.cli.train_charlm import main as train_charlm
     from tagger.synthetic import generate
 
-    text = generate(tmp_path / "syn", seed=3, train=5, dev=5, test=5, lm_lines=300, raw_paragraphs=1) / "lm" / "train.txt"
-    small = ["--data", str(text), "--direction", "forward", "--hidden", "8", "--embedding", "4", "--batch-size", "8",
-             "--seq-len", "30"]
+    text = (
+        generate(tmp_path / "syn", seed=3, train=5, dev=5, test=5, lm_lines=300, raw_paragraphs=1) / "lm" / "train.txt"
+    )
+    small = [
+        "--data",
+        str(text),
+        "--direction",
+        "forward",
+        "--hidden",
+        "8",
+        "--embedding",
+        "4",
+        "--batch-size",
+        "8",
+        "--seq-len",
+        "30",
+    ]
 
     def crash(self, base_path, **kwargs):
         (Path(base_path) / "training.log").write_text("started")
@@ -315,8 +390,10 @@ def test_train_charlm_failing_before_its_first_model_leaves_nothing_and_reruns_f
 
     ok = CliRunner().invoke(train_charlm, [*small, "--epochs", "1", "--run-dir", str(tmp_path / "a")])
     assert ok.exit_code == 0, ok.output
-    again = CliRunner().invoke(train_charlm, ["--config", str(tmp_path / "a" / "config.json"), "--run-dir",
-                                              str(tmp_path / "b"), "--direction", "backward"])
+    again = CliRunner().invoke(
+        train_charlm,
+        ["--config", str(tmp_path / "a" / "config.json"), "--run-dir", str(tmp_path / "b"), "--direction", "backward"],
+    )
     assert again.exit_code == 0, again.output
     a, b = (json.loads((tmp_path / d / "config.json").read_text()) for d in ("a", "b"))
     assert {k for k in a if a[k] != b[k]} - {"command"} == {"direction"} and a["data"] == str(text)

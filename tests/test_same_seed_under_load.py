@@ -6,6 +6,7 @@ timing both at run time, so a neighbour process that took the core during a timi
 and the run. Now the choice is a rule of the `--gemm` setting and the shape (`nas.fast.gemm`), recorded
 in config.json and kept on `--resume`.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,26 @@ from nas.common.files import safe_torch_load
 TIMES = ("seconds", "tokens_per_s", "elapsed")
 # Sizes at which the decoder's products (160 rows × 16 × 1,000 words) run on oneDNN under its rule, the
 # cell's small ones on torch.mm: both backends are in play.
-ARGS = ["--cell", "darts_v2", "--seed", "1", "--emsize", "16", "--nhid", "16", "--batch-size", "16", "--bptt", "10",
-        "--epochs", "2", "--max-batches-per-epoch", "30", "--threads", "1"]
+ARGS = [
+    "--cell",
+    "darts_v2",
+    "--seed",
+    "1",
+    "--emsize",
+    "16",
+    "--nhid",
+    "16",
+    "--batch-size",
+    "16",
+    "--bptt",
+    "10",
+    "--epochs",
+    "2",
+    "--max-batches-per-epoch",
+    "30",
+    "--threads",
+    "1",
+]
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
 
@@ -37,16 +56,40 @@ def _pinned() -> None:
 
 def _train(corpus: Path, run_dir: Path, *extra: str) -> dict:
     """A pinned bin/train-lm run: its logged records and metrics less their times, its best model's weights."""
-    proc = subprocess.run([sys.executable, "-c", "import nas.cli.train_lm as m; m.main()", "--data", str(corpus),
-                           "--run-dir", str(run_dir), *ARGS, *extra], capture_output=True, text=True, timeout=600,
-                          cwd=REPO, env=_env(), preexec_fn=_pinned)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import nas.cli.train_lm as m; m.main()",
+            "--data",
+            str(corpus),
+            "--run-dir",
+            str(run_dir),
+            *ARGS,
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+        env=_env(),
+        preexec_fn=_pinned,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    log = [{k: v for k, v in json.loads(line).items() if k not in TIMES}
-           for line in (run_dir / "log.jsonl").read_text().splitlines()]
-    metrics = {k: v for k, v in json.loads((run_dir / "metrics.json").read_text()).items() if k not in ("seconds", "model")}
+    log = [
+        {k: v for k, v in json.loads(line).items() if k not in TIMES}
+        for line in (run_dir / "log.jsonl").read_text().splitlines()
+    ]
+    metrics = {
+        k: v for k, v in json.loads((run_dir / "metrics.json").read_text()).items() if k not in ("seconds", "model")
+    }
     weights = safe_torch_load(run_dir / "best.pt", "cpu")["state_dict"]
-    return {"log": log, "metrics": metrics, "weights": weights,
-            "gemm": json.loads((run_dir / "config.json").read_text())["gemm"]}
+    return {
+        "log": log,
+        "metrics": metrics,
+        "weights": weights,
+        "gemm": json.loads((run_dir / "config.json").read_text())["gemm"],
+    }
 
 
 def _same(a: dict, b: dict) -> None:
@@ -87,7 +130,10 @@ def test_a_resume_runs_the_products_of_the_stored_rule_and_refuses_another(tmp_p
     assert {p.name: p.read_bytes() for p in cut.iterdir()} == before
     resumed = run("nas.cli.train_lm", ["--resume", str(cut)])
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    log = [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in (cut / "log.jsonl").read_text().splitlines()]
+    log = [
+        {k: v for k, v in json.loads(line).items() if k not in TIMES}
+        for line in (cut / "log.jsonl").read_text().splitlines()
+    ]
     assert log == whole["log"]
     weights = safe_torch_load(cut / "best.pt", "cpu")["state_dict"]
     assert all(torch.equal(weights[k], whole["weights"][k]) for k in weights)

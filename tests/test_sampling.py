@@ -1,4 +1,5 @@
 """nas.methods.sampling and bin/sample-cells: uniform draws from the search space, and cells that load and train."""
+
 from __future__ import annotations
 
 import json
@@ -34,8 +35,11 @@ def chi_square_p(counts: list[int]) -> float:
     """
     n, k = sum(counts), len(counts)
     x = sum((c - n / k) ** 2 / (n / k) for c in counts)
-    return float(torch.special.gammaincc(torch.tensor((k - 1) / 2, dtype=torch.float64),
-                                         torch.tensor(x / 2, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(
+            torch.tensor((k - 1) / 2, dtype=torch.float64), torch.tensor(x / 2, dtype=torch.float64)
+        )
+    )
 
 
 def test_chi_square_p_value_against_known_values():
@@ -44,8 +48,11 @@ def test_chi_square_p_value_against_known_values():
     assert chi_square_p([1100, 1000, 900]) == pytest.approx(math.exp(-10), rel=1e-9)
     # 1 and 3 degrees of freedom at the tabulated critical values 3.841 (5%) and 11.345 (1%)
     for df, critical, p in ((1, 3.841458820694124, 0.05), (3, 11.344866730144373, 0.01)):
-        assert float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64),
-                                             torch.tensor(critical / 2, dtype=torch.float64))) == pytest.approx(p, rel=1e-9)
+        assert float(
+            torch.special.gammaincc(
+                torch.tensor(df / 2, dtype=torch.float64), torch.tensor(critical / 2, dtype=torch.float64)
+            )
+        ) == pytest.approx(p, rel=1e-9)
     # the tests below reject a 6% tilt of 20,000 draws at their level 1%/26: x = (300² + 300²) / 5000 = 36 on 3 df
     assert chi_square_p([5300, 5000, 5000, 4700]) < 0.01 / 26
 
@@ -72,13 +79,17 @@ def test_every_choice_of_the_space_is_drawn_uniformly(rng):
         for i in range(1, space.inter_nodes + 1):
             inputs = [g.inter[gate][i - 1] for g in draws]
             tests[f"{gate} node {i} ops"] = _uniform_counts(Counter(n[0][0] for n in inputs), list(CANDIDATE_OPS))
-            tests[f"{gate} node {i} predecessors"] = _uniform_counts(Counter(n[0][1] for n in inputs),
-                                                                    predecessors(space.history, i))
+            tests[f"{gate} node {i} predecessors"] = _uniform_counts(
+                Counter(n[0][1] for n in inputs), predecessors(space.history, i)
+            )
     tests["attention"] = _uniform_counts(Counter(g.attention for g in draws), list(ATTENTION_TYPES))
     assert {g.inter["history"] for g in draws} == {3} and {g.concat for g in draws} == {tuple(range(1, 9))}
     single = {name: counts for name, counts in tests.items() if len(counts) == 1}
-    assert single == {"cell node 1 predecessors": [DRAWS], "f node 1 predecessors": [DRAWS],
-                      "g node 1 predecessors": [DRAWS]}  # node 1 reads s0 / its own history vector only
+    assert single == {
+        "cell node 1 predecessors": [DRAWS],
+        "f node 1 predecessors": [DRAWS],
+        "g node 1 predecessors": [DRAWS],
+    }  # node 1 reads s0 / its own history vector only
     assert len(tests) - len(single) == 26
     level = 0.01 / 26
     for name, counts in tests.items():
@@ -89,8 +100,13 @@ def test_every_choice_of_the_space_is_drawn_uniformly(rng):
 def test_the_space_is_the_search_space_by_default():
     search = SearchConfig()
     space = Space()
-    assert (space.nodes, space.history, space.inter_nodes, space.gate_squash, space.gate_size_match) == \
-        (search.nodes, search.history, search.inter_nodes, search.gate_squash, search.gate_size_match)
+    assert (space.nodes, space.history, space.inter_nodes, space.gate_squash, space.gate_size_match) == (
+        search.nodes,
+        search.history,
+        search.inter_nodes,
+        search.gate_squash,
+        search.gate_size_match,
+    )
     assert CANDIDATE_OPS == ("identity", "tanh", "relu", "sigmoid")
     plain = sample(space, random.Random(1))
     assert plain.inter is None and plain.attention is None and plain.steps == 8
@@ -105,8 +121,11 @@ def test_a_seed_gives_one_sequence_of_cells_whatever_the_count():
     assert random_cells(space, 8, 3) != three
     for index, cell in enumerate(five, start=1):
         assert loads(cell.dumps()) == cell and cell.name == f"random_7_{index}"
-        assert {k: cell.provenance[k] for k in ("method", "seed", "index")} == {"method": "random", "seed": 7,
-                                                                                "index": index}
+        assert {k: cell.provenance[k] for k in ("method", "seed", "index")} == {
+            "method": "random",
+            "seed": 7,
+            "index": index,
+        }
 
 
 def _run(args: list[str]):
@@ -126,15 +145,19 @@ def test_sample_cells_writes_n_loadable_files_and_the_same_seed_reproduces_them(
         assert cell.steps == 4 and cell.inter is not None and cell.attention in ATTENTION_TYPES
         provenance = cell.provenance
         assert provenance["seed"] == 5 and provenance["index"] == index
-        assert provenance["space"] == {"nodes": 4, "ops": ["identity", "tanh", "relu", "sigmoid"],
-                                       "inter": {"history": 3, "inter_nodes": 3, "gate_squash": "sigmoid",
-                                                 "gate_size_match": "project"},
-                                       "attention": ["dot", "multihead"]}
+        assert provenance["space"] == {
+            "nodes": 4,
+            "ops": ["identity", "tanh", "relu", "sigmoid"],
+            "inter": {"history": 3, "inter_nodes": 3, "gate_squash": "sigmoid", "gate_size_match": "project"},
+            "attention": ["dot", "multihead"],
+        }
         assert provenance["command"].startswith("bin/sample-cells") and provenance["toolkit_version"]
         assert provenance["date"]
     first = [json.loads(p.read_text()) for p in paths]
     again = tmp_path / "again"
-    assert _run(["--n", "3", "--seed", "5", "--out", str(again), "--nodes", "4", "--inter", "--attention"]).exit_code == 0
+    assert (
+        _run(["--n", "3", "--seed", "5", "--out", str(again), "--nodes", "4", "--inter", "--attention"]).exit_code == 0
+    )
     for before, path in zip(first, paths):
         after = json.loads((again / path.name).read_text())
         for data in (before, after):
@@ -144,10 +167,13 @@ def test_sample_cells_writes_n_loadable_files_and_the_same_seed_reproduces_them(
     assert [load(again / f"random_6_{i}.json") for i in (1, 2, 3)] != cells
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--n", "0"], "error: --n: must be in [1, 1000000], got 0"),
-    (["--n", "2", "--nodes", "0"], "error: --nodes: must be in [1, 32], got 0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--n", "0"], "error: --n: must be in [1, 1000000], got 0"),
+        (["--n", "2", "--nodes", "0"], "error: --nodes: must be in [1, 32], got 0"),
+    ],
+)
 def test_sample_cells_refuses_bad_counts_with_one_line(tmp_path, args, message):
     out = tmp_path / "cells"
     result = _run([*args, "--seed", "1", "--out", str(out)])
@@ -162,13 +188,35 @@ def test_sample_cells_help_does_not_import_torch():
 
 def test_a_random_cell_with_gates_and_attention_trains_in_the_language_model(tmp_path):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=60, other_lines=20)
-    assert _run(["--n", "1", "--seed", "3", "--out", str(tmp_path), "--nodes", "3", "--inter",
-                 "--attention"]).exit_code == 0
+    assert (
+        _run(["--n", "1", "--seed", "3", "--out", str(tmp_path), "--nodes", "3", "--inter", "--attention"]).exit_code
+        == 0
+    )
     cell = tmp_path / "random_3_1.json"
     run = tmp_path / "lm"
-    result = CliRunner().invoke(train_lm, ["--cell", str(cell), "--data", str(corpus), "--run-dir", str(run),
-                                           "--emsize", "8", "--batch-size", "4", "--bptt", "6", "--epochs", "1",
-                                           "--max-batches-per-epoch", "1", "--eval-batches", "1"])
+    result = CliRunner().invoke(
+        train_lm,
+        [
+            "--cell",
+            str(cell),
+            "--data",
+            str(corpus),
+            "--run-dir",
+            str(run),
+            "--emsize",
+            "8",
+            "--batch-size",
+            "4",
+            "--bptt",
+            "6",
+            "--epochs",
+            "1",
+            "--max-batches-per-epoch",
+            "1",
+            "--eval-batches",
+            "1",
+        ],
+    )
     assert result.exit_code == 0, result.output
     _, stored = load_model_file(run / "best.pt")
     trained = loads(json.dumps(stored["spec"]["genotype"]))

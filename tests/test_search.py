@@ -1,7 +1,6 @@
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,24 @@ from nas.runs.search import Searcher
 from nas.cells.search_cell import SearchRNN
 
 REPO = Path(__file__).resolve().parent.parent
-TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-        "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]
+TINY = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "6",
+    "--lr",
+    "2",
+]
 
 
 def run_cli(args):
@@ -78,9 +93,26 @@ def test_eval_mode_normalises_each_state_as_training_did(fused):
 @pytest.mark.parametrize("order", ["1", "2"])
 def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, order):
     out = tmp_path / "cell.json"
-    result = run_cli(["--data", str(lm_corpus), "--method", method, "--order", order, "--epochs", "2",
-                      "--run-dir", str(tmp_path / "run"), "--out", str(out), "--seed", "3", *TINY,
-                      *(["--top-n", "2"] if method == "idarts" else [])])  # darts refuses it: no effect there
+    result = run_cli(
+        [
+            "--data",
+            str(lm_corpus),
+            "--method",
+            method,
+            "--order",
+            order,
+            "--epochs",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+            "--seed",
+            "3",
+            *TINY,
+            *(["--top-n", "2"] if method == "idarts" else []),
+        ]
+    )  # darts refuses it: no effect there
     assert result.exit_code == 0, result.output
     geno = genotype.load(out)
     assert geno.steps == 3
@@ -98,10 +130,16 @@ def test_two_epoch_search_writes_a_valid_genotype(lm_corpus, tmp_path, method, o
 
 def _searcher(lm_corpus, run_dir, epochs=2, **settings):
     paths = find_splits(lm_corpus)
-    small = dict(emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2, max_batches_per_epoch=6,
-                 lr=2.0, order=2)
-    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                          epochs=epochs, **{**small, **settings})
+    small = dict(
+        emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2, max_batches_per_epoch=6, lr=2.0, order=2
+    )
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        epochs=epochs,
+        **{**small, **settings},
+    )
     run = RunDir(run_dir)
     return config, run, Searcher(config, run, Corpus.load(paths))
 
@@ -171,7 +209,9 @@ def test_bf16_search_steps_in_bf16_and_moves_alpha_as_fp32_does(lm_corpus, tmp_p
     alphas = {}
     for precision in ("fp32", "bf16"):
         # hessian_iterations=0: the health pass (nas.runs.health) is fp32 with gradients on purpose, outside the steps
-        _, run, searcher = _searcher(lm_corpus, tmp_path / precision, epochs=1, precision=precision, hessian_iterations=0)
+        _, run, searcher = _searcher(
+            lm_corpus, tmp_path / precision, epochs=1, precision=precision, hessian_iterations=0
+        )
         run.start({})
         seen = set()  # (dtype of the logits, grad enabled): training steps and evaluation
         searcher.model.decoder.register_forward_hook(lambda m, i, out: seen.add((out.dtype, torch.is_grad_enabled())))
@@ -202,12 +242,12 @@ def test_nan_loss_stops_keeps_the_last_good_checkpoint_and_writes_no_genotype(lm
     assert not (tmp_path / "run" / "genotype.json").exists()
 
 
-
 def test_a_search_that_diverges_on_validation_warns_and_writes_strict_json(lm_corpus, tmp_path, monkeypatch):
     monkeypatch.setattr("nas.methods.base.Validation.full", lambda self: float("nan"))
     out = tmp_path / "cell.json"
-    result = run_cli(["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(tmp_path / "run"),
-                      "--out", str(out), *TINY])
+    result = run_cli(
+        ["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(tmp_path / "run"), "--out", str(out), *TINY]
+    )
     assert result.exit_code == 0, result.output
     assert "warning: the search's last validation perplexity is not finite" in result.output
 
@@ -217,19 +257,23 @@ def test_a_search_that_diverges_on_validation_warns_and_writes_strict_json(lm_co
     assert json.loads(out.read_text(), parse_constant=refuse)["provenance"]["search_valid_ppl"] is None
     assert genotype.load(out).steps == 3
 
+
 def write(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     return path
 
 
-@pytest.mark.parametrize("case,expected", [
-    ("missing_dir", "no such directory"),
-    ("missing_split", "no test split"),
-    ("empty", "empty corpus"),
-    ("short", "shorter than one batch of"),
-    ("not_utf8", "line 2: bytes that are not UTF-8"),
-])
+@pytest.mark.parametrize(
+    "case,expected",
+    [
+        ("missing_dir", "no such directory"),
+        ("missing_split", "no test split"),
+        ("empty", "empty corpus"),
+        ("short", "shorter than one batch of"),
+        ("not_utf8", "line 2: bytes that are not UTF-8"),
+    ],
+)
 def test_bad_corpora_give_one_line_and_exit_2(tmp_path, lm_corpus, case, expected):
     data = tmp_path / "bad"
     if case != "missing_dir":
@@ -250,8 +294,11 @@ def test_bad_corpora_give_one_line_and_exit_2(tmp_path, lm_corpus, case, expecte
 
 
 def test_the_command_prints_no_traceback(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "bin" / "search-lm"), "--data", str(tmp_path / "nope")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bin" / "search-lm"), "--data", str(tmp_path / "nope")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert proc.stderr == f"error: {tmp_path / 'nope'}: no such directory\n"
 
@@ -259,8 +306,10 @@ def test_the_command_prints_no_traceback(tmp_path):
 def test_nas_commands_import_no_torch_before_their_work_starts():
     """--help and a flag error must not wait for torch: the command modules import it only in their body."""
     commands = ["search_lm", "train_lm", "eval_lm", "compare_words", "plot_search", "plot_cell", "sample_cells"]
-    code = (f"import sys; [__import__('nas.cli.' + c) for c in {commands}]; "
-            "print(sorted(m for m in ('torch', 'matplotlib', 'flair') if m in sys.modules))")
+    code = (
+        f"import sys; [__import__('nas.cli.' + c) for c in {commands}]; "
+        "print(sorted(m for m in ('torch', 'matplotlib', 'flair') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

@@ -1,5 +1,6 @@
 """The tagging search on the bilevel loop of the LM search (nas.runs.bilevel): its Hessian eigenvalue
 against the exact Hessian, DARTS-ES, the flags' errors, and the call order both tasks share."""
+
 import json
 from unittest import mock
 
@@ -31,9 +32,27 @@ def data(tmp_path_factory):
 
 def flags(data, run, *more) -> list[str]:
     folder, vectors = data
-    return ["--corpus", "conll03", "--data", str(folder), "--embeddings", f"glove:{vectors}", "--hidden-size", "8",
-            "--nodes", "3", "--batch-size", "8", "--max-batches-per-epoch", "3", "--seed", "4", "--run-dir", str(run),
-            *more]
+    return [
+        "--corpus",
+        "conll03",
+        "--data",
+        str(folder),
+        "--embeddings",
+        f"glove:{vectors}",
+        "--hidden-size",
+        "8",
+        "--nodes",
+        "3",
+        "--batch-size",
+        "8",
+        "--max-batches-per-epoch",
+        "3",
+        "--seed",
+        "4",
+        "--run-dir",
+        str(run),
+        *more,
+    ]
 
 
 def read_log(run) -> list[dict]:
@@ -54,8 +73,9 @@ class CrfLossPerToken(nn.Module):
 
 def test_eigenvalue_each_epoch_is_the_exact_hessians_dominant_one(data, tmp_path, restore_flair_logging):
     run = tmp_path / "run"
-    result = CliRunner().invoke(search_tagger, flags(data, run, "--epochs", "2", "--arch-lr", "0.1",
-                                                     "--hessian-iterations", "300"))
+    result = CliRunner().invoke(
+        search_tagger, flags(data, run, "--epochs", "2", "--arch-lr", "0.1", "--hessian-iterations", "300")
+    )
     assert result.exit_code == 0, result.output
     log = read_log(run)
     assert [r["epoch"] for r in log] == [1, 2] and all(1 <= r["eigen_iterations"] <= 300 for r in log)
@@ -73,10 +93,11 @@ def test_eigenvalue_each_epoch_is_the_exact_hessians_dominant_one(data, tmp_path
     search.model.eval()
     alpha = search.layer.cell.alpha
     name = next(n for n, p in search.model.named_parameters() if p is alpha)
-    sentences = search.alpha_sentences[:config.batch_size]
+    sentences = search.alpha_sentences[: config.batch_size]
     loss = CrfLossPerToken(search.model)
     hessian = torch.autograd.functional.hessian(
-        lambda a: functional_call(loss, {f"tagger.{name}": a}, (sentences,)), alpha.detach().clone())
+        lambda a: functional_call(loss, {f"tagger.{name}": a}, (sentences,)), alpha.detach().clone()
+    )
     eigenvalues = torch.linalg.eigvalsh(hessian.reshape(alpha.numel(), alpha.numel()).double())
     expected = float(eigenvalues[eigenvalues.abs().argmax()])
     assert abs(expected) > 1e-6
@@ -88,9 +109,25 @@ def test_early_stop_derives_from_alpha_of_the_window_start(data, tmp_path, metho
     run = tmp_path / "run"
     growing = iter([(1.0, 3), (2.0, 3), (4.0, 3), (8.0, 3), (16.0, 3), (32.0, 3)])
     with mock.patch("nas.runs.bilevel.dominant_eigenvalue", lambda *a, **k: next(growing)):
-        result = CliRunner().invoke(search_tagger, flags(data, run, "--method", method, "--epochs", "6", "--arch-lr",
-                                                         "0.1", "--early-stop", "hessian", "--early-stop-window", "2",
-                                                         "--out", str(tmp_path / "cell.json")))
+        result = CliRunner().invoke(
+            search_tagger,
+            flags(
+                data,
+                run,
+                "--method",
+                method,
+                "--epochs",
+                "6",
+                "--arch-lr",
+                "0.1",
+                "--early-stop",
+                "hessian",
+                "--early-stop-window",
+                "2",
+                "--out",
+                str(tmp_path / "cell.json"),
+            ),
+        )
     assert result.exit_code == 0, result.output
     log = read_log(run)
     # epoch 4: mean(1, 2) / mean(4, 8) = 0.25 < 0.75, so the search stops there and derives from epoch 2
@@ -104,12 +141,15 @@ def test_early_stop_derives_from_alpha_of_the_window_start(data, tmp_path, metho
     assert "early stop (DARTS-ES)" in result.output
 
 
-@pytest.mark.parametrize("more, says", [
-    (["--method", "random", "--early-stop", "hessian"], "--early-stop: this method has no α"),
-    (["--early-stop", "hessian", "--hessian-iterations", "0"], "--early-stop hessian: needs the eigenvalue"),
-    (["--early-stop", "hessian", "--early-stop-ratio", "1.5"], "--early-stop-ratio"),
-    (["--early-stop-window", "3"], "--early-stop-window: only with --early-stop hessian"),
-])
+@pytest.mark.parametrize(
+    "more, says",
+    [
+        (["--method", "random", "--early-stop", "hessian"], "--early-stop: this method has no α"),
+        (["--early-stop", "hessian", "--hessian-iterations", "0"], "--early-stop hessian: needs the eigenvalue"),
+        (["--early-stop", "hessian", "--early-stop-ratio", "1.5"], "--early-stop-ratio"),
+        (["--early-stop-window", "3"], "--early-stop-window: only with --early-stop hessian"),
+    ],
+)
 def test_bad_health_flags_name_the_flag(data, tmp_path, more, says, restore_flair_logging):
     result = CliRunner().invoke(search_tagger, flags(data, tmp_path / "run", *more))
     assert result.exit_code == 2 and result.stderr.startswith("error: ") and says in result.stderr
@@ -125,6 +165,7 @@ def test_without_hessian_iterations_no_eigenvalue_is_logged(data, tmp_path, rest
 
 def calls_of(search, seen: list) -> None:
     """Record, on `search`, the calls the methods rely on the order of."""
+
     def spy(owner, name, tag):
         real = getattr(owner, name)
         setattr(owner, name, lambda *a, **k: seen.append(tag) or real(*a, **k))
@@ -141,15 +182,45 @@ def test_both_tasks_run_the_method_in_one_order(data, tmp_path, lm_corpus):
     """α step then weight step on every batch; after_batches once per epoch before validation, the log
     line and the checkpoint; --epochs in all: the order the regularised methods rely on."""
     folder, vectors = data
-    tagging = TaggingSearch(TaggingSearchConfig(corpus="conll03", data=str(folder), embeddings=f"glove:{vectors}",
-                                                hidden_size=8, nodes=3, batch_size=8, epochs=2, max_batches_per_epoch=3,
-                                                seed=4, method="beta-darts", hessian_iterations=2),
-                            RunDir(tmp_path / "tagging"), load_corpus("conll03", folder), build_embeddings(f"glove:{vectors}"))
+    tagging = TaggingSearch(
+        TaggingSearchConfig(
+            corpus="conll03",
+            data=str(folder),
+            embeddings=f"glove:{vectors}",
+            hidden_size=8,
+            nodes=3,
+            batch_size=8,
+            epochs=2,
+            max_batches_per_epoch=3,
+            seed=4,
+            method="beta-darts",
+            hessian_iterations=2,
+        ),
+        RunDir(tmp_path / "tagging"),
+        load_corpus("conll03", folder),
+        build_embeddings(f"glove:{vectors}"),
+    )
     tagging.start()
-    lm = Searcher.open(SearchConfig(train=str(lm_corpus / "ptb.train.txt"), valid=str(lm_corpus / "ptb.valid.txt"),
-                                    test=str(lm_corpus / "ptb.test.txt"), emsize=12, nhid=12, nodes=3, batch_size=4,
-                                    bptt=8, eval_batch_size=2, lr=2, epochs=2, max_batches_per_epoch=3,
-                                    method="beta-darts", hessian_iterations=2), RunDir(tmp_path / "lm"), False)
+    lm = Searcher.open(
+        SearchConfig(
+            train=str(lm_corpus / "ptb.train.txt"),
+            valid=str(lm_corpus / "ptb.valid.txt"),
+            test=str(lm_corpus / "ptb.test.txt"),
+            emsize=12,
+            nhid=12,
+            nodes=3,
+            batch_size=4,
+            bptt=8,
+            eval_batch_size=2,
+            lr=2,
+            epochs=2,
+            max_batches_per_epoch=3,
+            method="beta-darts",
+            hessian_iterations=2,
+        ),
+        RunDir(tmp_path / "lm"),
+        False,
+    )
     epoch = ["alpha", "weights"] * 3 + ["after_batches", "validation", "log", "checkpoint"]
     for search in (tagging, lm):
         seen = []

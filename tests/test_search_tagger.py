@@ -1,5 +1,6 @@
 """The search on the tagging task: it writes a genotype train-tagger trains, α moves on held-apart
 training sentences only, a resumed search equals an uninterrupted one, second order runs."""
+
 import json
 from collections import Counter
 from dataclasses import replace
@@ -28,8 +29,16 @@ def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("search-tagger")
     td.write_conll03(root / "data")
     vectors = td.write_vectors(root / "vectors.txt")
-    config = TaggingSearchConfig(corpus="conll03", data=str(root / "data"), embeddings=f"glove:{vectors}",
-                                 hidden_size=8, nodes=3, batch_size=8, epochs=2, seed=4)
+    config = TaggingSearchConfig(
+        corpus="conll03",
+        data=str(root / "data"),
+        embeddings=f"glove:{vectors}",
+        hidden_size=8,
+        nodes=3,
+        batch_size=8,
+        epochs=2,
+        seed=4,
+    )
     return root, config, load_corpus("conll03", root / "data"), build_embeddings(config.embeddings)
 
 
@@ -41,13 +50,33 @@ def search(setup, path, **changes) -> TaggingSearch:
 def test_found_cell_trains_with_train_tagger(setup, tmp_path, restore_flair_logging):
     root, config, _, _ = setup
     flags = ["--corpus", "conll03", "--data", config.data, "--embeddings", config.embeddings]
-    result = CliRunner().invoke(main, [*flags, "--hidden-size", "8", "--nodes", "3", "--batch-size", "8",
-                                       "--epochs", "2", "--run-dir", str(tmp_path / "run"), "--out",
-                                       str(tmp_path / "cell.json")])
+    result = CliRunner().invoke(
+        main,
+        [
+            *flags,
+            "--hidden-size",
+            "8",
+            "--nodes",
+            "3",
+            "--batch-size",
+            "8",
+            "--epochs",
+            "2",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(tmp_path / "cell.json"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     run = tmp_path / "run"
-    assert {p.name for p in run.iterdir()} == {"config.json", "log.jsonl", "metrics.json", "checkpoint.pt",
-                                               "genotype.json"}
+    assert {p.name for p in run.iterdir()} == {
+        "config.json",
+        "log.jsonl",
+        "metrics.json",
+        "checkpoint.pt",
+        "genotype.json",
+    }
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in log] == [1, 2] and all(0 <= r["dev_f1"] <= 1 for r in log)
     cell = load(tmp_path / "cell.json")
@@ -58,8 +87,20 @@ def test_found_cell_trains_with_train_tagger(setup, tmp_path, restore_flair_logg
 
     from tagger.cli.train_tagger import main as train_tagger
 
-    result = CliRunner().invoke(train_tagger, ["--cell", str(tmp_path / "cell.json"), *flags, "--hidden-size", "4",
-                                               "--max-epochs", "1", "--run-dir", str(tmp_path / "tagger")])
+    result = CliRunner().invoke(
+        train_tagger,
+        [
+            "--cell",
+            str(tmp_path / "cell.json"),
+            *flags,
+            "--hidden-size",
+            "4",
+            "--max-epochs",
+            "1",
+            "--run-dir",
+            str(tmp_path / "tagger"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     trained = json.loads((tmp_path / "tagger" / "config.json").read_text())["genotype"]
     assert trained["name"] == "darts_tagger_search_seed1" and trained["nodes"] == log[-1]["genotype"]
@@ -69,8 +110,9 @@ def test_alpha_moves_and_steps_on_held_apart_training_sentences_only(setup, tmp_
     _, _, corpus, _ = setup
     converted = []
     to_sentences = tagging_search.to_sentences
-    monkeypatch.setattr(tagging_search, "to_sentences", lambda split, kind: converted.append(split.name) or
-                        to_sentences(split, kind))
+    monkeypatch.setattr(
+        tagging_search, "to_sentences", lambda split, kind: converted.append(split.name) or to_sentences(split, kind)
+    )
     s = search(setup, tmp_path)
     assert "test" not in converted
     held, weights = {id(x) for x in s.alpha_sentences}, {id(x) for x in s.train_sentences}
@@ -126,8 +168,9 @@ def test_resumed_search_equals_uninterrupted(setup, tmp_path):
         assert torch.equal(value, resumed.model.state_dict()[name]), name
     logs = [RunDir(tmp_path / d).read_log() for d in ("whole", "cut")]
     for a, b in zip(*logs):
-        assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == \
-               {k: v for k, v in b.items() if k not in ("seconds", "tokens_per_s")}
+        assert {k: v for k, v in a.items() if k not in ("seconds", "tokens_per_s")} == {
+            k: v for k, v in b.items() if k not in ("seconds", "tokens_per_s")
+        }
     assert len(logs[1]) == 2
 
 
@@ -155,26 +198,36 @@ def test_bidirectional_layer_reads_each_sentence_alone():
         torch.testing.assert_close(out[i, :n], torch.cat([forward, backward.flip(0)], -1)[:, 0])
 
 
-@pytest.mark.parametrize("flags, says", [
-    (["--arch-split", "1.5"], "--arch-split: must be in (0, 1), got 1.5"),
-    (["--arch-split", "0.01"], "--arch-split 0.01: leaves 0 of 40 training sentences for α and 40 for the weights"),
-    (["--corpus", None], "--corpus: required (unless --resume)"),
-    (["--batch-size", "1"], "--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, got 1"),
-])
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--arch-split", "1.5"], "--arch-split: must be in (0, 1), got 1.5"),
+        (["--arch-split", "0.01"], "--arch-split 0.01: leaves 0 of 40 training sentences for α and 40 for the weights"),
+        (["--corpus", None], "--corpus: required (unless --resume)"),
+        (["--batch-size", "1"], "--batch-size: the search cell's BatchNorm needs at least 2 sentences a batch, got 1"),
+    ],
+)
 def test_bad_settings_are_one_line_errors(setup, tmp_path, flags, says, restore_flair_logging):
     _, config, _, _ = setup
-    args = {"--corpus": "conll03", "--data": config.data, "--embeddings": config.embeddings,
-            "--run-dir": str(tmp_path / "run")}
+    args = {
+        "--corpus": "conll03",
+        "--data": config.data,
+        "--embeddings": config.embeddings,
+        "--run-dir": str(tmp_path / "run"),
+    }
     args.update(dict(zip(flags[::2], flags[1::2])))
     result = CliRunner().invoke(main, [a for k, v in args.items() if v is not None for a in (k, v)])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("edit, says", [
-    ({"learning_rate": 0.1}, "'learning_rate' is not a setting of bin/search-tagger (a config of another command"),
-    ({"nodes": 0}, "a stored setting is out of range (--nodes: must be at least 1, got 0)"),
-])
+@pytest.mark.parametrize(
+    "edit, says",
+    [
+        ({"learning_rate": 0.1}, "'learning_rate' is not a setting of bin/search-tagger (a config of another command"),
+        ({"nodes": 0}, "a stored setting is out of range (--nodes: must be at least 1, got 0)"),
+    ],
+)
 def test_an_edited_config_is_refused_naming_the_file(setup, tmp_path, edit, says, restore_flair_logging):
     """On --resume the run's config.json is checked field by field, and its problems name the file."""
     from dataclasses import asdict
@@ -194,8 +247,9 @@ def test_an_edited_config_is_refused_naming_the_file(setup, tmp_path, edit, says
 QUICK = {"epochs": 2, "max_batches_per_epoch": 2, "candidates": 3, "track_candidates": 2, "controller_steps": 3}
 
 
-@pytest.mark.parametrize("method, changes", [("ess", {}), ("ess", {"search_space": "intra"}), ("random", {}),
-                                             ("enas", {})])
+@pytest.mark.parametrize(
+    "method, changes", [("ess", {}), ("ess", {"search_space": "intra"}), ("random", {}), ("enas", {})]
+)
 def test_every_method_finds_a_cell_the_tagger_trains(setup, tmp_path, method, changes):
     from tagger.model import recurrent_layer
 
@@ -255,15 +309,30 @@ def test_resumed_search_of_other_methods_equals_uninterrupted(setup, tmp_path, m
         assert torch.equal(value, resumed.model.state_dict()[name]), name
 
 
-@pytest.mark.parametrize("flags, says", [
-    (["--method", "random", "--controller-steps", "5"], "--controller-steps: only with --method enas"),
-    (["--method", "enas", "--order", "2"], "--order: this method has no α step to take"),
-    (["--method", "ess", "--search-space", "inter"], "--search-space inter: not on the tagging task"),
-    (["--method", "ess", "--history", "4"], "--history 4: needs at least as many --inter-nodes (got 3)"),
-])
+@pytest.mark.parametrize(
+    "flags, says",
+    [
+        (["--method", "random", "--controller-steps", "5"], "--controller-steps: only with --method enas"),
+        (["--method", "enas", "--order", "2"], "--order: this method has no α step to take"),
+        (["--method", "ess", "--search-space", "inter"], "--search-space inter: not on the tagging task"),
+        (["--method", "ess", "--history", "4"], "--history 4: needs at least as many --inter-nodes (got 3)"),
+    ],
+)
 def test_method_flags_that_do_not_fit_are_one_line_errors(setup, tmp_path, flags, says, restore_flair_logging):
     _, config, _, _ = setup
-    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", config.data, "--embeddings", config.embeddings,
-                                       "--run-dir", str(tmp_path / "run"), *flags])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--corpus",
+            "conll03",
+            "--data",
+            config.data,
+            "--embeddings",
+            config.embeddings,
+            "--run-dir",
+            str(tmp_path / "run"),
+            *flags,
+        ],
+    )
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {says}") and result.stderr.count("\n") == 1
     assert not (tmp_path / "run").exists()

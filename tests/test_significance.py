@@ -1,5 +1,6 @@
 """tagger.significance: the test over training runs (ASO, deepsig's) on small tables worked by hand,
 and the paired bootstrap over test sentences: span counts against seqeval, and answers known by hand."""
+
 import numpy as np
 import pytest
 

@@ -1,4 +1,5 @@
 """Equal-parameter taggers: counts against the formulas, the closest size, and train-tagger --match-params."""
+
 import json
 from pathlib import Path
 
@@ -11,7 +12,9 @@ from nas.cells.genotype import load
 from tagger.model import recurrent_layer
 from tagger.sizing import match_layer, rnn_parameters
 
-ESS_CELL = Path(__file__).resolve().parent.parent / "docs" / "experiments" / "ess_ptb_joint_seed3.json"  # a cell with gates
+ESS_CELL = (
+    Path(__file__).resolve().parent.parent / "docs" / "experiments" / "ess_ptb_joint_seed3.json"
+)  # a cell with gates
 
 
 def lstm_formula(ninp: int, h: int) -> int:
@@ -37,8 +40,7 @@ def test_closest_size_finds_the_nearest_count_and_ties_go_to_the_smaller_size():
 def test_the_counts_are_the_built_layers_and_the_formulas(ninp, h):
     darts = load("darts_v2")
     assert rnn_parameters(None, ninp, h) == lstm_formula(ninp, h) == count_parameters(recurrent_layer(None, ninp, h))
-    assert rnn_parameters(darts, ninp, h) == darts_formula(ninp, h) == count_parameters(
-        recurrent_layer(darts, ninp, h))
+    assert rnn_parameters(darts, ninp, h) == darts_formula(ninp, h) == count_parameters(recurrent_layer(darts, ninp, h))
 
 
 def test_the_issues_example_an_lstm_and_darts_v2_matched_both_ways():
@@ -50,9 +52,13 @@ def test_the_issues_example_an_lstm_and_darts_v2_matched_both_ways():
     assert lstm.reference == {"cell": "darts_v2", "hidden_size": 256, "rnn_parameters": darts_formula(100, 256)}
     cell = match_layer(darts, "lstm", None, 256, 100)
     assert cell.hidden_size == 137 and cell.reference["rnn_parameters"] == lstm_formula(100, 256)
-    for found, formula, target in ((506, lstm_formula, darts_formula(100, 256)),
-                                   (137, darts_formula, lstm_formula(100, 256))):
-        assert all(abs(formula(100, found) - target) < abs(formula(100, other) - target) for other in (found - 1, found + 1))
+    for found, formula, target in (
+        (506, lstm_formula, darts_formula(100, 256)),
+        (137, darts_formula, lstm_formula(100, 256)),
+    ):
+        assert all(
+            abs(formula(100, found) - target) < abs(formula(100, other) - target) for other in (found - 1, found + 1)
+        )
 
 
 def test_a_cell_with_gates_is_matched_by_its_own_count():
@@ -60,7 +66,8 @@ def test_a_cell_with_gates_is_matched_by_its_own_count():
     match = match_layer(ess, "lstm", None, 64, 16)
     assert match.rnn_parameters == count_parameters(recurrent_layer(load(ESS_CELL), 16, match.hidden_size))
     assert abs(match.rnn_parameters - lstm_formula(16, 64)) <= abs(
-        rnn_parameters(ess, 16, match.hidden_size + 1) - lstm_formula(16, 64))
+        rnn_parameters(ess, 16, match.hidden_size + 1) - lstm_formula(16, 64)
+    )
 
 
 # -- bin/train-tagger --------------------------------------------------------------------------
@@ -70,8 +77,18 @@ def test_a_cell_with_gates_is_matched_by_its_own_count():
 def data(tmp_path_factory):
     root = tmp_path_factory.mktemp("sizing")
     td.write_conll03(root / "data", sizes=(16, 8, 8))
-    return root, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
-                  f"glove:{td.write_vectors(root / 'vectors.txt')}", "--max-epochs", "1", "--batch-size", "8"]
+    return root, [
+        "--corpus",
+        "conll03",
+        "--data",
+        str(root / "data"),
+        "--embeddings",
+        f"glove:{td.write_vectors(root / 'vectors.txt')}",
+        "--max-epochs",
+        "1",
+        "--batch-size",
+        "8",
+    ]
 
 
 def invoke(args):
@@ -86,7 +103,9 @@ def test_an_lstm_matched_to_a_cell_prints_and_keeps_both_counts(data, restore_fl
     root, common = data
     out = root / "lstm-matched"
     torch.set_num_threads(1)
-    result = invoke(["--cell", "lstm", "--match-params", "darts_v2", "--hidden-size", "8", *common, "--run-dir", str(out)])
+    result = invoke(
+        ["--cell", "lstm", "--match-params", "darts_v2", "--hidden-size", "8", *common, "--run-dir", str(out)]
+    )
     assert result.exit_code == 0, result.stderr
     hidden = match_layer(None, "darts_v2", load("darts_v2"), 8, 16).hidden_size
     assert hidden == 12  # 2·(4h·16 + 4h² + 8h) = 2,880 at 12 against the cell's 2·(2·8·24 + 16·64) = 2,816
@@ -98,13 +117,22 @@ def test_an_lstm_matched_to_a_cell_prints_and_keeps_both_counts(data, restore_fl
     assert len(metrics["dev_f1_by_epoch"]) == metrics["epochs"] == 1
 
 
-@pytest.mark.parametrize("args, says", [
-    (["--cell", "darts_v2", "--match-params", "darts_v1"], "--match-params darts_v1: give a cell to size flair's LSTM"),
-    (["--cell", "lstm", "--match-params", "lstm:8"], "--match-params lstm:8: sizes a cell like an LSTM"),
-    (["--cell", "darts_v2", "--match-params", "lstm:x"], "--match-params lstm:x: expected lstm:H"),
-    (["--cell", "darts_v2", "--match-params", "lstm:8", "--hidden-size", "4"], "--hidden-size: not with --match-params"),
-    (["--cell", "lstm", "--match-params", "no_such_cell"], "cell 'no_such_cell': no such file"),
-])
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (
+            ["--cell", "darts_v2", "--match-params", "darts_v1"],
+            "--match-params darts_v1: give a cell to size flair's LSTM",
+        ),
+        (["--cell", "lstm", "--match-params", "lstm:8"], "--match-params lstm:8: sizes a cell like an LSTM"),
+        (["--cell", "darts_v2", "--match-params", "lstm:x"], "--match-params lstm:x: expected lstm:H"),
+        (
+            ["--cell", "darts_v2", "--match-params", "lstm:8", "--hidden-size", "4"],
+            "--hidden-size: not with --match-params",
+        ),
+        (["--cell", "lstm", "--match-params", "no_such_cell"], "cell 'no_such_cell': no such file"),
+    ],
+)
 def test_match_params_errors_name_the_problem(data, args, says):
     root, common = data
     result = invoke([*args, *common, "--run-dir", str(root / "never")])

@@ -7,6 +7,7 @@ and scores are byte-identical with and without the stand-ins, the stand-ins real
 packages unimported, a transformer model takes the usual import (and still works if given the
 stand-ins), and the restricted unpickler reads what the weights-only loader reads and nothing more.
 """
+
 from __future__ import annotations
 
 import io
@@ -25,8 +26,11 @@ HEAVY_SUBMODULES = ("transformers.models.auto.auto_factory", "sklearn.base", "sc
 
 
 def _imported(importtime_stderr: str) -> set[str]:
-    return {line.rsplit("|", 1)[1].strip() for line in importtime_stderr.splitlines()
-            if line.startswith("import time:") and line.count("|") == 2}
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in importtime_stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
 
 
 def _save_tagger(folder: Path, embeddings: str) -> Path:
@@ -39,8 +43,12 @@ def _save_tagger(folder: Path, embeddings: str) -> Path:
 
     td.write_conll03(folder / "data")
     torch.manual_seed(0)
-    model = build_model(TaggerConfig(hidden_size=16), load_corpus("conll03", folder / "data"),
-                        build_embeddings(embeddings), load("darts_v2"))
+    model = build_model(
+        TaggerConfig(hidden_size=16),
+        load_corpus("conll03", folder / "data"),
+        build_embeddings(embeddings),
+        load("darts_v2"),
+    )
     model.save(folder / "model.pt")
     return folder / "model.pt"
 
@@ -51,15 +59,21 @@ def pooled_model(tmp_path_factory):
     vectors = td.write_vectors(root / "vectors.txt")
     fwd, bwd = td.tiny_char_lm(root / "fwd.pt", True), td.tiny_char_lm(root / "bwd.pt", False)
     text = root / "text.txt"
-    text.write_text("Anna Berg met Karl Olsen in Oslo .\nThe company said it would grow .\n\nBerg left .\n",
-                    encoding="utf-8")
+    text.write_text(
+        "Anna Berg met Karl Olsen in Oslo .\nThe company said it would grow .\n\nBerg left .\n", encoding="utf-8"
+    )
     return _save_tagger(root, f"glove:{vectors},pooled-flair:{fwd}:{bwd}"), text
 
 
 def _tag(model: Path, text: Path, full_import: bool, *args: str) -> subprocess.CompletedProcess:
     env = dict(os.environ, NAS_TAGGER_FULL_IMPORT="1" if full_import else "0")
-    return subprocess.run([sys.executable, "-X", "importtime", str(REPO / "bin" / "tag"), "--model", str(model),
-                           str(text), *args], capture_output=True, text=True, env=env, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-X", "importtime", str(REPO / "bin" / "tag"), "--model", str(model), str(text), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
 
 
 @pytest.mark.parametrize("fmt", ["conll", "jsonl"])
@@ -99,15 +113,21 @@ def test_a_model_file_that_names_a_transformer_takes_the_usual_import(tmp_path):
     assert "transformers.models.auto.auto_factory" in _imported(done.stderr)
     assert done.stdout == _tag(model, text, True).stdout
     # given the stand-ins all the same (a file the look at its bytes misjudged), it works, only without the saving
-    script = ("import sys; from tagger import light_import as li; li.install(); import flair.models; li.release(); "
-              "from tagger.model import load_tagger; from tagger.prediction import predict_tags; "
-              "from flair.data import Sentence; "
-              f"print(predict_tags(load_tagger(sys.argv[1]), [Sentence({text.read_text().split()!r})]))")
-    usual = ("import sys; from tagger.model import load_tagger; from tagger.prediction import predict_tags; "
-             "from flair.data import Sentence; "
-             f"print(predict_tags(load_tagger(sys.argv[1]), [Sentence({text.read_text().split()!r})]))")
-    outputs = [subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, cwd=REPO,
-                              timeout=600) for code in (script, usual)]
+    script = (
+        "import sys; from tagger import light_import as li; li.install(); import flair.models; li.release(); "
+        "from tagger.model import load_tagger; from tagger.prediction import predict_tags; "
+        "from flair.data import Sentence; "
+        f"print(predict_tags(load_tagger(sys.argv[1]), [Sentence({text.read_text().split()!r})]))"
+    )
+    usual = (
+        "import sys; from tagger.model import load_tagger; from tagger.prediction import predict_tags; "
+        "from flair.data import Sentence; "
+        f"print(predict_tags(load_tagger(sys.argv[1]), [Sentence({text.read_text().split()!r})]))"
+    )
+    outputs = [
+        subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, cwd=REPO, timeout=600)
+        for code in (script, usual)
+    ]
     assert outputs[0].returncode == 0, outputs[0].stderr[-2000:]
     assert outputs[0].stdout.splitlines()[-1] == outputs[1].stdout.splitlines()[-1]  # (flair logs to stdout too)
 
@@ -127,7 +147,9 @@ def test_the_restricted_unpickler_reads_what_the_weights_only_loader_reads(poole
         if type(a) is not type(b):
             return False
         if isinstance(a, torch.Tensor):
-            return a.dtype == b.dtype and a.shape == b.shape and a.requires_grad == b.requires_grad and torch.equal(a, b)
+            return (
+                a.dtype == b.dtype and a.shape == b.shape and a.requires_grad == b.requires_grad and torch.equal(a, b)
+            )
         if isinstance(a, dict):
             return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
         if isinstance(a, (list, tuple)):

@@ -5,6 +5,7 @@ work alone, checked after the replay) is run through a stand-in that calls the s
 run must equal the eager path's bit for bit. On a GPU the real recordings are checked against eager
 steps: a small training step replayed, and a search whose steps and validation chunks are replayed.
 """
+
 from __future__ import annotations
 
 import copy
@@ -22,10 +23,50 @@ from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm
 from nas.fast.graphs import StepGraphs
 
-TINY_LM = ["--cell", "darts_v2", "--emsize", "12", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
-           "--max-batches-per-epoch", "6", "--epochs", "6", "--nonmono", "1", "--seed", "3", "--lr", "60"]  # lr 60: ASGD from epoch 5
-TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8", "--eval-batch-size", "2",
-        "--max-batches-per-epoch", "6", "--lr", "2", "--epochs", "2", "--seed", "3"]
+TINY_LM = [
+    "--cell",
+    "darts_v2",
+    "--emsize",
+    "12",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "6",
+    "--epochs",
+    "6",
+    "--nonmono",
+    "1",
+    "--seed",
+    "3",
+    "--lr",
+    "60",
+]  # lr 60: ASGD from epoch 5
+TINY = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "6",
+    "--lr",
+    "2",
+    "--epochs",
+    "2",
+    "--seed",
+    "3",
+]
 NEEDS_CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
@@ -43,16 +84,18 @@ class CallsEagerly:
 
 
 def search(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict]:
-    result = CliRunner().invoke(search_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY, *extra],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        search_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY, *extra], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     return log, torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)["model"]
 
 
 def train(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict, dict]:
-    result = CliRunner().invoke(train_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_LM, *extra],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        train_lm, ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_LM, *extra], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     log = [json.loads(line) for line in (run_dir / "log.jsonl").read_text().splitlines()]
     for record in log:
@@ -109,13 +152,16 @@ def test_a_replayed_training_step_equals_the_eager_steps():
             loss.backward()
             opt.step()
             return loss.detach()
+
         return run
 
     graphs = StepGraphs(warmup=2)
     state = torch.cuda.get_rng_state()
     generator = torch.Generator("cpu").manual_seed(1)
-    batches = [(torch.randn(n, 16, generator=generator).cuda(), torch.randint(4, (n,), generator=generator).cuda())
-               for n in [8] * 6 + [5] * 4]
+    batches = [
+        (torch.randn(n, 16, generator=generator).cuda(), torch.randint(4, (n,), generator=generator).cuda())
+        for n in [8] * 6 + [5] * 4
+    ]
     replayed = [float(graphs("train", step(models[0], optimisers[0]), x, y)) for x, y in batches]
     assert graphs.recorded() == 2  # one per batch shape, after two warm-up calls each
     torch.cuda.set_rng_state(state)
@@ -141,10 +187,24 @@ def test_a_search_on_the_gpu_replays_its_steps_and_ends_where_the_eager_search_e
 
 @NEEDS_CUDA
 @pytest.mark.parametrize("backend", ["auto", "cuda-loop"])  # cuda-loop: the frozen cell's Triton kernels in the graphs
-def test_lm_training_on_the_gpu_replays_its_steps_and_ends_where_the_eager_training_ends(backend, tmp_path, monkeypatch):
+def test_lm_training_on_the_gpu_replays_its_steps_and_ends_where_the_eager_training_ends(
+    backend, tmp_path, monkeypatch
+):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
-    no_dropout = ["--device", "cuda", "--dropout", "0", "--dropout-h", "0", "--dropout-x", "0", "--dropout-i", "0",
-                  "--backend", backend]
+    no_dropout = [
+        "--device",
+        "cuda",
+        "--dropout",
+        "0",
+        "--dropout-h",
+        "0",
+        "--dropout-x",
+        "0",
+        "--dropout-i",
+        "0",
+        "--backend",
+        backend,
+    ]
     recorded = train(tmp_path / "recorded", corpus, *no_dropout)
     monkeypatch.setattr(nas.runs.train.graphs, "usable", lambda device, parallel: False)
     eager = train(tmp_path / "eager", corpus, *no_dropout)

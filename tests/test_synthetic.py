@@ -20,8 +20,11 @@ def test_same_seed_gives_byte_identical_files_and_another_seed_differs(tmp_path)
 
 def test_iob1_marks_b_only_between_adjacent_same_type_entities(tmp_path):
     root = generate(tmp_path / "d", seed=1, train=400, dev=10, test=10, lm_lines=20, raw_paragraphs=1)
-    iob1 = [line.split() for line in (root / "conll03" / "eng.train").read_text().splitlines()
-            if line and not line.startswith("-DOCSTART-")]
+    iob1 = [
+        line.split()
+        for line in (root / "conll03" / "eng.train").read_text().splitlines()
+        if line and not line.startswith("-DOCSTART-")
+    ]
     iob2 = [line.split() for line in (root / "iob2" / "train.txt").read_text().splitlines() if line]
     assert [t[0] for t in iob1] == [t[0] for t in iob2]
     b_in_iob1 = [k for k, t in enumerate(iob1) if t[3].startswith("B-")]

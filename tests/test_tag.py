@@ -1,4 +1,5 @@
 """bin/tag: offsets into the input, the four formats, streaming, odd and bad input, and the pooled memory bound."""
+
 import io
 import json
 import os
@@ -36,6 +37,7 @@ def raw(tiny_tagger):
 
 
 # ---- parsers of each format, written from the format descriptions in tagger/output_formats.py ----
+
 
 def parse_conll(out: str) -> list[tuple[list[str], list[tuple[int, int, str]]]]:
     from tagger.tag_schemes import spans
@@ -116,8 +118,10 @@ def char_spans(text: str, tokens: list[str], token_spans) -> list[tuple[int, int
 
 # ---- reading the input ----
 
-IRREGULAR = ("  George   Washington\twent to   New  York .\r\nZürich's café — “quoted”  …  (really?) \n\n"
-             "Bank of Dor\u200bva  said: 42% Tokyo東京 , naïve\u00a0résumé!!  Emoji 🙂 here.   ")
+IRREGULAR = (
+    "  George   Washington\twent to   New  York .\r\nZürich's café — “quoted”  …  (really?) \n\n"
+    "Bank of Dor\u200bva  said: 42% Tokyo東京 , naïve\u00a0résumé!!  Emoji 🙂 here.   "
+)
 
 
 def test_raw_sentences_keep_offsets_into_the_input_with_any_block_size(tmp_path, monkeypatch):
@@ -127,13 +131,14 @@ def test_raw_sentences_keep_offsets_into_the_input_with_any_block_size(tmp_path,
         whole = list(text_input.sentences(handle))
     decoded = path.read_bytes().decode("utf-8")
     for s in whole:
-        assert decoded[s.offset:s.offset + len(s.text)] == s.text
+        assert decoded[s.offset : s.offset + len(s.text)] == s.text
         for (start, end), token in zip(s.spans, s.tokens):
-            assert decoded[s.offset + start:s.offset + end] == token and token.strip() == token
+            assert decoded[s.offset + start : s.offset + end] == token and token.strip() == token
     # every non-space character of the input is in exactly one token, in order
     assert "".join(t for s in whole for t in s.tokens) == "".join(decoded.split())
-    assert [(s.tokens[k], s.words[k]) for s in whole for k in range(len(s.spans)) if s.words[k] == "Dorva"] == \
-        [("Dor\u200bva", "Dorva")]  # flair drops U+200B from what the model reads; the offsets still index the input
+    assert [(s.tokens[k], s.words[k]) for s in whole for k in range(len(s.spans)) if s.words[k] == "Dorva"] == [
+        ("Dor\u200bva", "Dorva")
+    ]  # flair drops U+200B from what the model reads; the offsets still index the input
     monkeypatch.setattr(text_input, "BLOCK_CHARS", 5)  # sentences held back across many tiny blocks
     with text_input.open_text(path) as handle:
         assert list(text_input.sentences(handle)) == whole
@@ -146,7 +151,7 @@ def test_a_raw_sentence_without_end_is_cut_at_whitespace(monkeypatch):
     found = list(text_input.raw_sentences(io.StringIO(text)))
     assert len(found) > 1 and all(len(s.text) <= 40 for s in found)
     assert [t for s in found for t in s.tokens] == text.split()
-    assert all(text[s.offset:s.offset + len(s.text)] == s.text for s in found)
+    assert all(text[s.offset : s.offset + len(s.text)] == s.text for s in found)
 
 
 def test_tokenized_lines_and_column_files():
@@ -159,10 +164,14 @@ def test_tokenized_lines_and_column_files():
 def test_pre_tokenized_paragraphs_split_after_sentence_final_tokens(model, tmp_path):
     text = " = Valkyria = \n\n Senjo no Valkyria 3 : Unrecorded . It is the third game ! Why ?  Released in 2011 \n"
     found = list(text_input.line_sentences(io.StringIO(text), split=True))
-    assert [s.tokens for s in found] == [["=", "Valkyria", "="], ["Senjo", "no", "Valkyria", "3", ":", "Unrecorded", "."],
-                                         ["It", "is", "the", "third", "game", "!"], ["Why", "?"],
-                                         ["Released", "in", "2011"]]
-    assert all(text[s.offset:s.offset + len(s.text)] == s.text for s in found)  # offsets index the input
+    assert [s.tokens for s in found] == [
+        ["=", "Valkyria", "="],
+        ["Senjo", "no", "Valkyria", "3", ":", "Unrecorded", "."],
+        ["It", "is", "the", "third", "game", "!"],
+        ["Why", "?"],
+        ["Released", "in", "2011"],
+    ]
+    assert all(text[s.offset : s.offset + len(s.text)] == s.text for s in found)  # offsets index the input
     assert [s.paragraph for s in found] == [False, True, False, False, False]
     assert len(list(text_input.line_sentences(io.StringIO(text)))) == 2  # without it: a sentence per line
 
@@ -176,10 +185,13 @@ def test_pre_tokenized_paragraphs_split_after_sentence_final_tokens(model, tmp_p
 
 # ---- formats ----
 
+
 def test_jsonl_offsets_index_the_input(model, raw, tmp_path):
     # sentences the model knows, with irregular spacing, unicode and punctuation mixed in
     paragraphs = raw.read_text(encoding="utf-8").split("\n\n")[:8]
-    noisy = "\r\n\n".join("  " + p.replace(" ", "  \t", 3).replace(",", " ,«»", 1) + " — naïve café 🙂 ?!" for p in paragraphs)
+    noisy = "\r\n\n".join(
+        "  " + p.replace(" ", "  \t", 3).replace(",", " ,«»", 1) + " — naïve café 🙂 ?!" for p in paragraphs
+    )
     path = tmp_path / "noisy.txt"
     path.write_bytes(noisy.encode("utf-8"))
     result = run_tag("--model", model, path, "--format", "jsonl")
@@ -188,10 +200,10 @@ def test_jsonl_offsets_index_the_input(model, raw, tmp_path):
     spans = [span for r in records for span in r["spans"]]
     assert len(spans) >= 20 and any(" " in span["text"] for span in spans)
     for r in records:
-        assert noisy[r["offset"]:r["offset"] + len(r["text"])] == r["text"]
+        assert noisy[r["offset"] : r["offset"] + len(r["text"])] == r["text"]
         for span in r["spans"]:
-            assert r["text"][span["start"]:span["end"]] == span["text"]
-            assert noisy[r["offset"] + span["start"]:r["offset"] + span["end"]] == span["text"]
+            assert r["text"][span["start"] : span["end"]] == span["text"]
+            assert noisy[r["offset"] + span["start"] : r["offset"] + span["end"]] == span["text"]
             assert 0 < span["score"] <= 1
     assert "".join(t for r in records for t in r["tokens"]) == "".join(noisy.split())
 
@@ -206,7 +218,7 @@ def test_the_four_formats_parse_back_to_the_same_spans(model, raw):
     texts = [r["text"] for r in records]
     expected = [[(s["start"], s["end"], s["label"]) for s in r["spans"]] for r in records]
     assert sum(map(len, expected)) >= 30 and {label for e in expected for _, _, label in e} >= {"PER", "LOC", "ORG"}
-    assert any(len(r["text"][s["start"]:s["end"]].split()) > 1 for r in records for s in r["spans"])
+    assert any(len(r["text"][s["start"] : s["end"]].split()) > 1 for r in records for s in r["spans"])
     html = parse_html(out["html"])
     assert [t for t, _ in html] == texts and [spans for _, spans in html] == expected
     for fmt in ("conll", "inline"):
@@ -228,6 +240,7 @@ def test_inline_and_html_escape_what_would_read_as_markup(model, tmp_path):
 
 # ---- streaming ----
 
+
 def test_small_batches_give_the_output_of_one_big_batch(model, tmp_path):
     from tagger.synthetic import generate
 
@@ -235,10 +248,15 @@ def test_small_batches_give_the_output_of_one_big_batch(model, tmp_path):
     small, big = (run_tag("--model", model, raw, "--format", "jsonl", "--batch-size", n) for n in (3, 1000))
     assert small.exit_code == big.exit_code == 0
     a, b = parse_jsonl(small.stdout), parse_jsonl(big.stdout)
-    assert len(a) > 150 and [(r["text"], r["offset"], r["tokens"]) for r in a] == [(r["text"], r["offset"], r["tokens"]) for r in b]
-    assert [[(s["start"], s["end"], s["label"]) for s in r["spans"]] for r in a] == \
-        [[(s["start"], s["end"], s["label"]) for s in r["spans"]] for r in b]
-    assert [s["score"] for r in a for s in r["spans"]] == pytest.approx([s["score"] for r in b for s in r["spans"]], abs=1e-3)
+    assert len(a) > 150 and [(r["text"], r["offset"], r["tokens"]) for r in a] == [
+        (r["text"], r["offset"], r["tokens"]) for r in b
+    ]
+    assert [[(s["start"], s["end"], s["label"]) for s in r["spans"]] for r in a] == [
+        [(s["start"], s["end"], s["label"]) for s in r["spans"]] for r in b
+    ]
+    assert [s["score"] for r in a for s in r["spans"]] == pytest.approx(
+        [s["score"] for r in b for s in r["spans"]], abs=1e-3
+    )
     # input order: the tokens are the input's non-space characters, in order
     assert "".join(t for r in a for t in r["tokens"]) == "".join(raw.read_text(encoding="utf-8").split())
     offsets = [r["offset"] for r in a]
@@ -280,15 +298,19 @@ def test_stdin_several_inputs_and_an_output_directory(model, raw, tmp_path):
     assert [(tmp_path / "out" / n).read_text(encoding="utf-8") for n in ("raw.conll", "second.conll")] == alone
     assert both.stdout == ""
     one_file = run_tag("--model", model, raw, "--format", "jsonl", "--out", tmp_path / "one.jsonl")
-    assert one_file.exit_code == 0 and one_file.stdout == "" and parse_jsonl((tmp_path / "one.jsonl").read_text("utf-8"))
+    assert (
+        one_file.exit_code == 0 and one_file.stdout == "" and parse_jsonl((tmp_path / "one.jsonl").read_text("utf-8"))
+    )
 
 
 def test_columns_tag_the_first_column(model, tiny_tagger):
     testb = tiny_tagger[1] / "conll03" / "eng.testb"
     result = run_tag("--model", model, testb, "--columns", "--format", "jsonl")
     assert result.exit_code == 0, result.stderr
-    blocks = [[line.split()[0] for line in block.splitlines() if not line.startswith("-DOCSTART-")]
-              for block in testb.read_text(encoding="utf-8").split("\n\n")]
+    blocks = [
+        [line.split()[0] for line in block.splitlines() if not line.startswith("-DOCSTART-")]
+        for block in testb.read_text(encoding="utf-8").split("\n\n")
+    ]
     records = parse_jsonl(result.stdout)
     assert [r["tokens"] for r in records] == [b for b in blocks if b]
     assert all("offset" not in r and r["text"] == " ".join(r["tokens"]) for r in records)
@@ -307,9 +329,12 @@ def test_empty_input_gives_empty_output(model, tmp_path, fmt):
 
 # ---- bad input: one line, exit 2, nothing written ----
 
+
 def assert_refused(result, message: str, out_dir: Path | None = None):
     assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ") and message in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ") and message in result.stderr, (
+        result.stderr
+    )
     assert "Traceback" not in result.stderr and result.stdout == ""
     if out_dir is not None:
         assert [p.name for p in out_dir.iterdir()] == ["before.txt"], "half-written output left behind"
@@ -326,8 +351,11 @@ def out_dir(tmp_path):
 def test_a_binary_file_is_refused(model, tmp_path, out_dir):
     path = tmp_path / "image.png"
     path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-    assert_refused(run_tag("--model", model, path, "--out", out_dir / "x.conll"),
-                   f"error: {path}: line 3: a NUL byte (byte 8): a binary file, not text", out_dir)
+    assert_refused(
+        run_tag("--model", model, path, "--out", out_dir / "x.conll"),
+        f"error: {path}: line 3: a NUL byte (byte 8): a binary file, not text",
+        out_dir,
+    )
 
 
 def test_text_that_is_not_utf8_is_refused_unless_replaced(model, raw, tmp_path, out_dir):
@@ -337,8 +365,11 @@ def test_text_that_is_not_utf8_is_refused_unless_replaced(model, raw, tmp_path, 
     line = good.count("\n") + 1
     byte = len(good.encode("utf-8")) + len("Dorva visited Z")
     for out in (out_dir / "tagged.conll", out_dir / "before.txt"):
-        assert_refused(run_tag("--model", model, path, "--out", out),
-                       f"error: {path}: line {line}: bytes that are not UTF-8 (byte {byte})", out_dir)
+        assert_refused(
+            run_tag("--model", model, path, "--out", out),
+            f"error: {path}: line {line}: bytes that are not UTF-8 (byte {byte})",
+            out_dir,
+        )
     assert (out_dir / "before.txt").read_text() == "untouched"
     assert_refused(run_tag("--model", model, "-", input=path.read_bytes()), "error: stdin: line")
     replaced = run_tag("--model", model, path, "--format", "jsonl", "--encoding-errors", "replace")
@@ -357,19 +388,34 @@ def test_a_replaced_byte_stays_inside_its_word(model, tmp_path):
 
 
 def test_missing_inputs_and_models(model, raw, tmp_path, out_dir):
-    assert_refused(run_tag("--model", model, tmp_path / "nope.txt", "--out", out_dir / "x"), f"error: {tmp_path / 'nope.txt'}: no such file", out_dir)
+    assert_refused(
+        run_tag("--model", model, tmp_path / "nope.txt", "--out", out_dir / "x"),
+        f"error: {tmp_path / 'nope.txt'}: no such file",
+        out_dir,
+    )
     assert_refused(run_tag("--model", model, tmp_path), f"error: {tmp_path}: a folder, not a file")
-    assert_refused(run_tag("--model", tmp_path / "none.pt", raw, "--out", out_dir / "x"), f"error: {tmp_path / 'none.pt'}: no such file", out_dir)
+    assert_refused(
+        run_tag("--model", tmp_path / "none.pt", raw, "--out", out_dir / "x"),
+        f"error: {tmp_path / 'none.pt'}: no such file",
+        out_dir,
+    )
     assert_refused(run_tag("--model", out_dir, raw), "no best-model.pt or final-model.pt in this directory")
 
 
 def test_models_not_ours_or_corrupt_are_refused(model, raw, tmp_path, out_dir):
     torch.save({"state_dict": {"w": torch.zeros(2)}}, tmp_path / "other.pt")
-    assert_refused(run_tag("--model", tmp_path / "other.pt", raw, "--out", out_dir / "x"), "not a tagger model of this toolkit", out_dir)
+    assert_refused(
+        run_tag("--model", tmp_path / "other.pt", raw, "--out", out_dir / "x"),
+        "not a tagger model of this toolkit",
+        out_dir,
+    )
     good = (model / "best-model.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(good[: len(good) // 2])
-    assert_refused(run_tag("--model", tmp_path / "cut.pt", raw, "--out", out_dir / "x"),
-                   "not a model file of this toolkit, or corrupt (truncated or damaged)", out_dir)
+    assert_refused(
+        run_tag("--model", tmp_path / "cut.pt", raw, "--out", out_dir / "x"),
+        "not a model file of this toolkit, or corrupt (truncated or damaged)",
+        out_dir,
+    )
     (tmp_path / "text.pt").write_text("hello\n")
     assert_refused(run_tag("--model", tmp_path / "text.pt", raw), "not a model file of this toolkit, or corrupt")
 
@@ -394,28 +440,39 @@ def test_a_malicious_pickle_never_runs(model, raw, tmp_path, out_dir):
     assert (tmp_path / "control").exists()
     for name in ("zip.pt", "legacy.pt", "raw.pt"):
         result = run_tag("--model", tmp_path / name, raw, "--out", out_dir / "x")
-        assert_refused(result, f"error: {tmp_path / name}: not a model file of this toolkit, or corrupt (refused by "
-                               f"the weights-only loader: ", out_dir)
+        assert_refused(
+            result,
+            f"error: {tmp_path / name}: not a model file of this toolkit, or corrupt (refused by "
+            f"the weights-only loader: ",
+            out_dir,
+        )
     assert "GLOBAL posix.system" in run_tag("--model", tmp_path / "zip.pt", raw).stderr  # it says what it refused
     assert not marker.exists()
 
 
 def test_the_launcher_streams_stdin_to_stdout_and_nothing_else(model, raw):
     """In a process of its own: flair's log (which it sends to stdout) must not reach stdout."""
-    done = subprocess.run([sys.executable, str(ROOT / "bin" / "tag"), "--model", str(model), "-", "--format", "jsonl"],
-                          input=raw.read_bytes(), capture_output=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bin" / "tag"), "--model", str(model), "-", "--format", "jsonl"],
+        input=raw.read_bytes(),
+        capture_output=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.decode("utf-8") == run_tag("--model", model, raw, "--format", "jsonl").stdout
     assert b"stdin: " in done.stderr and b"Traceback" not in done.stderr
 
 
 def test_option_errors_are_one_line(model, raw):
-    assert_refused(run_tag("--model", model, raw, "--tokenized", "--columns"), "--tokenized and --columns exclude each other")
+    assert_refused(
+        run_tag("--model", model, raw, "--tokenized", "--columns"), "--tokenized and --columns exclude each other"
+    )
     assert_refused(run_tag("--model", model, raw, "--batch-size", "0"), "--batch-size: must be in [1, 65536]")
     assert_refused(run_tag("--model", model, "-", "-", input=b"x"), "stdin) can be read only once")
 
 
 # ---- pooled Flair memory ----
+
 
 def test_recent_words_keeps_the_most_recently_written():
     from tagger.pooled_memory import RecentWords
@@ -440,14 +497,18 @@ def test_pooled_memory_is_bounded_and_exact_below_the_bound(tmp_path):
     torch.manual_seed(0)
     model = build_model(TaggerConfig(hidden_size=4), corpus, build_embeddings(f"pooled-flair:{fwd}:{bwd}"), None)
     model.eval()
-    words = [f"{a}{b}" for a in "Anna Boris Chen Dara".split() for b in "lima oslo quito accra hanoi".split()]  # 20 distinct
+    words = [
+        f"{a}{b}" for a in "Anna Boris Chen Dara".split() for b in "lima oslo quito accra hanoi".split()
+    ]  # 20 distinct
     text = "\n".join(" ".join(words[(i + k) % 20] for k in range(6)) + " ." for i in range(30))
 
     def tagged(max_words: int):  # from an empty memory each time (a model saved with none)
         for embedding in pooled_embeddings(model):
             embedding.word_embeddings, embedding.word_count = {}, {}
         pooled = bound_pooled_memory(model, max_words)
-        out = [(s.tokens, e) for s, e in prediction.tag(model, text_input.line_sentences(io.StringIO(text)), batch_size=4)]
+        out = [
+            (s.tokens, e) for s, e in prediction.tag(model, text_input.line_sentences(io.StringIO(text)), batch_size=4)
+        ]
         return out, pooled
 
     unbounded, pooled = tagged(0)

@@ -1,6 +1,7 @@
 """`tagger.train_tagger(config, run_dir)`, bin/train-tagger from Python: one path, the same run directory;
 and what the command shows around a training (the test report's heading, no progress bars in a file,
 the time left after each epoch, --dry-run's JSON line)."""
+
 import json
 import logging
 import shlex
@@ -24,8 +25,17 @@ def data(tmp_path):
 
 def test_the_python_call_makes_the_run_directory_the_command_makes(data, restore_flair_logging):
     root, vectors = data
-    config = tagger.TaggerConfig(corpus="conll03", data=str(root / "data"), embeddings=f"glove:{vectors}",
-                                 hidden_size=8, batch_size=4, lr=0.5, max_epochs=2, seed=3, threads=1)
+    config = tagger.TaggerConfig(
+        corpus="conll03",
+        data=str(root / "data"),
+        embeddings=f"glove:{vectors}",
+        hidden_size=8,
+        batch_size=4,
+        lr=0.5,
+        max_epochs=2,
+        seed=3,
+        threads=1,
+    )
     with warnings.catch_warnings(record=True) as warned:
         warnings.simplefilter("always")
         metrics = tagger.train_tagger(config, root / "python")
@@ -33,7 +43,9 @@ def test_the_python_call_makes_the_run_directory_the_command_makes(data, restore
     assert config.command == ""  # the caller's settings are left as they were
     stored = json.loads((root / "python" / "config.json").read_text())
     command = stored["command"]
-    assert command.startswith("bin/train-tagger --corpus conll03 ") and "# run as tagger.train_tagger(config, " in command
+    assert (
+        command.startswith("bin/train-tagger --corpus conll03 ") and "# run as tagger.train_tagger(config, " in command
+    )
     assert command in (root / "python" / "README.md").read_text()  # the card's "How it was made"
     # the command line recorded is the command's own run of these settings
     args = shlex.split(command, comments=True)[1:]
@@ -46,8 +58,9 @@ def test_the_python_call_makes_the_run_directory_the_command_makes(data, restore
     assert json.loads((root / "python" / "metrics.json").read_text())["test"] == metrics["test"]
     assert json.loads((root / "cli" / "metrics.json").read_text())["test"] == metrics["test"]
     assert sorted(p.name for p in (root / "python").iterdir()) == sorted(p.name for p in (root / "cli").iterdir())
-    assert {"README.md", "best-model.pt", "config.json", "metrics.json", "test.conll", "training.log"} <= \
-        {p.name for p in (root / "python").iterdir()}
+    assert {"README.md", "best-model.pt", "config.json", "metrics.json", "test.conll", "training.log"} <= {
+        p.name for p in (root / "python").iterdir()
+    }
     by_cli = json.loads((root / "cli" / "config.json").read_text())
     assert {k for k in stored if stored[k] != by_cli[k]} == {"command"}
     assert (root / "python" / "test.conll").read_text() == (root / "cli" / "test.conll").read_text()
@@ -69,8 +82,17 @@ def test_a_python_run_stopped_by_ctrl_c_continues_with_the_commands_resume(data,
     from nas.common import runs
 
     root, vectors = data
-    config = tagger.TaggerConfig(corpus="conll03", data=str(root / "data"), embeddings=f"glove:{vectors}",
-                                 hidden_size=8, batch_size=4, lr=0.5, max_epochs=2, seed=3, threads=1)
+    config = tagger.TaggerConfig(
+        corpus="conll03",
+        data=str(root / "data"),
+        embeddings=f"glove:{vectors}",
+        hidden_size=8,
+        batch_size=4,
+        lr=0.5,
+        max_epochs=2,
+        seed=3,
+        threads=1,
+    )
     straight = tagger.train_tagger(config, root / "straight")
     asked = runs.StopFlag.__init__
 
@@ -96,8 +118,20 @@ def test_importing_tagger_and_its_config_loads_neither_flair_nor_torch():
 
 def test_the_dry_run_json_ends_with_a_newline(data, restore_flair_logging):
     root, vectors = data
-    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
-                                       f"glove:{vectors}", "--hidden-size", "4", "--dry-run"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--corpus",
+            "conll03",
+            "--data",
+            str(root / "data"),
+            "--embeddings",
+            f"glove:{vectors}",
+            "--hidden-size",
+            "4",
+            "--dry-run",
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.endswith("}\n") and result.stdout.count("\n") == 1
     assert json.loads(result.stdout)["test"]["sentences"] == 12
@@ -128,7 +162,10 @@ def test_the_time_left_after_each_epoch(monkeypatch):
     budget = train._epoch_plugin([], True, time_budget=1.0, max_epochs=100)
     budget.before_training_epoch(epoch=1)  # 100 s
     assert budget.estimate(1) == "time left at most ~40 s (the time budget)"  # 20 s of 60 spent
-    assert train._epoch_plugin([], True, None, max_epochs=None).time_left(other) and other.getMessage() == "EPOCH 1 done: x"
+    assert (
+        train._epoch_plugin([], True, None, max_epochs=None).time_left(other)
+        and other.getMessage() == "EPOCH 1 done: x"
+    )
 
 
 def test_the_command_line_a_python_run_records_is_the_commands_own():
@@ -136,13 +173,29 @@ def test_the_command_line_a_python_run_records_is_the_commands_own():
 
     from tagger.cli.train_tagger import equivalent_command
 
-    config = tagger.TaggerConfig(corpus="wnut17", data="my data", hidden_size=64, reproject=False,
-                                 save_final_model=True, time_budget=2.5, match_params="lstm:32")
+    config = tagger.TaggerConfig(
+        corpus="wnut17",
+        data="my data",
+        hidden_size=64,
+        reproject=False,
+        save_final_model=True,
+        time_budget=2.5,
+        match_params="lstm:32",
+    )
     command = equivalent_command(config, Path("runs/x"))
     # the defaults left out, flags as the command spells them, --hidden-size not with --match-params lstm:H
-    assert command == ("bin/train-tagger --corpus wnut17 --data 'my data' --match-params lstm:32 --no-reproject "
-                       "--save-final-model --time-budget 2.5 --run-dir runs/x  # run as tagger.train_tagger(config, 'runs/x')")
+    assert command == (
+        "bin/train-tagger --corpus wnut17 --data 'my data' --match-params lstm:32 --no-reproject "
+        "--save-final-model --time-budget 2.5 --run-dir runs/x  # run as tagger.train_tagger(config, 'runs/x')"
+    )
     parsed = main.make_context("bin/train-tagger", shlex.split(command, comments=True)[1:]).params
-    assert {k: parsed[k] for k in ("corpus", "data", "reproject", "save_final_model", "time_budget", "match_params")} == \
-        {"corpus": "wnut17", "data": "my data", "reproject": False, "save_final_model": True, "time_budget": 2.5,
-         "match_params": "lstm:32"}
+    assert {
+        k: parsed[k] for k in ("corpus", "data", "reproject", "save_final_model", "time_budget", "match_params")
+    } == {
+        "corpus": "wnut17",
+        "data": "my data",
+        "reproject": False,
+        "save_final_model": True,
+        "time_budget": 2.5,
+        "match_params": "lstm:32",
+    }

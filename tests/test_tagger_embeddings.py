@@ -1,4 +1,5 @@
 """Word vectors and embedding specs: the formats read, the values they give, and the refusals."""
+
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,10 @@ def test_refusals(tmp_path):
         parse_spec("word2vec:x.txt")
     with pytest.raises(InputError, match="forward and a backward"):
         parse_spec("flair:fwd.pt")
-    assert parse_spec("glove:a.txt, pooled-flair:f.pt:b.pt") == [("glove", ["a.txt"]), ("pooled-flair", ["f.pt", "b.pt"])]
+    assert parse_spec("glove:a.txt, pooled-flair:f.pt:b.pt") == [
+        ("glove", ["a.txt"]),
+        ("pooled-flair", ["f.pt", "b.pt"]),
+    ]
 
 
 @pytest.mark.slow

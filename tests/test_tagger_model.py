@@ -1,4 +1,5 @@
 """The cell tagger: it learns, its run directory is complete, and a saved model reloads and predicts identically."""
+
 import json
 import os
 
@@ -44,12 +45,25 @@ def test_darts_v2_learns_beyond_epoch_zero(darts_run):
 def test_run_directory_holds_every_output(darts_run, setup):
     out, metrics = darts_run
     # finished: the model tested, no checkpoint (nothing left to resume), no final model unless asked for
-    assert sorted(p.name for p in out.iterdir() if p.name != "tensorboard") == ["README.md", "best-model.pt", "config.json", "dev.tsv", "loss.tsv",
-                                                     "metrics.json", "test.conll", "training.log"]
+    assert sorted(p.name for p in out.iterdir() if p.name != "tensorboard") == [
+        "README.md",
+        "best-model.pt",
+        "config.json",
+        "dev.tsv",
+        "loss.tsv",
+        "metrics.json",
+        "test.conll",
+        "training.log",
+    ]
     config = json.loads((out / "config.json").read_text())
     assert config["genotype"]["name"] == "DARTS_V2" and config["hidden_size"] == 16
     stored = json.loads((out / "metrics.json").read_text())
-    assert set(stored["test"]) == {"strict", "lenient", "f1"} and set(stored["test"]["strict"]) >= {"PER", "LOC", "ORG", "micro avg"}
+    assert set(stored["test"]) == {"strict", "lenient", "f1"} and set(stored["test"]["strict"]) >= {
+        "PER",
+        "LOC",
+        "ORG",
+        "micro avg",
+    }
     assert len(stored["seconds_per_epoch"]["each_train"]) == stored["epochs"] == 6
     # test.conll holds the test tokens and gold tags, and its predictions score to the recorded F1
     blocks = [b.splitlines() for b in (out / "test.conll").read_text().strip().split("\n\n")]
@@ -67,7 +81,9 @@ def test_saved_model_reloads_and_predicts_identically(darts_run, setup):
     model = load_tagger(out / "best-model.pt")
     assert model.genotype == load("darts_v2")
     pred = prediction.predict_tags(model, to_sentences(corpus.test, "ner"))
-    recorded = [[line.split()[2] for line in b.splitlines()] for b in (out / "test.conll").read_text().strip().split("\n\n")]
+    recorded = [
+        [line.split()[2] for line in b.splitlines()] for b in (out / "test.conll").read_text().strip().split("\n\n")
+    ]
     assert pred == recorded
     again = load_tagger(out)  # a run directory works too
     assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
@@ -98,8 +114,9 @@ def test_a_tagger_new_or_reloaded_trains_on_flairs_crf_loss(darts_run, setup):
         assert isinstance(model.loss_function, CRFLoss)
         ours = model.forward_loss(sentences)[0]
         emissions, lengths, transitions = model.forward(*model._prepare_tensors(sentences))
-        flairs = ViterbiLoss(model.label_dictionary)((emissions.unsqueeze(-1) + transitions, lengths, transitions),
-                                                     model._prepare_label_tensor(sentences))
+        flairs = ViterbiLoss(model.label_dictionary)(
+            (emissions.unsqueeze(-1) + transitions, lengths, transitions), model._prepare_label_tensor(sentences)
+        )
         torch.testing.assert_close(ours, flairs, rtol=1e-5, atol=0)
 
 
@@ -165,15 +182,35 @@ def test_cli_trains_two_seeds_and_prints_mean_and_std(setup):
 
     root = setup[0]
     out = root / "two-seeds"
-    result = CliRunner().invoke(main, ["--cell", "darts_v2", "--corpus", "conll03", "--data", str(root / "data"),
-                                       "--embeddings", f"glove:{root / 'vectors.txt'}", "--hidden-size", "4",
-                                       "--max-epochs", "1", "--runs", "2", "--seed", "5", "--run-dir", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--cell",
+            "darts_v2",
+            "--corpus",
+            "conll03",
+            "--data",
+            str(root / "data"),
+            "--embeddings",
+            f"glove:{root / 'vectors.txt'}",
+            "--hidden-size",
+            "4",
+            "--max-epochs",
+            "1",
+            "--runs",
+            "2",
+            "--seed",
+            "5",
+            "--run-dir",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads((out / "metrics.json").read_text())
     f1s = [json.loads((out / f"seed-{s}" / "metrics.json").read_text())["test"]["f1"] for s in (5, 6)]
     assert [r["seed"] for r in summary["runs"]] == [5, 6] and summary["test"]["f1"]["runs"] == f1s
     assert summary["test"]["f1"]["mean"] == pytest.approx(sum(f1s) / 2)
-    assert summary["test"]["f1"]["std"] == pytest.approx(abs(f1s[0] - f1s[1]) / 2 ** 0.5)
+    assert summary["test"]["f1"]["std"] == pytest.approx(abs(f1s[0] - f1s[1]) / 2**0.5)
     heading, header = result.stdout.splitlines()[:2]
     assert heading.startswith("test split (eng.testb, 12 sentences), ") and header.startswith("type")
     assert heading.endswith(" of 2 runs (seeds 5, 6), mean ± std over the runs, seqeval strict IOB2:")
@@ -214,8 +251,19 @@ def test_an_existing_run_directory_is_not_overwritten(darts_run, setup):
     out, _ = darts_run
     before = (out / "metrics.json").read_text()
     root = setup[0]
-    result = CliRunner().invoke(main, ["--corpus", "conll03", "--data", str(root / "data"), "--embeddings",
-                                       f"glove:{root / 'vectors.txt'}", "--run-dir", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "--corpus",
+            "conll03",
+            "--data",
+            str(root / "data"),
+            "--embeddings",
+            f"glove:{root / 'vectors.txt'}",
+            "--run-dir",
+            str(out),
+        ],
+    )
     assert result.exit_code == 2 and result.stderr == f"error: {out}: already holds a run; choose another --run-dir\n"
     assert (out / "metrics.json").read_text() == before
 
@@ -248,10 +296,13 @@ def test_the_training_log_says_how_the_test_set_is_scored_and_nothing_false(dart
     out, _ = darts_run
     log = (out / "training.log").read_text()
     assert "Test data not provided" not in log and "0 test sentences" not in log
-    assert f"Corpus: 40 train + 12 dev sentences (+ {len(setup[1].test.tokens)} test sentences, scored after training)" in log
+    assert (
+        f"Corpus: 40 train + 12 dev sentences (+ {len(setup[1].test.tokens)} test sentences, scored after training)"
+        in log
+    )
 
 
-@pytest.mark.parametrize("cell_init, bound", [("lstm", 40 ** -0.5), ("darts", 0.04)])
+@pytest.mark.parametrize("cell_init, bound", [("lstm", 40**-0.5), ("darts", 0.04)])
 def test_cell_init_draws_the_cells_weights_in_its_range(setup, cell_init, bound):
     """lstm: ±1/√hidden as flair's LSTM (0.158 at hidden 40); darts: the DARTS code's ±0.04."""
     _, corpus, embeddings = setup
@@ -259,7 +310,7 @@ def test_cell_init_draws_the_cells_weights_in_its_range(setup, cell_init, bound)
     cell = build_model(config, corpus, embeddings, load("darts_v2")).rnn.cell
     for weight in (cell.w0, cell.ws):
         assert weight.abs().max() <= bound and weight.abs().max() > 0.95 * bound
-        assert weight.std().item() == pytest.approx(bound / 3 ** 0.5, rel=0.05)  # uniform, not a narrower draw
+        assert weight.std().item() == pytest.approx(bound / 3**0.5, rel=0.05)  # uniform, not a narrower draw
 
 
 def test_the_default_cell_init_is_lstms():
@@ -278,14 +329,25 @@ def test_word_vectors_are_cut_to_the_corpus_and_the_most_frequent_with_the_same_
     lines = (root / "vectors.txt").read_text().splitlines()
     width = len(lines[0].split()) - 1
     rare = [f"rare{k}" for k in range(3000)]  # words of the file that no sentence holds
-    (tmp_path / "big.txt").write_text("\n".join(lines + [f"{w} " + " ".join([f"{k / 3000:.4f}"] * width)
-                                                           for k, w in enumerate(rare)]) + "\n")
+    (tmp_path / "big.txt").write_text(
+        "\n".join(lines + [f"{w} " + " ".join([f"{k / 3000:.4f}"] * width) for k, w in enumerate(rare)]) + "\n"
+    )
     runs = {}
     for vocab in (0, 2):
-        config = TaggerConfig(cell="darts_v2", corpus="conll03", embeddings=f"glove:{tmp_path / 'big.txt'}",
-                              hidden_size=16, batch_size=4, max_epochs=4, lr=0.5, seed=3, word_vocab=vocab)
-        metrics = train_runs(config, corpus, build_embeddings(config.embeddings), load("darts_v2"),
-                             tmp_path / str(vocab))
+        config = TaggerConfig(
+            cell="darts_v2",
+            corpus="conll03",
+            embeddings=f"glove:{tmp_path / 'big.txt'}",
+            hidden_size=16,
+            batch_size=4,
+            max_epochs=4,
+            lr=0.5,
+            seed=3,
+            word_vocab=vocab,
+        )
+        metrics = train_runs(
+            config, corpus, build_embeddings(config.embeddings), load("darts_v2"), tmp_path / str(vocab)
+        )
         runs[vocab] = metrics, load_tagger(tmp_path / str(vocab)).embeddings.embeddings[0]
     (full, all_vectors), (cut, kept) = runs[0], runs[2]
     assert cut["test"] == full["test"] and cut["dev_f1_by_epoch"] == full["dev_f1_by_epoch"]
@@ -338,9 +400,18 @@ def test_prediction_one_batch_at_a_time_is_flairs_on_the_whole_list(darts_run, s
     texts = [" ".join(tokens) for tokens in corpus.test.tokens] + [""]  # an empty sentence, as flair skips it
 
     def entities(sentences):
-        return [sorted((span[0].idx - 1, span[-1].idx, span.get_label(prediction.LABEL).value,
-                        span.get_label(prediction.LABEL).score) for span in s.get_spans(prediction.LABEL))
-                for s in sentences]
+        return [
+            sorted(
+                (
+                    span[0].idx - 1,
+                    span[-1].idx,
+                    span.get_label(prediction.LABEL).value,
+                    span.get_label(prediction.LABEL).score,
+                )
+                for span in s.get_spans(prediction.LABEL)
+            )
+            for s in sentences
+        ]
 
     whole = [Sentence(text) for text in texts]
     model.predict(whole, mini_batch_size=3, label_name=prediction.LABEL)
@@ -350,5 +421,7 @@ def test_prediction_one_batch_at_a_time_is_flairs_on_the_whole_list(darts_run, s
     ours = [Sentence(text) for text in texts]
     found = prediction.predict_entities(model, ours, batch_size=3)
     assert entities(ours) == entities(whole) and any(entities(ours))
-    assert [[(e.start, e.end, e.label, e.score) for e in sorted(f, key=lambda e: e.start)] for f in found] == entities(whole)
+    assert [[(e.start, e.end, e.label, e.score) for e in sorted(f, key=lambda e: e.start)] for f in found] == entities(
+        whole
+    )
     assert len(cleared) == len(texts) - 1  # each non-empty sentence once (flair's one call: once per batch each)

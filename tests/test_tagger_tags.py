@@ -1,4 +1,5 @@
 """IOB1 -> IOB2 -> BIOES conversion, table-driven, and the scheme check of each tag."""
+
 import pytest
 
 from tagger.tag_schemes import check_tag, from_spans, iob2_to_bioes, spans, to_iob2
@@ -33,11 +34,21 @@ def test_spans_round_trip():
     assert from_spans(len(iob2), spans(iob2)) == iob2
 
 
-@pytest.mark.parametrize("tag,scheme,ok", [
-    ("O", "iob1", True), ("B-PER", "iob1", True), ("I-PER", "iob2", True), ("S-PER", "iobes", True),
-    ("E-PER", "iob1", False), ("S-PER", "iob2", False), ("PER", "iob2", False), ("B-", "iob2", False),
-    ("NNP", "iob1", False), ("X-PER", "iobes", False),
-])
+@pytest.mark.parametrize(
+    "tag,scheme,ok",
+    [
+        ("O", "iob1", True),
+        ("B-PER", "iob1", True),
+        ("I-PER", "iob2", True),
+        ("S-PER", "iobes", True),
+        ("E-PER", "iob1", False),
+        ("S-PER", "iob2", False),
+        ("PER", "iob2", False),
+        ("B-", "iob2", False),
+        ("NNP", "iob1", False),
+        ("X-PER", "iobes", False),
+    ],
+)
 def test_check_tag(tag, scheme, ok):
     problem = check_tag(tag, scheme)
     assert (problem is None) == ok

@@ -1,7 +1,7 @@
 """bin/train-lm and bin/eval-lm: perplexity, the DARTS/AWD protocol (ASGD switch, NaN rollback), resume, errors."""
+
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
@@ -31,8 +31,26 @@ from nas.runs.train import Trainer, load_for_evaluation
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
-SMALL = ["--emsize", "16", "--batch-size", "8", "--bptt", "10", "--eval-batch-size", "4", "--dropout", "0.1",
-         "--dropout-h", "0.1", "--dropout-x", "0.1", "--dropout-i", "0.1", "--dropout-e", "0"]
+SMALL = [
+    "--emsize",
+    "16",
+    "--batch-size",
+    "8",
+    "--bptt",
+    "10",
+    "--eval-batch-size",
+    "4",
+    "--dropout",
+    "0.1",
+    "--dropout-h",
+    "0.1",
+    "--dropout-x",
+    "0.1",
+    "--dropout-i",
+    "0.1",
+    "--dropout-e",
+    "0",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -67,9 +85,22 @@ def corpus_dir(tmp_path_factory) -> Path:
 
 def small_config(corpus_dir: Path, **kw) -> RetrainConfig:
     paths = find_splits(corpus_dir)
-    c = RetrainConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]), emsize=16,
-                    nhid=16, batch_size=8, bptt=10, eval_batch_size=4, dropout=0.1, dropouth=0.1, dropoutx=0.1,
-                    dropouti=0.1, dropoute=0.0, genotype=load("darts_v2").to_dict())
+    c = RetrainConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        emsize=16,
+        nhid=16,
+        batch_size=8,
+        bptt=10,
+        eval_batch_size=4,
+        dropout=0.1,
+        dropouth=0.1,
+        dropoutx=0.1,
+        dropouti=0.1,
+        dropoute=0.0,
+        genotype=load("darts_v2").to_dict(),
+    )
     return replace(c, **kw)
 
 
@@ -88,7 +119,9 @@ def one_error_line(result, only: bool = True) -> str:
     """Exit 2 and one `error:` line, the last of stderr (`only`: nothing else, as the run never started)."""
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
-    assert "Traceback" not in result.stderr and [l for l in lines if l.startswith("error: ")] == lines[-1:], result.stderr
+    assert "Traceback" not in result.stderr and [l for l in lines if l.startswith("error: ")] == lines[-1:], (
+        result.stderr
+    )
     assert len(lines) == 1 or not only, result.stderr
     return lines[-1]
 
@@ -124,7 +157,7 @@ def test_chunked_evaluation_weights_every_token_once():
     nll, hidden = 0.0, model.init_hidden(1)
     with torch.no_grad():
         for t in range(10):
-            logits, hidden, _, _ = model(data[t: t + 1], hidden)
+            logits, hidden, _, _ = model(data[t : t + 1], hidden)
             nll -= torch.log_softmax(logits[0, 0], -1)[data[t + 1, 0]].item()
     assert math.exp(evaluate(model, data, 4)) == pytest.approx(math.exp(nll / 10), rel=1e-5)  # chunks 4, 4, 2
 
@@ -156,8 +189,9 @@ def test_lstm_is_tied_through_a_projection_when_nhid_differs():
 def test_darts_v2_and_lstm_reduce_validation_perplexity(corpus_dir, tmp_path, cell):
     config = small_config(corpus_dir, epochs=4)
     if cell == "lstm":
-        config = replace(config, cell="lstm", genotype=None, nhid=matching_nhid(16, rnn_parameters(
-            "cell", load("darts_v2"), 16, 16)))
+        config = replace(
+            config, cell="lstm", genotype=None, nhid=matching_nhid(16, rnn_parameters("cell", load("darts_v2"), 16, 16))
+        )
     t = trainer(config, tmp_path / "run")
     start = math.exp(evaluate(t.model, t.valid_data, config.bptt))
     metrics = t.run()
@@ -240,8 +274,21 @@ def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir,
         return loss, nll
 
     monkeypatch.setattr(nas.runs.loop, "regularised_loss", nan_after_epoch_one)
-    args = ["--cell", "darts_v2", "--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "3",
-            "--max-batches-per-epoch", "3", "--max-rollbacks", "2", *SMALL]
+    args = [
+        "--cell",
+        "darts_v2",
+        "--data",
+        str(corpus_dir),
+        "--run-dir",
+        str(run),
+        "--epochs",
+        "3",
+        "--max-batches-per-epoch",
+        "3",
+        "--max-rollbacks",
+        "2",
+        *SMALL,
+    ]
     result = CliRunner().invoke(train_lm, args)
     line = one_error_line(result, only=False)
     assert "loss became nan in epoch 2, batch 1" in line and "2 rollbacks did not help" in line
@@ -298,8 +345,22 @@ def test_time_budget_cuts_the_epoch_short_and_still_validates_it(corpus_dir, tmp
 
 def test_eval_lm_reproduces_the_recorded_perplexities(corpus_dir, tmp_path):
     run = tmp_path / "run"
-    result = CliRunner().invoke(train_lm, ["--cell", "lstm", "--data", str(corpus_dir), "--run-dir", str(run),
-                                           "--epochs", "2", "--max-batches-per-epoch", "5", *SMALL])
+    result = CliRunner().invoke(
+        train_lm,
+        [
+            "--cell",
+            "lstm",
+            "--data",
+            str(corpus_dir),
+            "--run-dir",
+            str(run),
+            "--epochs",
+            "2",
+            "--max-batches-per-epoch",
+            "5",
+            *SMALL,
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "parameters (" in result.stderr and "matched to darts_v2's 5,120" in result.stderr
     metrics = json.loads((run / "metrics.json").read_text())
@@ -318,16 +379,22 @@ def test_eval_lm_reproduces_the_recorded_perplexities(corpus_dir, tmp_path):
 # -- bad input ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("extra, problem", [
-    (["--cell", "nosuch"], "cell 'nosuch': no such file, and not a shipped cell"),
-    (["--nhid", "20"], "--nhid 20 and --emsize 16 must be equal"),
-    (["--time-budget", "0"], "--time-budget: must be a positive number of minutes"),
-    (["--dropout", "1"], "--dropout: must be in [0, 1)"),
-    (["--bptt", "500"], "lower --batch-size or --bptt"),
-    (["--epochs", "0"], "--epochs: must be in [1, 1000000], got 0"),
-    pytest.param(["--device", "cuda"], "CUDA is not available",
-                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
-])
+@pytest.mark.parametrize(
+    "extra, problem",
+    [
+        (["--cell", "nosuch"], "cell 'nosuch': no such file, and not a shipped cell"),
+        (["--nhid", "20"], "--nhid 20 and --emsize 16 must be equal"),
+        (["--time-budget", "0"], "--time-budget: must be a positive number of minutes"),
+        (["--dropout", "1"], "--dropout: must be in [0, 1)"),
+        (["--bptt", "500"], "lower --batch-size or --bptt"),
+        (["--epochs", "0"], "--epochs: must be in [1, 1000000], got 0"),
+        pytest.param(
+            ["--device", "cuda"],
+            "CUDA is not available",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA"),
+        ),
+    ],
+)
 def test_train_lm_bad_input_is_one_line_and_exit_2_and_writes_nothing(corpus_dir, tmp_path, extra, problem):
     run = tmp_path / "run"
     result = CliRunner().invoke(train_lm, ["--data", str(corpus_dir), "--run-dir", str(run), *SMALL, *extra])
@@ -339,8 +406,10 @@ def test_train_lm_refuses_missing_data_an_occupied_run_dir_and_a_bad_resume(corp
     runner = CliRunner()
     assert "no such directory" in one_error_line(runner.invoke(train_lm, ["--data", str(tmp_path / "none")]))
     run = tmp_path / "run"
-    ok = runner.invoke(train_lm, ["--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "1",
-                                  "--max-batches-per-epoch", "2", *SMALL])
+    ok = runner.invoke(
+        train_lm,
+        ["--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "1", "--max-batches-per-epoch", "2", *SMALL],
+    )
     assert ok.exit_code == 0, ok.output
     again = runner.invoke(train_lm, ["--data", str(corpus_dir), "--run-dir", str(run), *SMALL])
     assert "already holds a run; continue it with --resume" in one_error_line(again)
@@ -350,16 +419,29 @@ def test_train_lm_refuses_missing_data_an_occupied_run_dir_and_a_bad_resume(corp
 def test_eval_lm_bad_input(corpus_dir, tmp_path):
     runner = CliRunner()
     text = corpus_dir / "test.txt"
-    assert "not a model file of this toolkit" in one_error_line(runner.invoke(eval_lm, [str(text), "--file", str(text)]))
+    assert "not a model file of this toolkit" in one_error_line(
+        runner.invoke(eval_lm, [str(text), "--file", str(text)])
+    )
     assert "no best.pt" in one_error_line(runner.invoke(eval_lm, [str(tmp_path), "--file", str(text)]))
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(2)}, foreign)
     assert "not a language model written by bin/train-lm" in one_error_line(
-        runner.invoke(eval_lm, [str(foreign), "--file", str(text)]))
+        runner.invoke(eval_lm, [str(foreign), "--file", str(text)])
+    )
 
 
 def test_bin_eval_lm_exits_2_with_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "bin" / "eval-lm"), str(tmp_path / "none.pt"), "--file",
-                           str(tmp_path / "none.txt")], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bin" / "eval-lm"),
+            str(tmp_path / "none.pt"),
+            "--file",
+            str(tmp_path / "none.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"error: {tmp_path / 'none.pt'}: no such file"]

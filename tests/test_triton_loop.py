@@ -1,6 +1,7 @@
 """The frozen cell's time loop as Triton kernels (nas/fast/triton_loop.py, the `cuda-loop` backend) against
 the definition: on a CPU in Triton's interpreter (TRITON_INTERPRET=1), on a GPU compiled. Triton is in
 the test extra; without it these tests skip."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,18 @@ from nas.fast import backends, triton_loop
 pytest.importorskip("triton")
 
 # several edges into one node and an unevenly spaced concat (as tests/test_fused_cell.py's)
-MULTI = Genotype(nodes=((("tanh", 0),), (("relu", 0), ("sigmoid", 1)), (("identity", 2),), (("relu", 1), ("tanh", 3)),
-                        (("sigmoid", 2),), (("relu", 4),), (("tanh", 4),)), concat=(2, 4, 5, 7))
+MULTI = Genotype(
+    nodes=(
+        (("tanh", 0),),
+        (("relu", 0), ("sigmoid", 1)),
+        (("identity", 2),),
+        (("relu", 1), ("tanh", 3)),
+        (("sigmoid", 2),),
+        (("relu", 4),),
+        (("tanh", 4),),
+    ),
+    concat=(2, 4, 5, 7),
+)
 
 
 @pytest.fixture
@@ -54,12 +65,16 @@ def _run(rnn: FrozenRNN, backend, x, h0, lengths) -> list[torch.Tensor]:
 SMALL_TILES = dict(BLOCK_H=32, BLOCK_N=32, BLOCK_K=16, num_warps=1, num_stages=1)
 
 
-@pytest.mark.parametrize("name, dtype, dropout, batch, hidden, tiles", [
-    ("darts_v2", torch.float64, 0.3, 17, 20, None),  # two blocks of sequences, the tiles as shipped
-    ("multi", torch.float32, 0.0, 4, 40, SMALL_TILES),  # several tiles of every loop, as at the papers' sizes
-])
-def test_the_kernels_equal_the_definition_forward_and_backward(name, dtype, dropout, batch, hidden, tiles,
-                                                              interpreter, monkeypatch):
+@pytest.mark.parametrize(
+    "name, dtype, dropout, batch, hidden, tiles",
+    [
+        ("darts_v2", torch.float64, 0.3, 17, 20, None),  # two blocks of sequences, the tiles as shipped
+        ("multi", torch.float32, 0.0, 4, 40, SMALL_TILES),  # several tiles of every loop, as at the papers' sizes
+    ],
+)
+def test_the_kernels_equal_the_definition_forward_and_backward(
+    name, dtype, dropout, batch, hidden, tiles, interpreter, monkeypatch
+):
     if tiles is not None:
         monkeypatch.setattr(triton_loop, "tiles", lambda H, forward: dict(tiles))
     rnn = _layer(MULTI if name == "multi" else load(name), dtype, dropout, hidden).train()
@@ -118,12 +133,16 @@ def test_the_kernels_compile_for_an_h100_here(kernel, H, monkeypatch):
     launch = {name: settings.pop(name) for name in ("num_warps", "num_stages")}
     constants = {"H": H, "HAS_MASK": True, "HAS_X": True, "MULTI": True, "BLOCK_B": triton_loop.BLOCK_B, **settings}
     constants = {p.name: constants[p.name] for p in fn.params if p.is_constexpr}
-    kinds = {**dict.fromkeys(["T", "B", "R", "E", "I", "NS", "n_waves", "n_concat"], "i32"),
-             **dict.fromkeys(["counts", "offsets", "waves", "groups", "edges", "concat"], "*i32"),
-             "inv_concat": "fp32", "scale": "fp32"}  # the rest: float32 tensors
+    kinds = {
+        **dict.fromkeys(["T", "B", "R", "E", "I", "NS", "n_waves", "n_concat"], "i32"),
+        **dict.fromkeys(["counts", "offsets", "waves", "groups", "edges", "concat"], "*i32"),
+        "inv_concat": "fp32",
+        "scale": "fp32",
+    }  # the rest: float32 tensors
     signature = {p.name: "constexpr" if p.is_constexpr else kinds.get(p.name, "*fp32") for p in fn.params}
-    binary = compile(ASTSource(fn=fn, signature=signature, constexprs=constants), target=GPUTarget("cuda", 90, 32),
-                     options=launch)
+    binary = compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constants), target=GPUTarget("cuda", 90, 32), options=launch
+    )
     assert binary.asm["cubin"] and 0 < binary.metadata.shared <= H100_SHARED_MEMORY
 
 

@@ -5,6 +5,7 @@ each is one `error:` line, exit 2, and every file of the user's byte for byte as
 Most are refused while the command line is checked (`nas.common.cli`); the plot-cell cases are
 refused by the write itself (`nas.common.guard` through `nas.common.files.atomic_open`).
 """
+
 from __future__ import annotations
 
 import json
@@ -27,35 +28,74 @@ LM = "--data {fx}/lm --emsize 8 --nhid 8 --batch-size 4 --bptt 5"
 TAGGER = "--corpus conll03 --data {fx}/tagdata --embeddings glove:{fx}/vectors.txt"
 CASES = [
     # over a file the command reads, however spelled
-    ("search-lm", f"{LM} --out {{fx}}/lm/ptb.train.txt", "--out: {fx}/lm/ptb.train.txt: a file in --data, a folder this command reads"),
+    (
+        "search-lm",
+        f"{LM} --out {{fx}}/lm/ptb.train.txt",
+        "--out: {fx}/lm/ptb.train.txt: a file in --data, a folder this command reads",
+    ),
     ("search-lm", f"{LM} --out {{fx}}/lm/../lm/ptb.valid.txt", "a file in --data, a folder this command reads"),
     ("search-lm", f"{LM} --out {{fx}}/link.txt", "--out: {fx}/link.txt: a file in --data"),
-    ("search-lm", "--train {fx}/lm/ptb.train.txt --valid {fx}/lm/ptb.valid.txt --test {fx}/lm/ptb.test.txt "
-                  "--out {fx}/lm/ptb.test.txt", "an input of this command (--test)"),
-    ("search-lm", f"{LM} --config {{fx}}/searchrun/config.json --out {{fx}}/searchrun/config.json",
-     "an input of this command (--config)"),
-    ("train-wordvec", "--data {fx}/text.txt --out {fx}/text.txt", "--out: {fx}/text.txt: an input of this command (--data)"),
+    (
+        "search-lm",
+        "--train {fx}/lm/ptb.train.txt --valid {fx}/lm/ptb.valid.txt --test {fx}/lm/ptb.test.txt "
+        "--out {fx}/lm/ptb.test.txt",
+        "an input of this command (--test)",
+    ),
+    (
+        "search-lm",
+        f"{LM} --config {{fx}}/searchrun/config.json --out {{fx}}/searchrun/config.json",
+        "an input of this command (--config)",
+    ),
+    (
+        "train-wordvec",
+        "--data {fx}/text.txt --out {fx}/text.txt",
+        "--out: {fx}/text.txt: an input of this command (--data)",
+    ),
     ("train-wordvec", "--data {fx}/link.txt --out {fx}/lm/ptb.train.txt", "an input of this command (--data)"),
-    ("train-wordvec", "--data {fx}/text.txt --out {fx}/hardlink.txt", "--out: {fx}/hardlink.txt: an input of this "
-                                                                    "command (--data)"),
-    ("tag", "{fx}/text.txt --model {fx}/nope.pt --out {fx}/text.txt", "--out: {fx}/text.txt: an input of this command (INPUTS)"),
+    (
+        "train-wordvec",
+        "--data {fx}/text.txt --out {fx}/hardlink.txt",
+        "--out: {fx}/hardlink.txt: an input of this command (--data)",
+    ),
+    (
+        "tag",
+        "{fx}/text.txt --model {fx}/nope.pt --out {fx}/text.txt",
+        "--out: {fx}/text.txt: an input of this command (INPUTS)",
+    ),
     ("export", "{fx}/searchrun --out {fx}/searchrun/metrics.json", "a file in MODEL, a folder this command reads"),
     # over a file of a run the command did not start
-    ("search-lm", f"{LM} --out {{fx}}/searchrun/config.json", "a file of the run in {fx}/searchrun, which this command did not start"),
+    (
+        "search-lm",
+        f"{LM} --out {{fx}}/searchrun/config.json",
+        "a file of the run in {fx}/searchrun, which this command did not start",
+    ),
     ("search-lm", f"{LM} --out {{fx}}/searchrun/../searchrun/metrics.json", "a file of the run in {fx}/searchrun"),
     ("train-wordvec", "--data {fx}/text.txt --out {fx}/searchrun/metrics.json", "a file of the run in {fx}/searchrun"),
-    ("evaluate", "--model {fx}/nope.pt --corpus conll03 --data {fx}/tagdata --out {fx}/searchrun",
-     "--out: {fx}/searchrun: holds another run (its config.json), which this command did not start"),
+    (
+        "evaluate",
+        "--model {fx}/nope.pt --corpus conll03 --data {fx}/tagdata --out {fx}/searchrun",
+        "--out: {fx}/searchrun: holds another run (its config.json), which this command did not start",
+    ),
     ("sample-cells", "--n 2 --out {fx}/searchrun", "--out: {fx}/searchrun: holds another run"),
     ("plot-run", "{fx}/searchrun --out {fx}/searchrun", "holds another run"),
     ("plot-cell", "{fx}/searchrun/genotype.json", "{fx}/searchrun/genotype.png: a file of the run in {fx}/searchrun"),
     ("plot-cell", "{fx}/lm/../searchrun/genotype.json --out {fx}/searchrun", "holds another run"),
-    ("search-lm", f"{LM} --run-dir {{fx}}/out/run --out {{fx}}/out/run/config.json",
-     "--out: {fx}/out/run/config.json: the run's own config.json; choose another path"),
-    ("train-charlm", "--data {fx}/text.txt --direction forward --epochs 1 --run-dir {fx}/searchrun",
-     "{fx}/searchrun: already holds a run; choose another folder"),
+    (
+        "search-lm",
+        f"{LM} --run-dir {{fx}}/out/run --out {{fx}}/out/run/config.json",
+        "--out: {fx}/out/run/config.json: the run's own config.json; choose another path",
+    ),
+    (
+        "train-charlm",
+        "--data {fx}/text.txt --direction forward --epochs 1 --run-dir {fx}/searchrun",
+        "{fx}/searchrun: already holds a run; choose another folder",
+    ),
     # a run directory inside a corpus folder
-    ("search-lm", f"{LM} --run-dir {{fx}}/lm/run", "--run-dir: {fx}/lm/run: inside --data, a folder this command reads"),
+    (
+        "search-lm",
+        f"{LM} --run-dir {{fx}}/lm/run",
+        "--run-dir: {fx}/lm/run: inside --data, a folder this command reads",
+    ),
     ("train-lm", f"{LM} --run-dir {{fx}}/lm", "--run-dir: {fx}/lm: inside --data"),
     ("train-tagger", f"{TAGGER} --run-dir {{fx}}/tagdata/runs/ner", "--run-dir: {fx}/tagdata/runs/ner: inside --data"),
     ("train-charlm", "--data {fx}/lm --direction forward --epochs 1 --run-dir {fx}/lm/charlm", "inside --data"),
@@ -75,9 +115,18 @@ def fx(tmp_path_factory) -> Path:
     run.mkdir()
     (run / "config.json").write_text(json.dumps({"method": "darts", "epochs": 1}), encoding="utf-8")
     (run / "metrics.json").write_text("{}\n", encoding="utf-8")
-    (run / "genotype.json").write_text(json.dumps({"format": "nas-rnn-genotype", "version": 1, "name": "g",
-                                                   "nodes": [[["tanh", 0]], [["relu", 1]]], "concat": [1, 2]}),
-                                       encoding="utf-8")
+    (run / "genotype.json").write_text(
+        json.dumps(
+            {
+                "format": "nas-rnn-genotype",
+                "version": 1,
+                "name": "g",
+                "nodes": [[["tanh", 0]], [["relu", 1]]],
+                "concat": [1, 2],
+            }
+        ),
+        encoding="utf-8",
+    )
     (run / "genotype.png").write_bytes(b"a picture the user keeps")
     return root
 
@@ -92,16 +141,32 @@ def test_no_command_writes_over_a_users_file(fx, tmp_path, monkeypatch, command,
 
 
 def test_the_cases_cover_every_command_that_writes_a_file_or_a_run():
-    writers = {"search-lm", "train-lm", "train-tagger", "train-charlm", "train-wordvec", "tag", "evaluate", "export",
-               "sample-cells", "plot-run", "plot-cell"}
+    writers = {
+        "search-lm",
+        "train-lm",
+        "train-tagger",
+        "train-charlm",
+        "train-wordvec",
+        "tag",
+        "evaluate",
+        "export",
+        "sample-cells",
+        "plot-run",
+        "plot-cell",
+    }
     assert {case[0] for case in CASES} == writers
 
 
 def test_a_real_process_refuses_to_write_a_genotype_over_the_training_corpus(fx, tmp_path):
     train = fx / "lm" / "ptb.train.txt"
     before = train.read_bytes()
-    proc = subprocess.run([sys.executable, str(REPO / "bin" / "search-lm"), *_args(f"{LM} --out {{fx}}/link.txt", fx, tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bin" / "search-lm"), *_args(f"{LM} --out {{fx}}/link.txt", fx, tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     _assert_refused(proc.returncode, proc.stdout, proc.stderr, f"--out: {fx}/link.txt: a file in --data")
     assert train.read_bytes() == before and not any(tmp_path.iterdir())
 

@@ -1,5 +1,6 @@
 """Random search with weight sharing and ENAS (nas.methods.random_search, nas.methods.enas, nas.methods.controller):
 the shared layer against the frozen cell, REINFORCE on a toy reward, exact resume, and the command end to end."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,24 @@ from nas.methods.weight_sharing import SampledRNN
 from nas.methods.sampling import CANDIDATE_OPS, Space, sample
 from nas.runs.search import Searcher
 
-TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8",
-        "--eval-batch-size", "2", "--max-batches-per-epoch", "6", "--lr", "2"]
+TINY = [
+    "--emsize",
+    "12",
+    "--nhid",
+    "12",
+    "--nodes",
+    "3",
+    "--batch-size",
+    "4",
+    "--bptt",
+    "8",
+    "--eval-batch-size",
+    "2",
+    "--max-batches-per-epoch",
+    "6",
+    "--lr",
+    "2",
+]
 
 
 def cell(pairs: list[tuple[str, int]]) -> Genotype:
@@ -69,8 +86,7 @@ def test_shared_layer_running_a_drawn_cell_is_the_frozen_cell_on_the_same_weight
 def _p_node2_reads_s0_through_relu(controller: Controller) -> float:
     """The exact marginal probability, summing over node 1's op (its predecessor is always s0)."""
     with torch.no_grad():
-        return sum(math.exp(float(controller.log_prob(cell([(op, 0), ("relu", 0)]))))
-                   for op in CANDIDATE_OPS)
+        return sum(math.exp(float(controller.log_prob(cell([(op, 0), ("relu", 0)])))) for op in CANDIDATE_OPS)
 
 
 def test_reinforce_moves_the_controller_toward_the_rewarded_cell():
@@ -94,7 +110,9 @@ def test_reinforce_moves_the_controller_toward_the_rewarded_cell():
 
 
 def test_controller_samples_follow_its_log_prob():
-    """Frequencies of 4000 samples of a 2-node controller match exp(log_prob) over all 32 cells (the policy is a distribution)."""
+    """Frequencies of 4000 samples of a 2-node controller match exp(log_prob) over all 32 cells (the policy is a
+    distribution).
+    """
     torch.manual_seed(4)
     controller = Controller(nodes=2)
     with torch.no_grad():
@@ -114,16 +132,36 @@ def test_controller_samples_follow_its_log_prob():
 
 def _searcher(corpus, run_dir, method, epochs=2, **settings):
     paths = find_splits(corpus)
-    small = dict(emsize=12, nhid=12, nodes=3, batch_size=4, bptt=8, eval_batch_size=2, max_batches_per_epoch=6,
-                 lr=2.0, candidates=4, controller_steps=5, eval_batches=4)
-    config = SearchConfig(train=str(paths["train"]), valid=str(paths["valid"]), test=str(paths["test"]),
-                          epochs=epochs, method=method, **{**small, **settings})
+    small = dict(
+        emsize=12,
+        nhid=12,
+        nodes=3,
+        batch_size=4,
+        bptt=8,
+        eval_batch_size=2,
+        max_batches_per_epoch=6,
+        lr=2.0,
+        candidates=4,
+        controller_steps=5,
+        eval_batches=4,
+    )
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        epochs=epochs,
+        method=method,
+        **{**small, **settings},
+    )
     config.validate()
     return RunDir(run_dir), Searcher(config, RunDir(run_dir), Corpus.load(paths))
 
 
-@pytest.mark.parametrize("method,stop", [("random", (1, 3)), ("random", (0, 6)), ("enas", (1, 3))],
-                         ids=["random mid-epoch", "random after an epoch's last batch", "enas mid-epoch"])
+@pytest.mark.parametrize(
+    "method,stop",
+    [("random", (1, 3)), ("random", (0, 6)), ("enas", (1, 3))],
+    ids=["random mid-epoch", "random after an epoch's last batch", "enas mid-epoch"],
+)
 def test_resume_after_interruption_gives_the_same_search(lm_corpus, tmp_path, method, stop):
     run, straight = _searcher(lm_corpus, tmp_path / "straight", method)
     run.start({})
@@ -146,8 +184,10 @@ def test_resume_after_interruption_gives_the_same_search(lm_corpus, tmp_path, me
         for p, q in zip(resumed.method.controller.parameters(), straight.method.controller.parameters()):
             assert torch.equal(p, q)
         assert resumed.method.reinforce.baseline == straight.method.reinforce.baseline
-    logs = [[json.loads(line) for line in (tmp_path / d / "log.jsonl").read_text().splitlines()]
-            for d in ("straight", "interrupted")]
+    logs = [
+        [json.loads(line) for line in (tmp_path / d / "log.jsonl").read_text().splitlines()]
+        for d in ("straight", "interrupted")
+    ]
     assert [r["genotype"] for r in logs[0]] == [r["genotype"] for r in logs[1]]
     assert [r["valid_ppl"] for r in logs[0]] == [r["valid_ppl"] for r in logs[1]]
 
@@ -167,9 +207,26 @@ def test_bf16_search_steps_in_bf16_and_keeps_the_controller_in_fp32(lm_corpus, t
 def test_search_command_writes_a_genotype_that_loads_and_every_candidate(lm_corpus, tmp_path, method):
     run_dir, out = tmp_path / "run", tmp_path / "cell.json"
     extra = ["--controller-steps", "4"] if method == "enas" else []
-    result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", method, "--epochs", "2",
-                                            "--candidates", "5", "--run-dir", str(run_dir), "--out", str(out),
-                                            *extra, *TINY], catch_exceptions=False)
+    result = CliRunner().invoke(
+        search_lm,
+        [
+            "--data",
+            str(lm_corpus),
+            "--method",
+            method,
+            "--epochs",
+            "2",
+            "--candidates",
+            "5",
+            "--run-dir",
+            str(run_dir),
+            "--out",
+            str(out),
+            *extra,
+            *TINY,
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     cell = genotype.load(out)
     assert cell == genotype.load(run_dir / "genotype.json")
@@ -191,19 +248,30 @@ def test_search_command_writes_a_genotype_that_loads_and_every_candidate(lm_corp
     assert "rnn.alpha" not in model and not any("bn" in k for k in model)
     assert f"best of 5 candidates: valid ppl {min(scores):.1f}" in result.stderr
     if method == "random":  # pictures of a search without α: the cell and the perplexities
-        assert sorted(p.name for p in plot_search(run_dir)) == ["cell.png", "cell.svg", "valid_ppl.png", "valid_ppl.svg"]
+        assert sorted(p.name for p in plot_search(run_dir)) == [
+            "cell.png",
+            "cell.svg",
+            "valid_ppl.png",
+            "valid_ppl.svg",
+        ]
 
 
-@pytest.mark.parametrize("args,expected", [
-    (["--method", "random", "--order", "2"], "--order: this method has no α step"),
-    (["--method", "darts", "--candidates", "5"], "--candidates: only with --method random or enas"),
-    (["--method", "random", "--controller-steps", "5"], "--controller-steps: only with --method enas"),
-    (["--method", "enas", "--baseline-decay", "1"], "--baseline-decay: must be in [0, 1), got 1.0"),
-    (["--method", "enas", "--candidates", "0"], "--candidates: must be in [1, 1000000], got 0"),
-    (["--method", "enas", "--attention", "search"], "--attention search: --method enas draws the cell only"),
-    (["--method", "darts", "--workers", "2"], "--workers 2 without --seeds: scores candidates on several workers, "
-                                              "which random search and ENAS do and --method darts does not"),
-])
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--method", "random", "--order", "2"], "--order: this method has no α step"),
+        (["--method", "darts", "--candidates", "5"], "--candidates: only with --method random or enas"),
+        (["--method", "random", "--controller-steps", "5"], "--controller-steps: only with --method enas"),
+        (["--method", "enas", "--baseline-decay", "1"], "--baseline-decay: must be in [0, 1), got 1.0"),
+        (["--method", "enas", "--candidates", "0"], "--candidates: must be in [1, 1000000], got 0"),
+        (["--method", "enas", "--attention", "search"], "--attention search: --method enas draws the cell only"),
+        (
+            ["--method", "darts", "--workers", "2"],
+            "--workers 2 without --seeds: scores candidates on several workers, "
+            "which random search and ENAS do and --method darts does not",
+        ),
+    ],
+)
 def test_flags_that_do_not_fit_give_one_line(lm_corpus, tmp_path, args, expected):
     result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--run-dir", str(tmp_path / "run"), *args, *TINY])
     assert result.exit_code == 2
@@ -217,10 +285,27 @@ def test_candidates_scored_on_two_ray_workers_get_the_scores_of_one_process(lm_c
     try:
         for workers in (1, 2):
             run_dir = tmp_path / f"workers-{workers}"
-            result = CliRunner().invoke(search_lm, ["--data", str(lm_corpus), "--method", "random", "--epochs", "2",
-                                                    "--candidates", "5", "--track-candidates", "3", "--workers",
-                                                    str(workers), "--run-dir", str(run_dir), *TINY],
-                                        catch_exceptions=False)
+            result = CliRunner().invoke(
+                search_lm,
+                [
+                    "--data",
+                    str(lm_corpus),
+                    "--method",
+                    "random",
+                    "--epochs",
+                    "2",
+                    "--candidates",
+                    "5",
+                    "--track-candidates",
+                    "3",
+                    "--workers",
+                    str(workers),
+                    "--run-dir",
+                    str(run_dir),
+                    *TINY,
+                ],
+                catch_exceptions=False,
+            )
             assert result.exit_code == 0, result.output
             assert ray.is_initialized() == (workers == 2)  # the candidates went to Ray only when asked
             metrics[workers] = json.loads((run_dir / "metrics.json").read_text())
@@ -228,5 +313,6 @@ def test_candidates_scored_on_two_ray_workers_get_the_scores_of_one_process(lm_c
     finally:
         ray.shutdown()
     assert metrics[2]["candidates"] == metrics[1]["candidates"] and metrics[2]["selected"] == metrics[1]["selected"]
-    assert [(r["best_candidate"], r["best_candidate_ppl"], r["panel_median_ppl"]) for r in logs[2]] == \
-        [(r["best_candidate"], r["best_candidate_ppl"], r["panel_median_ppl"]) for r in logs[1]]
+    assert [(r["best_candidate"], r["best_candidate_ppl"], r["panel_median_ppl"]) for r in logs[2]] == [
+        (r["best_candidate"], r["best_candidate_ppl"], r["panel_median_ppl"]) for r in logs[1]
+    ]

@@ -11,6 +11,7 @@ mix of both, α_att is an architecture parameter, and the derived type is its ar
 Choices: the dot scores are scaled by 1/√C (the scaled dot product, for a softmax that does not
 saturate at C = 300..850); multi-head uses `heads` heads of ⌈C/heads⌉ dimensions each.
 """
+
 from __future__ import annotations
 
 import math

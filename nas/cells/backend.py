@@ -6,6 +6,7 @@ injects as the cells' `backend` attribute (`nas.fast.backends.attach`); None, th
 `DEFINITION`, the plain-torch answer to every question below. The cells import nothing from `nas.fast`.
 Each hook either runs the part asked for or returns None, and the cell then runs its own code.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Protocol
@@ -41,18 +42,35 @@ class CellBackend(Protocol):
     def linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         """x·Wᵀ over a whole sequence (the search cell's input projection)."""
 
-    def frozen_loop(self, rnn: nn.Module, batch: Any, x: torch.Tensor, h: torch.Tensor,
-                    mx: torch.Tensor | None, mh: torch.Tensor | None) -> torch.Tensor | None:
+    def frozen_loop(
+        self,
+        rnn: nn.Module,
+        batch: Any,
+        x: torch.Tensor,
+        h: torch.Tensor,
+        mx: torch.Tensor | None,
+        mh: torch.Tensor | None,
+    ) -> torch.Tensor | None:
         """A `FrozenRNN`'s whole time loop over its `PaddedBatch` (packed outputs, as `PaddedBatch.unpack`
         reads them), or None."""
 
-    def search_loop(self, rnn: nn.Module, x: torch.Tensor, xin: torch.Tensor, xproj: torch.Tensor | None,
-                    h: torch.Tensor, history: tuple | None, w0x: torch.Tensor, w0h: torch.Tensor,
-                    mh: torch.Tensor | None) -> tuple | None:
+    def search_loop(
+        self,
+        rnn: nn.Module,
+        x: torch.Tensor,
+        xin: torch.Tensor,
+        xproj: torch.Tensor | None,
+        h: torch.Tensor,
+        history: tuple | None,
+        w0x: torch.Tensor,
+        w0h: torch.Tensor,
+        mh: torch.Tensor | None,
+    ) -> tuple | None:
         """A `SearchRNN`'s whole time loop, (outputs, last h, history), or None."""
 
-    def gate_nodes(self, gate: nn.Module, e: list[torch.Tensor], w_node: list,
-                   weights: torch.Tensor) -> torch.Tensor | None:
+    def gate_nodes(
+        self, gate: nn.Module, e: list[torch.Tensor], w_node: list, weights: torch.Tensor
+    ) -> torch.Tensor | None:
         """An ESS `SearchGate`'s DAG over the projected history vectors `e`, or None."""
 
 

@@ -1,4 +1,5 @@
-"""The DARTS recurrent cell (Liu et al. 2019; docs/concepts/cell.md): its definition, and the frozen cell run over whole sequences.
+"""The DARTS recurrent cell (Liu et al. 2019; docs/concepts/cell.md): its definition, and the frozen cell run over whole
+sequences.
 
 The definition, in readable Python: `first_node` and `highway` below, one time step of a
 genotype's cell in `cell_step`. The search cell (`nas.cells.search_cell`) is the same cell with every
@@ -25,6 +26,7 @@ steps before the loop. The time loop, padded batches and the reversed direction 
 A genotype may add the ESS inter-cell gates (`nas.cells.gates`: the cell then reads ĥ_{t-1} and x̂_t)
 and a NASABN attention layer over the output sequence (`nas.cells.attention`), both run here too.
 """
+
 from __future__ import annotations
 
 import torch
@@ -46,13 +48,20 @@ def highway(prev: torch.Tensor, c: torch.Tensor, h: torch.Tensor) -> torch.Tenso
 
 
 def first_node(xp: torch.Tensor, hw: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """s0 = h + σ(c0)⊙(tanh(h0) − h), [c0 | h0] = xp + hw, from xp = (x_t ⊙ m_x)·W0x, hw = (h ⊙ m_h)·W0h, h = h_{t-1}."""
+    """s0 = h + σ(c0)⊙(tanh(h0) − h), [c0 | h0] = xp + hw, from xp = (x_t ⊙ m_x)·W0x, hw = (h ⊙ m_h)·W0h, h = h_{t−1}"""
     c0, h0 = (xp + hw).split(h.size(-1), -1)
     return highway(h, c0, torch.tanh(h0))
 
 
-def cell_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor | StepProduct,
-              waves: list[Wave], wave_weights: list[torch.Tensor | StepProduct], concat: tuple[int, ...]) -> torch.Tensor:
+def cell_step(
+    xp: torch.Tensor,
+    h: torch.Tensor,
+    mh: torch.Tensor | None,
+    w0h: torch.Tensor | StepProduct,
+    waves: list[Wave],
+    wave_weights: list[torch.Tensor | StepProduct],
+    concat: tuple[int, ...],
+) -> torch.Tensor:
     """h_t from xp = (x_t ⊙ m_x)·W0x and h = h_{t-1}: the equations above, for D directions at once.
 
     xp is (D, B, 2H), h and mh (D, B, H); wave k's weights hold W_i of each edge and direction,
@@ -87,10 +96,19 @@ class FrozenRNN(nn.Module):
 
     backend: CellBackend | None = None
 
-    def __init__(self, genotype: Genotype, ninp: int, nhid: int, directions: int = 1,
-                 dropout_x: float = 0.0, dropout_h: float = 0.0, attention_heads: int = 4,
-                 inter: nn.Module | None = None, attention: nn.Module | None = None,
-                 init_range: float = INIT_RANGE):
+    def __init__(
+        self,
+        genotype: Genotype,
+        ninp: int,
+        nhid: int,
+        directions: int = 1,
+        dropout_x: float = 0.0,
+        dropout_h: float = 0.0,
+        attention_heads: int = 4,
+        inter: nn.Module | None = None,
+        attention: nn.Module | None = None,
+        init_range: float = INIT_RANGE,
+    ):
         super().__init__()
         self.genotype, self.ninp, self.nhid, self.directions = genotype, ninp, nhid, directions
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
@@ -105,8 +123,9 @@ class FrozenRNN(nn.Module):
         self.waves = plan_waves(genotype)
         # The node matrix W_i of every edge in wave order: one gather per forward (one zero-filled
         # gradient of ws in the backward pass), then split into the waves.
-        self.register_buffer("_edge_nodes", torch.tensor([i - 1 for wave in self.waves for i in wave.nodes]),
-                             persistent=False)
+        self.register_buffer(
+            "_edge_nodes", torch.tensor([i - 1 for wave in self.waves for i in wave.nodes]), persistent=False
+        )
         self.backend_state: dict = {}  # what the backend keeps for this layer between calls (plans, packed weights)
 
     @property
@@ -152,8 +171,9 @@ class FrozenRNN(nn.Module):
         def step(t: int, x_gate: torch.Tensor | None, h_in: torch.Tensor) -> torch.Tensor:
             n = h_in.size(1)  # the sequences still going (all, without lengths)
             xp = xproj[t] if x_gate is None else times(xsteps[t][:, :n] * x_gate, w0x)  # x̂_t = x_t ⊙ g′
-            return one_step(xp, h_in, None if mh is None else mh[:, :n], w0h, self.waves, wave_weights,
-                            self.genotype.concat)
+            return one_step(
+                xp, h_in, None if mh is None else mh[:, :n], w0h, self.waves, wave_weights, self.genotype.concat
+            )
 
         out, h, history = run_recurrence(step, h, T, self.inter, x, history, batch.packing)
         return self._finish(batch, out, h if history is None else (h, *history))
@@ -166,12 +186,16 @@ class FrozenRNN(nn.Module):
             out = batch.zero_padding(self.attention(out, causal=self.directions == 1, lengths=batch.lengths))
         return out, state
 
-    def _loop_weights(self, backend: CellBackend) -> tuple[torch.Tensor, torch.Tensor | StepProduct,
-                                                           list[torch.Tensor | StepProduct]]:
+    def _loop_weights(
+        self, backend: CellBackend
+    ) -> tuple[torch.Tensor, torch.Tensor | StepProduct, list[torch.Tensor | StepProduct]]:
         """W0x, and the weights the loop multiplies by at every step: W0h and each wave's W_i (E·D, H, 2H),
         as the backend holds them (`step_weight`)."""
         H = self.nhid
-        w0x, w0h = self.w0[:, : self.ninp], self.w0[:, self.ninp:]
+        w0x, w0h = self.w0[:, : self.ninp], self.w0[:, self.ninp :]
         per_wave = self.ws[:, self._edge_nodes].split([len(wave.nodes) for wave in self.waves], 1)  # (D, E, H, 2H)
-        return w0x, backend.step_weight(w0h), [backend.step_weight(w.transpose(0, 1).reshape(-1, H, 2 * H))
-                                               for w in per_wave]
+        return (
+            w0x,
+            backend.step_weight(w0h),
+            [backend.step_weight(w.transpose(0, 1).reshape(-1, H, 2 * H)) for w in per_wave],
+        )

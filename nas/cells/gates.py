@@ -1,4 +1,5 @@
-"""ESS inter-cell gates (Li et al. 2020 §3.2-3.4; docs/concepts/cell.md): how a cell reads the previous cells and inputs.
+"""ESS inter-cell gates (Li et al. 2020 §3.2-3.4; docs/concepts/cell.md): how a cell reads the previous cells and
+inputs.
 
     ĥ_{t-1} = f′(h_{t-1}; x_{t-m..t-1}) = h_{t-1} ⊙ s^β_f        (Eq. 8)
     x̂_t     = g′(x_t; h_{t-m..t-1})     = x_t ⊙ s^β_g             (Eq. 9)
@@ -29,6 +30,7 @@ Genotype schema (the `inter` field of `nas.cells.genotype`, checked by `nas.cell
 `f` and `g` list the inputs of nodes 1..N (N ≥ m) like the intra cell's `nodes`; predecessor 0
 is the node's own history vector e_i (allowed for i ≤ m only), j ≥ 1 is node j < i.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -67,8 +69,16 @@ class SearchGate(nn.Module):
 
     backend: CellBackend | None = None
 
-    def __init__(self, history: int, nodes: int, d_src: int, d_gate: int, rule: MixingRule,
-                 squash: str = "sigmoid", size_match: str = "project"):
+    def __init__(
+        self,
+        history: int,
+        nodes: int,
+        d_src: int,
+        d_gate: int,
+        rule: MixingRule,
+        squash: str = "sigmoid",
+        size_match: str = "project",
+    ):
         super().__init__()
         self.rule = rule
         if not 1 <= history <= nodes:
@@ -99,6 +109,7 @@ class SearchGate(nn.Module):
         def gate(history: torch.Tensor) -> torch.Tensor:
             hist = history if self.size_match == "project" else match_size(history, self.d_gate)
             return self._nodes([times(h, w) for w, h in zip(w_hist, hist)], w_node, weights)
+
         return gate
 
     def _nodes(self, e: list[torch.Tensor], w_node: list, weights: torch.Tensor) -> torch.Tensor:
@@ -112,7 +123,7 @@ class SearchGate(nn.Module):
         for i in range(1, self.nodes + 1):
             sources = torch.stack(([e[i - 1]] if i <= self.history else []) + projected)
             ops = torch.stack([ACTIVATIONS[op](sources) for op in OPS[1:]])
-            mix = weights[rows: rows + len(sources), 1:]  # `none` adds nothing
+            mix = weights[rows : rows + len(sources), 1:]  # `none` adds nothing
             rows += len(sources)
             s = torch.einsum("jo,oj...->...", mix, ops)
             states.append(s)
@@ -138,8 +149,16 @@ class FrozenGate(nn.Module):
 
     backend: CellBackend | None = None
 
-    def __init__(self, nodes: list, history: int, d_src: int, d_gate: int, directions: int = 1,
-                 squash: str = "sigmoid", size_match: str = "project"):
+    def __init__(
+        self,
+        nodes: list,
+        history: int,
+        d_src: int,
+        d_gate: int,
+        directions: int = 1,
+        squash: str = "sigmoid",
+        size_match: str = "project",
+    ):
         super().__init__()
         self.nodes = [[(op, pred) for op, pred in node] for node in nodes]
         self.history, self.d_gate, self.squash, self.size_match = history, d_gate, squash, size_match
@@ -198,8 +217,16 @@ class InterGates(nn.Module):
         return cls(f, g, m, squash, match)
 
     @classmethod
-    def search(cls, ninp: int, nhid: int, rule: MixingRule, history: int = 3, nodes: int = 3,
-               squash: str = "sigmoid", size_match: str = "project") -> "InterGates":
+    def search(
+        cls,
+        ninp: int,
+        nhid: int,
+        rule: MixingRule,
+        history: int = 3,
+        nodes: int = 3,
+        squash: str = "sigmoid",
+        size_match: str = "project",
+    ) -> "InterGates":
         """Searchable gates whose α mix and derive by `rule` (ESS: DARTS's softmax per edge)."""
         f, g = (SearchGate(history, nodes, *gate_sizes(k, ninp, nhid), rule, squash, size_match) for k in GATES)
         return cls(f, g, history, squash, size_match)
@@ -210,8 +237,13 @@ class InterGates(nn.Module):
 
     def derive(self) -> dict:
         """The genotype's `inter` section."""
-        return {"history": self.history, "squash": self.squash, "size_match": self.size_match,
-                "f": self.f.derive(), "g": self.g.derive()}
+        return {
+            "history": self.history,
+            "squash": self.squash,
+            "size_match": self.size_match,
+            "f": self.f.derive(),
+            "g": self.g.derive(),
+        }
 
     def mad(self) -> float:
         """Mean |w − uniform| over the edges of both gates (ESS Fig. 6, inter-cell curve)."""

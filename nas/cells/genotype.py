@@ -6,6 +6,7 @@ optional ESS inter-cell gates (`inter`, whose schema `nas.cells.gates` describes
 attention type (`attention`) and the provenance of the cell. `validate` checks every field,
 the gates' included, so everything that builds a cell starts from well-formed data.
 """
+
 from __future__ import annotations
 
 import json
@@ -109,8 +110,12 @@ def validate(data: Any, where: str) -> Genotype:
         if not isinstance(node, list) or not node:
             _fail(where, label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
         if len(node) > i * len(OPS[1:]):
-            _fail(where, label, f"node {i} has {len(node)} inputs, more than the {i * len(OPS[1:])} distinct "
-                                f"[op, predecessor] pairs it can have")
+            _fail(
+                where,
+                label,
+                f"node {i} has {len(node)} inputs, more than the {i * len(OPS[1:])} distinct "
+                f"[op, predecessor] pairs it can have",
+            )
         inputs = []
         for k, item in enumerate(node):
             if not (isinstance(item, list) and len(item) == 2):
@@ -179,8 +184,11 @@ def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
                 fail(label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
             allowed = predecessors(m, i)
             if len(node) > len(allowed) * len(OPS[1:]):
-                fail(label, f"node {i} has {len(node)} inputs, more than the {len(allowed) * len(OPS[1:])} distinct "
-                            "[op, predecessor] pairs it can have")
+                fail(
+                    label,
+                    f"node {i} has {len(node)} inputs, more than the {len(allowed) * len(OPS[1:])} distinct "
+                    "[op, predecessor] pairs it can have",
+                )
             for k, item in enumerate(node):
                 if not (isinstance(item, list) and len(item) == 2):
                     fail(f"{label}[{k}]", "an input is a pair [op, predecessor]")
@@ -188,8 +196,11 @@ def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
                 if op not in OPS or op == "none":
                     fail(f"{label}[{k}]", f"unknown op {op!r} (ops: {', '.join(OPS[1:])})")
                 if isinstance(pred, bool) or not isinstance(pred, int) or pred not in allowed:
-                    fail(f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be one of {allowed} "
-                                          f"(0 is its history vector, only for nodes 1..{m})")
+                    fail(
+                        f"{label}[{k}]",
+                        f"predecessor {pred!r} of node {i} must be one of {allowed} "
+                        f"(0 is its history vector, only for nodes 1..{m})",
+                    )
 
 
 def shipped_cells() -> list[str]:
@@ -201,22 +212,34 @@ def load(spec: str | os.PathLike) -> Genotype:
     path = Path(spec)
     if not os.path.lexists(path) and os.sep not in str(spec):
         cells = resources_dir() / "cells"
-        for candidate in (cells / str(spec), cells / f"{spec}.json", cells / f"{str(spec).lower()}.json",
-                          cells / str(spec).lower()):
+        for candidate in (
+            cells / str(spec),
+            cells / f"{spec}.json",
+            cells / f"{str(spec).lower()}.json",
+            cells / str(spec).lower(),
+        ):
             if candidate.is_file():
                 path = candidate
                 break
         else:
             stem = Path(str(spec)).stem
             recipe = cell_recipe(stem)  # a file named like a search preset: that search makes it
-            how = (f"Make it with `{recipe}`" if recipe else
-                   f"To make it, run a search, e.g. `bin/search-lm --method ess --data DIR --out {stem}.json`,")
-            raise InputError(f"cell '{spec}': no such file, and not a shipped cell (shipped: "
-                             f"{', '.join(shipped_cells())}). {how} and pass that file")
+            how = (
+                f"Make it with `{recipe}`"
+                if recipe
+                else f"To make it, run a search, e.g. `bin/search-lm --method ess --data DIR --out {stem}.json`,"
+            )
+            raise InputError(
+                f"cell '{spec}': no such file, and not a shipped cell (shipped: "
+                f"{', '.join(shipped_cells())}). {how} and pass that file"
+            )
     data = read_json(path)
     if isinstance(data, dict) and "format" not in data:  # a file says what it is; a dict inside a run may not
-        _fail(str(path), "format", f"missing: a genotype file starts with \"format\": \"{FORMAT}\", "
-                                   f"\"version\": {VERSION}")
+        _fail(
+            str(path),
+            "format",
+            f"missing: a genotype file starts with \"format\": \"{FORMAT}\", \"version\": {VERSION}",
+        )
     return validate(data, str(path))
 
 

@@ -5,6 +5,7 @@ holding an equal share of the batch columns) a mask is drawn for the whole batch
 state every rank shares, and each rank keeps its own columns: the ranks draw exactly the masks
 of a single-process run, and their RNG states stay equal.
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,10 +1,12 @@
-"""The ops a cell edge can apply, and the tables every cell and gate reads (docs/concepts/cell.md, docs/concepts/search-methods.md).
+"""The ops a cell edge can apply, and the tables every cell and gate reads (docs/concepts/cell.md,
+docs/concepts/search-methods.md).
 
 The bottom of `nas`: it imports only torch, and every cell, gate and plot reads its tables from
 here. α has one row per edge and one column per op in `OPS`; the rows of the edges into one node
 are consecutive, and `Layout` says how many edges each node has. How α becomes mixing weights and
 a derived cell is the search method's rule (`nas.methods.mixing`).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -14,11 +16,18 @@ import torch
 
 OPS = ("none", "identity", "tanh", "relu", "sigmoid")  # search candidates, `none` first as in DARTS
 ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "identity": lambda t: t, "tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
+    "identity": lambda t: t,
+    "tanh": torch.tanh,
+    "relu": torch.relu,
+    "sigmoid": torch.sigmoid,
+}
 INIT_RANGE = 0.04  # weights start uniform in ±INIT_RANGE, as in the DARTS RNN code
 # How an ESS gate squashes its DAG's output (`nas.cells.gates`; the choice is the genotype's `inter.squash`).
 SQUASHES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "sigmoid": torch.sigmoid, "2sigmoid": lambda s: 2 * torch.sigmoid(s), "none": lambda s: s}
+    "sigmoid": torch.sigmoid,
+    "2sigmoid": lambda s: 2 * torch.sigmoid(s),
+    "none": lambda s: s,
+}
 
 Layout = int | Sequence[int]
 

@@ -6,6 +6,7 @@ frozen cell a padded batch of sentences of different lengths (`PaddedBatch`): so
 first and run as a packed sequence (at step t only the sequences still going, a prefix of the
 batch), with a second direction that reads each sentence reversed within its length.
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -117,7 +118,7 @@ class PaddedBatch:
     def unpack(self, packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`packed` rows (D, rows, H) -> the padded (T, D, B, H), zero past each length, and each last row (D, B, H)."""
         if self.packing is None:
-            return packed.view(packed.size(0), self.steps, self.batch, -1).movedim(1, 0), packed[:, -self.batch:]
+            return packed.view(packed.size(0), self.steps, self.batch, -1).movedim(1, 0), packed[:, -self.batch :]
         return self.packing.unpack(packed), self.packing.last_rows(packed)
 
     def project(self, x: torch.Tensor, weight: torch.Tensor) -> list[torch.Tensor] | tuple[torch.Tensor, ...]:
@@ -153,17 +154,25 @@ class PaddedBatch:
         return x.flip(0) if self.packing is None else reverse_padded(x, self.packing.lengths)
 
 
-def input_gate(gates: nn.Module, x: torch.Tensor, x_hist: torch.Tensor, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+def input_gate(
+    gates: nn.Module, x: torch.Tensor, x_hist: torch.Tensor, steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """f′(x_{t-m..t-1}) for every step t < `steps` (it reads inputs only, so all at once), and
     x_{-m}..x_{T-1}: the zero (or carried) past `x_hist` (most recent first), then x."""
     m = x_hist.size(0)
     xs = torch.cat([x_hist.flip(0), x])
-    return gates.f(torch.stack([xs[m - i: m - i + steps] for i in range(1, m + 1)])), xs  # [i-1][t] = x_{t-i}
+    return gates.f(torch.stack([xs[m - i : m - i + steps] for i in range(1, m + 1)])), xs  # [i-1][t] = x_{t-i}
 
 
-def run_recurrence(step: Step, h: torch.Tensor, steps: int, gates: nn.Module | None = None,
-                   x: torch.Tensor | None = None, history: tuple[torch.Tensor, torch.Tensor] | None = None,
-                   packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
+def run_recurrence(
+    step: Step,
+    h: torch.Tensor,
+    steps: int,
+    gates: nn.Module | None = None,
+    x: torch.Tensor | None = None,
+    history: tuple[torch.Tensor, torch.Tensor] | None = None,
+    packing: Packing | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, tuple | None]:
     """The time loop every recurrent layer shares: h_t = step(t, x_gate, h_in) for t < steps.
 
     Without gates, x_gate is None and h_in = h_{t-1}. With ESS gates (`nas.cells.gates`), over x

@@ -1,4 +1,5 @@
-"""The DARTS search cell (Liu et al. 2019; docs/concepts/search-methods.md): the frozen cell with every edge j < i mixed over all ops.
+"""The DARTS search cell (Liu et al. 2019; docs/concepts/search-methods.md): the frozen cell with every edge j < i mixed
+over all ops.
 
 α (`alpha`, one row per edge, one column per op in `nas.cells.ops.OPS`) is owned here; the Architect
 updates it. Node i computes [c | h] for all its predecessors in one matmul (W_i is shared by the
@@ -8,10 +9,12 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
 
 `none` contributes nothing but stays in the normalisation. Each state has its own BatchNorm
 (`node_norms`; DARTS shares one, which breaks eval mode). With one-hot weights this is the
-frozen cell of the derived genotype (`nas.cells.cell`, whose `first_node` and `highway` it uses). How α becomes the weights w and
+frozen cell of the derived genotype (`nas.cells.cell`, whose `first_node` and `highway` it uses). How α becomes the
+weights w and
 which cell they derive is the search method's mixing rule (`nas.methods.mixing.MixingRule`: DARTS
 normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together), handed in.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -40,15 +43,24 @@ class SearchRNN(nn.Module):
 
     backend: CellBackend | None = None
 
-    def __init__(self, ninp: int, nhid: int, steps: int, rule: MixingRule,
-                 dropout_x: float = 0.0, dropout_h: float = 0.0, inter: nn.Module | None = None,
-                 attention: nn.Module | None = None):
+    def __init__(
+        self,
+        ninp: int,
+        nhid: int,
+        steps: int,
+        rule: MixingRule,
+        dropout_x: float = 0.0,
+        dropout_h: float = 0.0,
+        inter: nn.Module | None = None,
+        attention: nn.Module | None = None,
+    ):
         super().__init__()
         self.ninp, self.nhid, self.steps, self.rule = ninp, nhid, steps, rule
         self.dropout_x, self.dropout_h = dropout_x, dropout_h
         self.w0 = nn.Parameter(torch.empty(ninp + nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE))
         self.ws = nn.ParameterList(
-            nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE)) for _ in range(steps))
+            nn.Parameter(torch.empty(nhid, 2 * nhid).uniform_(-INIT_RANGE, INIT_RANGE)) for _ in range(steps)
+        )
         self.alpha = nn.Parameter(1e-3 * torch.randn(steps * (steps + 1) // 2, len(OPS)))
         self.bn = node_norms(nhid, steps)
         self.inter, self.attention = inter, attention
@@ -90,7 +102,7 @@ class SearchRNN(nn.Module):
             mx = variational_mask(x, self.dropout_x, (B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (B, H))
         xin = x if mx is None else x * mx
-        w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp:]
+        w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp :]
         backend = self.backend or DEFINITION
         xproj = None if self.inter is not None else backend.linear(xin, w0x.t())
         done = backend.search_loop(self, x, xin, xproj, h, history, w0x, w0h, mh)
@@ -136,13 +148,20 @@ def node_mixes(weights: torch.Tensor, steps: int) -> list[torch.Tensor]:
     off = edge_offsets(steps)
     mixes = []
     for i in range(steps):
-        w = weights[off[i]:off[i + 1], 1:]
+        w = weights[off[i] : off[i + 1], 1:]
         mixes.append(torch.cat([w, -w.sum(1, keepdim=True)], 1).view(i + 1, len(OPS), 1, 1))
     return mixes
 
 
-def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor,
-                ws: list[torch.Tensor], mixes: list[torch.Tensor], bn: nn.ModuleList) -> torch.Tensor:
+def search_step(
+    xp: torch.Tensor,
+    h: torch.Tensor,
+    mh: torch.Tensor | None,
+    w0h: torch.Tensor,
+    ws: list[torch.Tensor],
+    mixes: list[torch.Tensor],
+    bn: nn.ModuleList,
+) -> torch.Tensor:
     """One time step of the search cell; returns h_t = mean of the nodes.
 
     Node i with predecessors j < i (stacked as S, shape (i, B, H)):
@@ -168,4 +187,3 @@ def search_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h:
         s = bn[i]((torch.sigmoid(c) * u - m[-1] * states).sum(0))
         states = torch.cat([states, s.unsqueeze(0)])
     return states[1:].mean(0)
-

@@ -3,6 +3,7 @@
 Both the readable frozen cell (`nas.cells.cell.cell_step`) and its fast path (`nas.fast.frozen_loop`)
 run a cell wave by wave; each wave is one batched product per step.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple

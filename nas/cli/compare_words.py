@@ -1,4 +1,5 @@
 """`bin/compare-words`: which words one language model predicts better than another (ESS Table 3)."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -16,10 +17,16 @@ if TYPE_CHECKING:
 @click.argument("model_a", type=click.Path())
 @click.argument("model_b", type=click.Path())
 @click.option("--data", required=True, type=click.Path(), help="Corpus directory; its validation split is evaluated.")
-@click.option("--split", type=click.Choice(["valid", "test"]), default="valid", help="Which split of --data to evaluate.")
+@click.option(
+    "--split", type=click.Choice(["valid", "test"]), default="valid", help="Which split of --data to evaluate."
+)
 @click.option("--top", type=COUNT, default=8, help="Words listed in each table.")
-@click.option("--min-count", type=COUNT, default=5, help="Only words seen at least this often in the split enter the Δ table.")
-@click.option("--batch-size", type=BATCH_SIZE, default=10, help="Evaluation batch size (hidden state carried across bptt chunks).")
+@click.option(
+    "--min-count", type=COUNT, default=5, help="Only words seen at least this often in the split enter the Δ table."
+)
+@click.option(
+    "--batch-size", type=BATCH_SIZE, default=10, help="Evaluation batch size (hidden state carried across bptt chunks)."
+)
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model_a, model_b, data, split, top, min_count, batch_size, device, threads) -> None:
@@ -48,8 +55,10 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
     rows, mean_a, mean_b = compare_words(a, b, path, batch_size, progress)
     for bar in shown:
         bar.clear()
-    click.echo(f"# {path}: mean NLL A {mean_a:.4f} (ppl {ppl(mean_a):.1f}), B {mean_b:.4f} (ppl {ppl(mean_b):.1f}); "
-               f"delta = loss B - loss A per occurrence (negative: B better)")
+    click.echo(
+        f"# {path}: mean NLL A {mean_a:.4f} (ppl {ppl(mean_a):.1f}), B {mean_b:.4f} (ppl {ppl(mean_b):.1f}); "
+        f"delta = loss B - loss A per occurrence (negative: B better)"
+    )
     click.echo(f"# A = {a.source}\n# B = {b.source}")
     click.echo(f"\n## largest |delta| (count >= {min_count})")
     _table(largest_differences(rows, top, min_count))
@@ -60,8 +69,10 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
 def _table(rows: list[WordRow]) -> None:
     click.echo("word\tcount\ttrain_count\tloss_a\tloss_b\tdelta")
     for r in rows:
-        click.echo(f"{r.word}\t{r.count}\t{'' if r.train_count is None else r.train_count}\t"
-                   f"{r.loss_a:.3f}\t{r.loss_b:.3f}\t{r.delta:+.3f}")
+        click.echo(
+            f"{r.word}\t{r.count}\t{'' if r.train_count is None else r.train_count}\t"
+            f"{r.loss_a:.3f}\t{r.loss_b:.3f}\t{r.delta:+.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """`bin/eval-lm`: perplexity of a model saved by `bin/train-lm`, on a split of a corpus or a text file."""
+
 from __future__ import annotations
 
 import json
@@ -13,15 +14,33 @@ from nas.common.splits import SPLITS, find_splits
 
 @command()
 @click.argument("model", type=click.Path())
-@click.option("--data", type=click.Path(), help="Corpus directory holding the split (ptb.test.txt, wiki.test.tokens, ...).")
+@click.option(
+    "--data", type=click.Path(), help="Corpus directory holding the split (ptb.test.txt, wiki.test.tokens, ...)."
+)
 @click.option("--split", type=click.Choice(SPLITS), default="test")
-@click.option("--file", "text_file", type=click.Path(), help="Evaluate this text file (one sentence per line) instead of a split of --data.")
-@click.option("--batch-size", type=BATCH_SIZE, default=None, help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]")
-@click.option("--bptt", type=BATCH_SIZE, default=None, help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].")
+@click.option(
+    "--file",
+    "text_file",
+    type=click.Path(),
+    help="Evaluate this text file (one sentence per line) instead of a split of --data.",
+)
+@click.option(
+    "--batch-size",
+    type=BATCH_SIZE,
+    default=None,
+    help="[default: the run's test batch size (1) for test, its validation batch size (10) otherwise]",
+)
+@click.option(
+    "--bptt",
+    type=BATCH_SIZE,
+    default=None,
+    help="Chunk length; the hidden state is carried across chunks [default: the run's bptt].",
+)
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 def main(model, data, split, text_file, batch_size, bptt, device, threads) -> None:
-    """Print the perplexity of MODEL (a train-lm run directory, whose best.pt is used, or a model file) as one JSON line.
+    """Print the perplexity of MODEL (a train-lm run directory, whose best.pt is used, or a model file) as one JSON
+    line.
 
     Example:
 
@@ -47,8 +66,11 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
         if not path.is_file():
             raise InputError(f"{model}: no best.pt (not a bin/train-lm run directory, or no epoch has finished yet)")
         if not (Path(model) / "metrics.json").is_file():
-            click.echo(f"warning: {model}: its training has not finished (killed, or still running): best.pt is "
-                       f"the best model so far (continue it with bin/train-lm --resume {model})", err=True)
+            click.echo(
+                f"warning: {model}: its training has not finished (killed, or still running): best.pt is "
+                f"the best model so far (continue it with bin/train-lm --resume {model})",
+                err=True,
+            )
     lm, stored = load_for_evaluation(path, device)
     config = stored.get("config", {})
     if text_file is not None:
@@ -66,8 +88,16 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     progress = TokenProgress(f"evaluating {source}", batches.size(0) - 1, batches.size(1))
     nll = evaluate(lm, batches, bptt, on_chunk=progress.tokens_done)
     progress.clear()
-    report = {"model": str(path), "file": str(source), "split": None if text_file else split, "ppl": ppl(nll),
-              "nll": nll, "tokens": (batches.size(0) - 1) * batches.size(1), "batch_size": batch_size, "bptt": bptt}
+    report = {
+        "model": str(path),
+        "file": str(source),
+        "split": None if text_file else split,
+        "ppl": ppl(nll),
+        "nll": nll,
+        "tokens": (batches.size(0) - 1) * batches.size(1),
+        "batch_size": batch_size,
+        "bptt": bptt,
+    }
     click.echo(json.dumps(report))
 
 

@@ -1,4 +1,5 @@
 """The weight-step flags that `bin/search-lm` and `bin/train-lm` share (decay, clipping, the five dropouts)."""
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -22,8 +23,10 @@ HELP = {
 def weight_step_options(defaults: Any, types: dict[str, click.ParamType]) -> Callable:
     """Decorate a command with --wdecay, --clip and the dropouts, their defaults from the config `defaults`
     and their flag names from `nas.runs.config` (which names them in its errors too)."""
-    options = [click.option(flag_name(name), name, type=types[name], default=getattr(defaults, name), help=text)
-               for name, text in HELP.items()]
+    options = [
+        click.option(flag_name(name), name, type=types[name], default=getattr(defaults, name), help=text)
+        for name, text in HELP.items()
+    ]
 
     def decorate(command: Callable) -> Callable:
         for option in reversed(options):

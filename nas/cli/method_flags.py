@@ -5,6 +5,7 @@
 typed for another method is refused by name (`nas.methods.check_method_flags`); its help says the
 method's default.
 """
+
 from __future__ import annotations
 
 from dataclasses import fields
@@ -24,8 +25,13 @@ def method_setting_options(command: Callable) -> Callable:
     for e in METHODS.values():
         for f in fields(e.settings):
             if f.name not in made:
-                made[f.name] = click.option(flag_name(f.name), f.name, type=bounded(f.metadata["range"]), default=None,
-                                            help=f"{f.metadata['help']} [default: {f.default}].")
+                made[f.name] = click.option(
+                    flag_name(f.name),
+                    f.name,
+                    type=bounded(f.metadata["range"]),
+                    default=None,
+                    help=f"{f.metadata['help']} [default: {f.default}].",
+                )
     for option in reversed(list(made.values())):
         command = option(command)
     return command

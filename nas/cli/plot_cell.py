@@ -1,4 +1,5 @@
 """`bin/plot-cell`: draw a genotype's cell, its inter-cell gates and attention type."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +11,11 @@ from nas.common.cli import OUTPUT_FOLDER, command
 
 @command()
 @click.argument("cell")
-@click.option("--out", type=OUTPUT_FOLDER,
-              help="Folder for NAME.png and NAME.svg [default: CELL's folder, or . for a shipped cell].")
+@click.option(
+    "--out",
+    type=OUTPUT_FOLDER,
+    help="Folder for NAME.png and NAME.svg [default: CELL's folder, or . for a shipped cell].",
+)
 def main(cell, out) -> None:
     """Draw CELL (a genotype file or a shipped name such as darts_v2) as PNG and SVG: nodes, the
     op on each edge, the output mean, and the ESS gates f′ and g′ when the genotype has them.

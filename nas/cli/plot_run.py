@@ -1,4 +1,5 @@
 """`bin/plot-run`: training and validation curves of any run directory (search, train-lm, tagger)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -11,7 +12,12 @@ from nas.common.cli import OUTPUT_FOLDER, command
 @command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--out", type=OUTPUT_FOLDER, help="Directory for the pictures [default: RUN_DIR/plots].")
-@click.option("--tensorboard", is_flag=True, help="Also write the curves as TensorBoard events to OUT/tensorboard (needs `pip install tensorboard`, which this toolkit does not install).")
+@click.option(
+    "--tensorboard",
+    is_flag=True,
+    help="Also write the curves as TensorBoard events to OUT/tensorboard (needs `pip install tensorboard`, which this "
+    "toolkit does not install).",
+)
 def main(run_dir, out, tensorboard) -> None:
     """Draw the training and validation curves of a run directory of bin/search-lm, bin/train-lm or
     bin/train-tagger, as curves.png and curves.svg: perplexity per epoch (per round for ESS) for

@@ -1,4 +1,5 @@
 """`bin/plot-search`: the pictures of a search run (cell, α over training, MAD, perplexity)."""
+
 from __future__ import annotations
 
 import click
@@ -9,7 +10,12 @@ from nas.common.cli import OUTPUT_FOLDER, command
 @command()
 @click.argument("run_dir", type=click.Path())
 @click.option("--out", type=OUTPUT_FOLDER, help="Directory for the pictures [default: RUN_DIR/plots].")
-@click.option("--compare", multiple=True, type=click.Path(), help="Another run whose MAD and perplexity curves join the pictures (repeatable).")
+@click.option(
+    "--compare",
+    multiple=True,
+    type=click.Path(),
+    help="Another run whose MAD and perplexity curves join the pictures (repeatable).",
+)
 def main(run_dir, out, compare) -> None:
     """Draw a `bin/search-lm` run: the derived cell with its inter-cell gates, every edge's op
     weights over training, the mean absolute deviation of intra- and inter-cell weights from

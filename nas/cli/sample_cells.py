@@ -1,7 +1,7 @@
 """`bin/sample-cells`: random cells drawn uniformly from the search space (the random-cell baseline)."""
+
 from __future__ import annotations
 
-from pathlib import Path
 
 import click
 
@@ -11,9 +11,16 @@ from nas.common.cli import MANY_COUNT, NODE_COUNT, OUTPUT_FOLDER, SEED_VALUE, co
 @command()
 @click.option("--n", "count", type=MANY_COUNT, required=True, help="How many cells to draw.")
 @click.option("--seed", type=SEED_VALUE, default=1, help="Seed of the draws: the same seed gives the same cells.")
-@click.option("--out", type=OUTPUT_FOLDER, required=True, help="Directory for DIR/random_<seed>_<index>.json (created).")
+@click.option(
+    "--out", type=OUTPUT_FOLDER, required=True, help="Directory for DIR/random_<seed>_<index>.json (created)."
+)
 @click.option("--nodes", type=NODE_COUNT, default=8, help="Intermediate nodes of the cell, as bin/search-lm --nodes.")
-@click.option("--inter", is_flag=True, help="Draw the ESS inter-cell gates f′ and g′ too (bin/search-lm's default --history, --inter-nodes, --gate-squash and --gate-size-match).")
+@click.option(
+    "--inter",
+    is_flag=True,
+    help="Draw the ESS inter-cell gates f′ and g′ too (bin/search-lm's default --history, --inter-nodes, --gate-squash "
+    "and --gate-size-match).",
+)
 @click.option("--attention", is_flag=True, help="Draw the NASABN attention type too (dot or multihead).")
 def main(count, seed, out, nodes, inter, attention) -> None:
     """Draw N cells uniformly from the search space of bin/search-lm and write them as genotype files.

@@ -1,6 +1,7 @@
 """What the training commands (`bin/search-lm`, `bin/train-lm`) show while a loop runs: a progress
 bar per epoch with tokens/s, one line per epoch, rollbacks, and exit 130 on Ctrl-C; and the progress
 of the evaluating commands (`bin/eval-lm`, `bin/compare-words`)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -24,8 +25,9 @@ class Terminal(Progress):
 
     def epoch_started(self, loop: TrainingLoop, batches: int) -> None:
         self._close()
-        self.bar = self.open.enter_context(click.progressbar(length=batches, label=self.label(loop), file=sys.stderr,
-                                                             item_show_func=lambda s: s))
+        self.bar = self.open.enter_context(
+            click.progressbar(length=batches, label=self.label(loop), file=sys.stderr, item_show_func=lambda s: s)
+        )
         self.bar.update(loop.batch)
 
     def batch_done(self, loop: TrainingLoop) -> None:
@@ -40,8 +42,11 @@ class Terminal(Progress):
 
     def rolled_back(self, loop: TrainingLoop, problem: str) -> None:
         self._close()
-        click.echo(f"{problem}: rolled back to {loop.run_dir.checkpoint} (epoch {loop.epoch}, batch {loop.batch}); "
-                   f"rollback {loop.rollbacks} of at most {loop.max_rollbacks}", err=True)
+        click.echo(
+            f"{problem}: rolled back to {loop.run_dir.checkpoint} (epoch {loop.epoch}, batch {loop.batch}); "
+            f"rollback {loop.rollbacks} of at most {loop.max_rollbacks}",
+            err=True,
+        )
 
     def _close(self) -> None:
         self.open.close()
@@ -106,5 +111,7 @@ class TokenProgress(StatusLine):
         """`done` of the `steps` (rows of `columns` tokens) are evaluated."""
         if self.due():
             tokens = done * self.columns
-            self.show(f"{self.label}: {tokens:,} of {self.steps * self.columns:,} tokens ({done / self.steps:.0%}), "
-                      f"{tokens / max(self.elapsed(), 1e-9):,.0f} tok/s")
+            self.show(
+                f"{self.label}: {tokens:,} of {self.steps * self.columns:,} tokens ({done / self.steps:.0%}), "
+                f"{tokens / max(self.elapsed(), 1e-9):,.0f} tok/s"
+            )

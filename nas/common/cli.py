@@ -6,6 +6,7 @@ as `spacy train config.cfg` reruns a run): a flag given on the command line stil
 
 Light on purpose (click only): `--help` and a bad flag answer at once.
 """
+
 from __future__ import annotations
 
 import errno
@@ -41,7 +42,8 @@ REQUIRED = ("torch", "flair", "seqeval", "transformers", "gensim", "matplotlib",
 class Command(click.Command):
     """A click command whose failures are one line on stderr, `error: ...`, and exit status 2: click's
     own usage errors and refused flag values, an `InputError` from the library, an `OSError` on a
-    named file or a full disk, and a required package missing (a Python without the toolkit). Ctrl-C outside a training loop (which checkpoints it itself) exits 130.
+    named file or a full disk, and a required package missing (a Python without the toolkit). Ctrl-C outside a training
+    loop (which checkpoints it itself) exits 130.
 
     While it runs, no write replaces a file it reads or a file of another run (`nas.common.guard`):
     the input paths of its command line are noted, and its output flags checked against them,
@@ -58,13 +60,20 @@ class Command(click.Command):
         `nas-NAME` installed (`nas.common.subprocesses.as_invoked`)."""
         return as_invoked(super().get_help(ctx))
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         with guard.guarding(), locks.holding():
             return self._main(args, prog_name, complete_var, standalone_mode, **extra)
 
-    def _main(self, args: Any, prog_name: str | None, complete_var: str | None, standalone_mode: bool,
-              **extra: Any) -> Any:
+    def _main(
+        self, args: Any, prog_name: str | None, complete_var: str | None, standalone_mode: bool, **extra: Any
+    ) -> Any:
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
@@ -77,8 +86,10 @@ class Command(click.Command):
         except ModuleNotFoundError as err:
             if (err.name or "").partition(".")[0] not in REQUIRED:
                 raise
-            _fail(f"{err.name} is not installed in this Python ({sys.executable}): run the commands with the "
-                  "Python of the environment the toolkit is installed in, or install it there as README.md says")
+            _fail(
+                f"{err.name} is not installed in this Python ({sys.executable}): run the commands with the "
+                "Python of the environment the toolkit is installed in, or install it there as README.md says"
+            )
         except OSError as err:
             if err.errno in (errno.ENOSPC, errno.EDQUOT) and err.filename is None:
                 _fail(f"no space left on the device ({err.strerror}); free some space and run again")
@@ -126,8 +137,9 @@ def _fail(message: str) -> None:
 def command(**context: Any) -> Callable:
     """`click.command` as every command of this toolkit declares it: `-h`, defaults shown in --help,
     and the one-line errors of `Command`."""
-    return click.command(cls=Command, context_settings={"help_option_names": ["-h", "--help"],
-                                                        "show_default": True, **context})
+    return click.command(
+        cls=Command, context_settings={"help_option_names": ["-h", "--help"], "show_default": True, **context}
+    )
 
 
 # -- numbers ---------------------------------------------------------------------------------
@@ -157,8 +169,9 @@ class _FloatIn(_Checked, click.FloatRange):
 
 def bounded(allowed: Range) -> click.ParamType:
     """The click type of a flag whose values must lie in `allowed`."""
-    kind = (_IntIn if allowed.integer else _FloatIn)(min=allowed.low, max=allowed.high, min_open=allowed.low_open,
-                                                     max_open=allowed.high_open)
+    kind = (_IntIn if allowed.integer else _FloatIn)(
+        min=allowed.low, max=allowed.high, min_open=allowed.low_open, max_open=allowed.high_open
+    )
     kind.allowed = allowed
     return kind
 
@@ -203,22 +216,30 @@ DEVICE = Device()
 def gemm_option() -> Callable:
     """`--gemm`: the rule that puts a CPU's float32 products on oneDNN or torch.mm (`nas.fast.gemm.use`). A
     training command records the rule `auto` resolved to in config.json, and resumes with it."""
-    return click.option("--gemm", type=click.Choice(GEMM_BACKENDS), default="auto",
-                        help="CPU float32 matrix products: onednn (oneDNN for all but the smallest), mkl (torch.mm), "
-                             "auto (onednn on AMD CPUs with AVX-512, else mkl). A fixed rule, never a timing, so a "
-                             "seed fixes a run; config.json keeps what auto chose, and --resume runs with it.")
+    return click.option(
+        "--gemm",
+        type=click.Choice(GEMM_BACKENDS),
+        default="auto",
+        help="CPU float32 matrix products: onednn (oneDNN for all but the smallest), mkl (torch.mm), "
+        "auto (onednn on AMD CPUs with AVX-512, else mkl). A fixed rule, never a timing, so a "
+        "seed fixes a run; config.json keeps what auto chose, and --resume runs with it.",
+    )
 
 
 def backend_option() -> Callable:
     """`--backend`: which fast path runs the cells (`nas.fast.backends`). A training command records the
     backend `auto` resolved to in config.json, and resumes with it."""
-    return click.option("--backend", type=click.Choice(BACKENDS), default="auto",
-                        help="What runs the cells: torch (op by op through autograd, any device), cpu-fused (the "
-                             "fused loops and C++ kernels, CPU only), cuda-graphs (compiled time steps, whole "
-                             "steps captured as CUDA graphs; CUDA with Triton), cuda-loop (cuda-graphs, and the "
-                             "frozen cell's whole time loop as two Triton kernels), auto (cpu-fused on a CPU, "
-                             "cuda-graphs on CUDA where Triton imports, else torch). config.json keeps what auto "
-                             "chose, and --resume runs with it.")
+    return click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default="auto",
+        help="What runs the cells: torch (op by op through autograd, any device), cpu-fused (the "
+        "fused loops and C++ kernels, CPU only), cuda-graphs (compiled time steps, whole "
+        "steps captured as CUDA graphs; CUDA with Triton), cuda-loop (cuda-graphs, and the "
+        "frozen cell's whole time loop as two Triton kernels), auto (cpu-fused on a CPU, "
+        "cuda-graphs on CUDA where Triton imports, else torch). config.json keeps what auto "
+        "chose, and --resume runs with it.",
+    )
 
 
 def use_threads(threads: int | None) -> None:
@@ -316,8 +337,11 @@ def _check_outputs(ctx: click.Context) -> None:
         if param.type.run:
             problem = guard.run_dir_problem(path)
         elif path.is_dir():
-            problem = ("holds another run (its config.json), which this command did not start; choose a folder "
-                       "of its own" if guard.holds_run(str(path)) and guard.write_problem(path / "config.json") else None)
+            problem = (
+                "holds another run (its config.json), which this command did not start; choose a folder of its own"
+                if guard.holds_run(str(path)) and guard.write_problem(path / "config.json")
+                else None
+            )
         else:
             problem = guard.write_problem(path) or guard.record_problem(path)
         if problem:
@@ -354,7 +378,9 @@ def defaults_option(*param_decls: str, lookup: Callable[[str], dict[str, Any]], 
 META_KEY = "config_file"
 
 
-def config_option(program: str, renames: Mapping[str, str | None] | None = None, known: Collection[str] = ()) -> Callable:
+def config_option(
+    program: str, renames: Mapping[str, str | None] | None = None, known: Collection[str] = ()
+) -> Callable:
     """The `--config FILE` option of `program` (bin/NAME); `renames` maps a config key to the parameter
     it fills (None: to none), `known` names the settings its config.json holds besides its flags. The
     config of another command, or one holding a setting this command does not know, is refused."""
@@ -386,9 +412,15 @@ def config_option(program: str, renames: Mapping[str, str | None] | None = None,
         ctx.meta[META_KEY] = stored
         return value
 
-    return click.option("--config", type=click.Path(), is_eager=True, expose_value=False,
-                        callback=load, help="A run's config.json: its settings are the defaults of every flag "
-                                            "(flags given here win); the run goes into a new --run-dir.")
+    return click.option(
+        "--config",
+        type=click.Path(),
+        is_eager=True,
+        expose_value=False,
+        callback=load,
+        help="A run's config.json: its settings are the defaults of every flag "
+        "(flags given here win); the run goes into a new --run-dir.",
+    )
 
 
 def _setting_problem(param: click.Parameter, setting: Any) -> str | None:
@@ -430,8 +462,13 @@ def _read(value: str, ctx: click.Context, param: click.Parameter) -> dict:
 # -- flags on --resume -----------------------------------------------------------------------
 
 
-def check_resume_flags(run_dir: str | os.PathLike, stored: Mapping[str, Any], changeable: Collection[str] = (),
-                       runtime: Collection[str] = (), defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def check_resume_flags(
+    run_dir: str | os.PathLike,
+    stored: Mapping[str, Any],
+    changeable: Collection[str] = (),
+    runtime: Collection[str] = (),
+    defaults: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The flags typed with `--resume RUN_DIR`, against the run's stored config: a `changeable` one
     (a larger epoch budget) that differs is returned, to be applied, with a line saying so; a
     `runtime` one (threads) is the command's own; any other that differs from the stored setting, or
@@ -442,7 +479,10 @@ def check_resume_flags(run_dir: str | os.PathLike, stored: Mapping[str, Any], ch
     ctx = click.get_current_context()
     changed = {}
     for param in ctx.command.params:
-        if param.name in (RESUMED, *runtime) or ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE:
+        if (
+            param.name in (RESUMED, *runtime)
+            or ctx.get_parameter_source(param.name) != click.core.ParameterSource.COMMANDLINE
+        ):
             continue
         flag = param.opts[0] if isinstance(param, click.Option) else param.human_readable_name
         given = ctx.params.get(param.name)
@@ -452,8 +492,10 @@ def check_resume_flags(run_dir: str | os.PathLike, stored: Mapping[str, Any], ch
             changed[param.name] = (flag, given)
             continue
         had = f" (the run has {stored[param.name]!r})" if param.name in stored else ""
-        raise InputError(f"{flag}: not with --resume{had}: a resumed run keeps the settings it started with; to "
-                         f"change them, start a new run with --config {Path(run_dir) / 'config.json'} {flag} ...")
+        raise InputError(
+            f"{flag}: not with --resume{had}: a resumed run keeps the settings it started with; to "
+            f"change them, start a new run with --config {Path(run_dir) / 'config.json'} {flag} ..."
+        )
     for name, (flag, given) in changed.items():
         click.echo(f"{flag} {given}: the run goes on to it (it had {stored.get(name)})", err=True)
     return {name: given for name, (_, given) in changed.items()}

@@ -11,6 +11,7 @@ without its newline, torn by a kill or still being written, is left out. Only fi
 so neither `nas` nor `tagger` is imported. `write_tensorboard` writes the same curves as
 TensorBoard events when the `tensorboard` package is installed.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,12 @@ from .runs import RunDir
 
 PERPLEXITY = {"train_ppl": "train (dropout on)", "valid_ppl": "valid"}  # log.jsonl key → split
 # loss.tsv column → (metric, split); flair writes DEV_* only when there is a dev set it scores
-FLAIR_COLUMNS = {"TRAIN_LOSS": ("loss", "train"), "DEV_LOSS": ("loss", "dev"),
-                 "DEV_F1": ("F1 (flair's micro average)", "dev"), "LEARNING_RATE": ("learning rate", "train")}
+FLAIR_COLUMNS = {
+    "TRAIN_LOSS": ("loss", "train"),
+    "DEV_LOSS": ("loss", "dev"),
+    "DEV_F1": ("F1 (flair's micro average)", "dev"),
+    "LEARNING_RATE": ("learning rate", "train"),
+}
 
 
 @dataclass
@@ -62,8 +67,10 @@ def run_kind(config: dict, run_dir: str | Path) -> str:
         return "tagger"
     if "cell" in config:
         return "train-lm"
-    raise InputError(f"{run_dir}: not a run of bin/search-lm, bin/train-lm or bin/train-tagger (its config.json "
-                     "has neither `method`, `embeddings` nor `cell`)")
+    raise InputError(
+        f"{run_dir}: not a run of bin/search-lm, bin/train-lm or bin/train-tagger (its config.json "
+        "has neither `method`, `embeddings` nor `cell`)"
+    )
 
 
 def read_curves(run_dir: str | Path) -> Curves:
@@ -74,8 +81,11 @@ def read_curves(run_dir: str | Path) -> Curves:
     x_label = "round" if config.get("method") == "ess" else "epoch"
     if kind == "tagger":
         seeds = sorted((p for p in path.glob("seed-*") if (p / "loss.tsv").is_file()), key=_seed_number)
-        series = [s for seed in seeds for s in _flair_table(seed / "loss.tsv", seed.name)] if seeds else \
-            _flair_table(path / "loss.tsv", "")
+        series = (
+            [s for seed in seeds for s in _flair_table(seed / "loss.tsv", seed.name)]
+            if seeds
+            else _flair_table(path / "loss.tsv", "")
+        )
         where = "loss.tsv"
     else:
         series = _perplexities(RunDir(path).read_log())
@@ -118,8 +128,10 @@ def _flair_table(path: Path, run: str) -> list[Series]:
             epoch = int(fields[header.index("EPOCH")])
             values = {name: float(fields[k]) for name, k in columns.items()}
         except (ValueError, IndexError):
-            raise InputError(f"{path}: line {number}: expected {len(header)} tab-separated fields with numbers "
-                             f"under {', '.join(['EPOCH', *columns])}") from None
+            raise InputError(
+                f"{path}: line {number}: expected {len(header)} tab-separated fields with numbers "
+                f"under {', '.join(['EPOCH', *columns])}"
+            ) from None
         for name, value in values.items():
             series[name].x.append(epoch)
             series[name].values.append(value)

@@ -1,6 +1,7 @@
 """The devices a command may run on: `cpu`, `cuda` or `cuda:N`, checked before any work starts.
 
 torch loads only to check a CUDA device, so `--device cpu` and a misspelt device cost no import."""
+
 from __future__ import annotations
 
 import re

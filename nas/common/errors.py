@@ -1,4 +1,5 @@
 """One error type for bad user input; `nas.common.cli.Command` turns it into one `error:` line and exit 2."""
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """File helpers every command shares: atomic writes, strict UTF-8 reads, and pickle-free loads."""
+
 from __future__ import annotations
 
 import errno
@@ -36,7 +37,7 @@ def atomic_open(path: str | os.PathLike, binary: bool = False, size: int | None 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="")) as handle:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             yield handle
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode a plain open() would
         guard.claims_run(path)
@@ -59,8 +60,10 @@ def write_error(path: Path, err: OSError, needed: int, exact: bool = True) -> Wr
         folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("."))
         free = shutil.disk_usage(folder).free
         need = f"{_size(needed)}" if exact else f"more than {_size(needed)}"
-        return WriteRefused(f"{path}: no space left on the device: {_size(free)} free, the file needs {need}; "
-                            "nothing was written (free some space and run again)")
+        return WriteRefused(
+            f"{path}: no space left on the device: {_size(free)} free, the file needs {need}; "
+            "nothing was written (free some space and run again)"
+        )
     return WriteRefused(f"{path}: cannot write ({err.strerror or err}); nothing was written")
 
 
@@ -129,9 +132,11 @@ def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed:
     require_file(path)
     guard.note_read(path)
     if _saved_by_flair(path):
-        raise InputError(f"{path}: a model saved by flair itself, which this toolkit does not load (loading it runs "
-                         "pickled code): load it with flair's own loader, e.g. SequenceTagger.load (only for files "
-                         "you trust), or train one with this toolkit, whose model files load without running code")
+        raise InputError(
+            f"{path}: a model saved by flair itself, which this toolkit does not load (loading it runs "
+            "pickled code): load it with flair's own loader, e.g. SequenceTagger.load (only for files "
+            "you trust), or train one with this toolkit, whose model files load without running code"
+        )
     fast = _restricted_pickle(allowed) if _plain_torch_zip(path) else None
     if fast is not None:
         try:
@@ -188,8 +193,9 @@ def _plain_torch_zip(path: Path) -> bool:
             names = archive.namelist()
     except Exception:  # damaged in any way: the weights-only loader's own error
         return False
-    return (sum(n.endswith("/data.pkl") for n in names) == 1
-            and not any(n == "constants.pkl" or n.endswith("/constants.pkl") for n in names))
+    return sum(n.endswith("/data.pkl") for n in names) == 1 and not any(
+        n == "constants.pkl" or n.endswith("/constants.pkl") for n in names
+    )
 
 
 PICKLE_PEEK = 16 << 20  # bytes of a model file's pickle looked at, never unpickled
@@ -224,7 +230,9 @@ def _load_problem(err: Exception) -> str:
     global a crafted pickle names), not its advice to load with weights_only=False."""
     text = str(err).strip()
     if text.startswith("Weights only load failed"):
-        reasons = [p.strip() for p in text.split("\n\n")[1:] if p.strip() and not p.startswith("Check the documentation")]
+        reasons = [
+            p.strip() for p in text.split("\n\n")[1:] if p.strip() and not p.startswith("Check the documentation")
+        ]
         return "refused by the weights-only loader: " + (reasons[0].splitlines()[0][:200] if reasons else "not tensors")
     if isinstance(err, OSError) and err.errno == errno.EINVAL:
         return "truncated or damaged"
@@ -251,8 +259,9 @@ def read_json(path: str | os.PathLike) -> Any:
         text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (a Windows editor's) is not JSON
     except UnicodeDecodeError as err:
         with open(path, "rb") as handle:
-            raise InputError(utf16_problem(handle.read(UTF16_SNIFF), str(path)) or
-                             f"{path}: not UTF-8 text (byte {err.start})") from None
+            raise InputError(
+                utf16_problem(handle.read(UTF16_SNIFF), str(path)) or f"{path}: not UTF-8 text (byte {err.start})"
+            ) from None
     return parse_json(text, str(path))
 
 
@@ -270,8 +279,9 @@ def parse_json(text: str, where: str, line: int | None = None, what: str = "inva
         data = None  # nested deeper than Python's recursion limit: refused below as too deep
         depth = MAX_JSON_DEPTH + 1
     except _TooLong as err:
-        raise InputError(f"{at}: an integer of {err.args[0]} digits (this toolkit reads at most "
-                         f"{MAX_JSON_DIGITS})") from None
+        raise InputError(
+            f"{at}: an integer of {err.args[0]} digits (this toolkit reads at most {MAX_JSON_DIGITS})"
+        ) from None
     else:
         depth = _depth(data)
     if depth > MAX_JSON_DEPTH:
@@ -313,8 +323,10 @@ def utf16_problem(head: bytes, name: str) -> str | None:
     zeros = sorted(half.count(0) / len(half) for half in (head[0::2], head[1::2])) if len(head) >= 4 else [0, 0]
     if not head.startswith((b"\xff\xfe", b"\xfe\xff")) and not (zeros[0] <= 0.1 and zeros[1] >= 0.9):
         return None
-    return (f"{name}: UTF-16 text, not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {name} > "
-            f"{Path(name).name}.utf8 and give that file")
+    return (
+        f"{name}: UTF-16 text, not UTF-8: convert it with iconv -f UTF-16 -t UTF-8 {name} > "
+        f"{Path(name).name}.utf8 and give that file"
+    )
 
 
 def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tuple[int, str]]:
@@ -337,11 +349,14 @@ def utf8_lines(path: str | os.PathLike, complete: bool = False) -> Iterator[tupl
             if nul >= 0:
                 with open(path, "rb") as again:
                     utf16 = utf16_problem(again.read(UTF16_SNIFF), str(path))
-                raise InputError(utf16 or f"{path}: line {number}: a NUL byte (byte {position + nul}): a binary file, "
-                                          "not text")
+                raise InputError(
+                    utf16 or f"{path}: line {number}: a NUL byte (byte {position + nul}): a binary file, not text"
+                )
             if number == 1 and not raw.endswith(b"\n") and b"\r" in raw.rstrip(b"\r"):
-                raise InputError(f"{path}: line 1: line breaks that are carriage returns alone (old Mac text), "
-                                 f"not line feeds: convert them with tr '\\r' '\\n' < {path} > {path.name}.unix")
+                raise InputError(
+                    f"{path}: line 1: line breaks that are carriage returns alone (old Mac text), "
+                    f"not line feeds: convert them with tr '\\r' '\\n' < {path} > {path.name}.unix"
+                )
             position += len(raw)
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")  # a byte-order mark is not text

@@ -1,4 +1,5 @@
-"""Grids of independent runs (`bin/transfer`, `bin/search-lm --seeds`): each run whole commands as child processes, on Ray.
+"""Grids of independent runs (`bin/transfer`, `bin/search-lm --seeds`): each run whole commands as child processes, on
+Ray.
 `map_on_ray` runs a function over independent items instead (weight-sharing candidates, `nas.runs.candidates`).
 
 A job is one or more toolkit commands run one after another (`python -m MODULE ARGS`, each with its
@@ -12,6 +13,7 @@ nodes with RAY_worker_niceness=0, or Ray runs every worker at niceness 15.
 Outcomes come back as jobs finish, so the caller can report and write its table as it goes;
 a failed job does not stop the others.
 """
+
 from __future__ import annotations
 
 import socket
@@ -92,8 +94,12 @@ def check_workers(workers: int, address: str | None) -> None:
             raise InputError(f"{flag}: runs at once need Ray, which is not installed; {RAY_HINT}") from None
 
 
-def run_jobs(jobs: Sequence[Job], workers: int = 1, address: str | None = None,
-             on_start: Callable[[Job], None] = lambda job: None) -> Iterator[Outcome]:
+def run_jobs(
+    jobs: Sequence[Job],
+    workers: int = 1,
+    address: str | None = None,
+    on_start: Callable[[Job], None] = lambda job: None,
+) -> Iterator[Outcome]:
     """Each job's outcome as it finishes: here, one after another (workers 1, no address), or on Ray.
     `on_start` is called as each job is started (on Ray: handed to the cluster)."""
     check_workers(workers, address)
@@ -122,8 +128,9 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, address: str | None = None,
             ray.shutdown()
 
 
-def map_on_ray(fn: Callable[[C, T], R], common: C, items: Sequence[T], workers: int,
-               address: str | None = None) -> list[R]:
+def map_on_ray(
+    fn: Callable[[C, T], R], common: C, items: Sequence[T], workers: int, address: str | None = None
+) -> list[R]:
     """[fn(common, item) for item in items], each a Ray task taking one CPU, up to `workers` at once,
     results in the items' order; `common` goes to Ray's object store once, not once per task. A local
     instance (or the connection to `address`) is started at the first call and kept for later ones;

@@ -8,6 +8,7 @@ directories the command starts or resumes are noted as its own (`own`). Every wr
 
 Outside a command (a library caller, a test) nothing is noted and nothing is refused.
 """
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ with the lock free is a writer's that was killed: the next writer says so and ta
 Light on purpose (no torch). A command (`nas.common.cli.Command`) opens `holding()`; outside one (a
 library caller, a test) nothing is locked, as `nas.common.guard` refuses nothing there.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -54,8 +55,10 @@ def lock(folder: str | os.PathLike) -> None:
         except BlockingIOError:
             holder = _pid(fd)
             os.close(fd)
-            raise InputError(f"{folder}: another command is writing this run (pid {holder or 'unknown'}, which holds "
-                             f"{path}); wait for it to end, or stop it, and run again") from None
+            raise InputError(
+                f"{folder}: another command is writing this run (pid {holder or 'unknown'}, which holds "
+                f"{path}); wait for it to end, or stop it, and run again"
+            ) from None
         if _still_named(fd, path):
             break
         os.close(fd)  # its holder removed the file as it ended, after we opened it: lock the new one

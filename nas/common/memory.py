@@ -1,5 +1,6 @@
 """Process memory: glibc's malloc kept from handing freed blocks back to the system between steps,
 and long-lived objects kept out of the cyclic garbage collector's way."""
+
 from __future__ import annotations
 
 import ctypes

@@ -5,6 +5,7 @@ Both the language model (`nas.runs.train`: the LSTM baseline sized like a cell) 
 (`tagger.sizing`: flair's BiLSTM sized like a cell, or a cell sized like a BiLSTM) compare
 layers this way; each passes its own builder, so the count is that of the module it trains.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Iterable

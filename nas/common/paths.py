@@ -1,4 +1,5 @@
 """Paths as a run's config.json stores them: absolute, so a resume or a rerun works from any folder."""
+
 from __future__ import annotations
 
 import os

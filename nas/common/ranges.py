@@ -3,6 +3,7 @@ library callers, and the commands turn the same declarations into click types (`
 flag out of range is refused while the command line is parsed.
 
 Light on purpose (no click, no torch)."""
+
 from __future__ import annotations
 
 import math
@@ -72,8 +73,9 @@ CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (o
 THREADS = Range(1, CORES, integer=True, words=f"in [1, {CORES}], the cores of this machine")
 
 
-def check_ranges(settings: Any, ranges: dict[str, Range],
-                 flag: Callable[[str], str] = lambda name: "--" + name.replace("_", "-")) -> None:
+def check_ranges(
+    settings: Any, ranges: dict[str, Range], flag: Callable[[str], str] = lambda name: "--" + name.replace("_", "-")
+) -> None:
     """The first attribute of `settings` outside its declared range, as an InputError naming its flag."""
     for name, allowed in ranges.items():
         problem = allowed.problem(getattr(settings, name))

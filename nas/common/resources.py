@@ -5,6 +5,7 @@ They live in the repository's top-level `resources/` folder, which an installed 
 package `nas.resources` (setup.cfg maps one onto the other). Code run from a checkout reads the
 checkout's folder, so a change there is seen at once; `$NAS_RESOURCES` overrides both.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,5 +28,7 @@ def resources_dir() -> Path:
     try:
         return Path(str(files(PACKAGE)))
     except ModuleNotFoundError:
-        raise InputError(f"the shipped resources are missing: no package {PACKAGE} is installed beside "
-                         f"{root / 'nas'} (reinstall the toolkit, or set NAS_RESOURCES to a resources/ folder)") from None
+        raise InputError(
+            f"the shipped resources are missing: no package {PACKAGE} is installed beside "
+            f"{root / 'nas'} (reinstall the toolkit, or set NAS_RESOURCES to a resources/ folder)"
+        ) from None

@@ -13,6 +13,7 @@ a resume drops the log lines of epochs after the checkpoint's (`trim_log`). A ki
 two therefore loses neither: the epoch is run again and logged again. A last log line torn by a
 kill is left out, with a warning.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,17 @@ import torch
 from . import guard, locks
 from .devices import PRECISIONS  # noqa: F401 - the vocabulary of autocast() below, kept in nas.common.devices
 from .errors import InputError
-from .files import (DISK_REFUSED, atomic_torch_save, atomic_write_json, atomic_write_text, parse_json, read_json,
-                    safe_torch_load, utf8_lines, write_error)
+from .files import (
+    DISK_REFUSED,
+    atomic_torch_save,
+    atomic_write_json,
+    atomic_write_text,
+    parse_json,
+    read_json,
+    safe_torch_load,
+    utf8_lines,
+    write_error,
+)
 
 
 TEMP_FILES = ".*.tmp"  # what nas.common.files.atomic_open leaves behind when killed mid-write
@@ -76,8 +86,10 @@ class RunDir:
         are as they were."""
         if not afresh:
             if self.holds_run():
-                raise InputError(f"{self.path}: already holds a run; continue it with --resume {self.path} "
-                                 "or choose another --run-dir")
+                raise InputError(
+                    f"{self.path}: already holds a run; continue it with --resume {self.path} "
+                    "or choose another --run-dir"
+                )
             self.claim()
         self.path.mkdir(parents=True, exist_ok=True)
         self.clean_temp_files()
@@ -148,7 +160,7 @@ class RunDir:
             try:
                 rest = memoryview(line)
                 while rest:  # an unbuffered write may take part of the line; the next says why not the rest
-                    rest = rest[handle.write(rest):]
+                    rest = rest[handle.write(rest) :]
             except OSError as err:
                 handle.truncate(size)
                 if err.errno in DISK_REFUSED:
@@ -172,8 +184,7 @@ class RunDir:
                     raise InputError(f"{path}: line {number}: {problem}")
                 records.append(record)
         if _ends_torn(path):
-            log.warning(f"warning: {path}: line {number + 1} is torn (the run was killed while writing it); "
-                        "left out")
+            log.warning(f"warning: {path}: line {number + 1} is torn (the run was killed while writing it); left out")
         return records
 
     def trim_log(self, epochs_done: int) -> None:

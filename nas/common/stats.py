@@ -7,6 +7,7 @@ function, computed here by its continued fraction (Lentz's method; Press et al.,
 Recipes §6.4), which converges fast for x < (a+1)/(a+b+2) and is used through the symmetry
 I_x(a, b) = 1 − I_{1−x}(b, a) elsewhere.
 """
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,10 @@ def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
     d = 1.0 / (d if abs(d) > _TINY else _TINY)
     fraction = d
     for m in range(1, 10_000):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),  # the even step d_2m
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):  # the odd step d_2m+1
+        for numerator in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),  # the even step d_2m
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):  # the odd step d_2m+1
             d = 1.0 + numerator * d
             d = 1.0 / (d if abs(d) > _TINY else _TINY)
             c = 1.0 + numerator / c
@@ -51,8 +54,11 @@ def t_two_sided_p(t: float, df: float) -> float:
 
 def mean_std(values: list[float]) -> dict:
     """{"mean", "std" (sample; 0 for one value), "runs" (the values)}."""
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "runs": list(values)}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "runs": list(values),
+    }
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ Multi-seed search (`nas.runs.seeds`) and the demo (`tagger.cli.demo`) both run w
 another, keep each one's stdout and stderr in a log, and report a failure by its exit code and the
 line of the log that says what went wrong.
 """
+
 from __future__ import annotations
 
 import os

@@ -25,6 +25,7 @@ as it does the GEMM rule; the model builders (`nas.lm.model_file.build_lm`,
 `nas.lm.search_model.build_search_model`, `tagger.train.build_model`, `tagger.model`'s loaders)
 `attach` the process's backend (`current`). A library caller that never calls `use` gets `auto` for a CPU.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -93,8 +94,9 @@ class CudaLoop(CudaGraphs):
         plan = _frozen_plan(rnn, x, triton_loop.runs_on(x))
         if plan is None:
             return None
-        return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, batch.counts,
-                                            steps=triton_loop.STEPS)
+        return frozen_loop.fused_frozen_cell(
+            batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, batch.counts, steps=triton_loop.STEPS
+        )
 
     def __reduce__(self):
         return CudaLoop, ()
@@ -126,9 +128,13 @@ class CpuFused(Definition):
         # formed again only when w0 or ws changed (an optimiser step, a load) or the batch size did:
         # prediction reuses them from batch to batch
         weights = _packed_cache(rnn).get(
-            (rnn.w0, rnn.ws), lambda: frozen_loop.loop_weights(plan, rnn.w0[:, rnn.ninp:], rnn.ws, counts), tag=counts[0])
-        return frozen_loop.fused_frozen_cell(batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts,
-                                            weights=weights)
+            (rnn.w0, rnn.ws),
+            lambda: frozen_loop.loop_weights(plan, rnn.w0[:, rnn.ninp :], rnn.ws, counts),
+            tag=counts[0],
+        )
+        return frozen_loop.fused_frozen_cell(
+            batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts, weights=weights
+        )
 
     def search_loop(self, rnn: SearchRNN, x, xin, xproj, h, history, w0x, w0h, mh) -> tuple | None:
         """In training: without gates, and with `project` gates, the whole loop as one Function; with `pad`
@@ -146,8 +152,9 @@ class CpuFused(Definition):
             x_hist, h_hist = history
             m = h_hist.size(0)
             f, xs = input_gate(rnn.inter, x, x_hist, x.size(0))
-            out = search_loop.fused_gated_search_cell(xin, h, h_hist, f, w0x, w0h, ws, mix, rnn.inter.g, mh, rnn.bn,
-                                                      packed)
+            out = search_loop.fused_gated_search_cell(
+                xin, h, h_hist, f, w0x, w0h, ws, mix, rnn.inter.g, mh, rnn.bn, packed
+            )
             return out, out[-1], (xs.flip(0)[:m], torch.cat([out.flip(0), h_hist])[:m])
         stats = search_loop.RunningStats(rnn.bn)
         xsteps = xin.unbind(0)
@@ -181,10 +188,16 @@ def search_fusable(rnn: SearchRNN, x: torch.Tensor) -> bool:
     the data-parallel synced ones; a drawn cell of random search or ENAS has none), and the C++ kernels
     built (else one warning line)."""
     plain_norms = all(type(bn) is nn.BatchNorm1d and isinstance(bn.momentum, float) for bn in rnn.bn)
-    return (rnn.training and torch.is_grad_enabled() and x.device.type == "cpu"
-            and x.dtype in (torch.float32, torch.float64) and x.size(1) > 1
-            and not torch.is_autocast_enabled(x.device.type) and plain_norms
-            and search_loop.supports(OPS))  # the last: it warns
+    return (
+        rnn.training
+        and torch.is_grad_enabled()
+        and x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and x.size(1) > 1
+        and not torch.is_autocast_enabled(x.device.type)
+        and plain_norms
+        and search_loop.supports(OPS)
+    )  # the last: it warns
 
 
 def _frozen_plan(rnn: FrozenRNN, x: torch.Tensor, runs_here: bool) -> frozen_loop.Plan | None:
@@ -196,8 +209,9 @@ def _frozen_plan(rnn: FrozenRNN, x: torch.Tensor, runs_here: bool) -> frozen_loo
     state = rnn.backend_state
     if "plan" not in state:
         ops = {op for node in rnn.genotype.nodes for op, _ in node}
-        state["plan"] = (frozen_loop.plan(rnn.waves, rnn.genotype.concat, rnn.genotype.steps)
-                         if frozen_loop.supports(ops) else None)
+        state["plan"] = (
+            frozen_loop.plan(rnn.waves, rnn.genotype.concat, rnn.genotype.steps) if frozen_loop.supports(ops) else None
+        )
     return state["plan"]
 
 

@@ -8,6 +8,7 @@ one pass over the logits (`cross_entropy_forward` / `cross_entropy_backward` in
 `nas/fast/csrc/fused_kernels.cpp`). Under create_graph (a Hessian-vector product) the backward is
 the same formula in differentiable torch ops, so second derivatives go through it.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,14 @@ from .kernels import compiled
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean softmax cross-entropy of logits (rows, classes) against targets (rows): `F.cross_entropy`'s
     value and gradient, on the kernels where they apply (a CPU tensor in float32/64, no autocast)."""
-    if (compiled() is None or logits.device.type != "cpu" or logits.dtype not in (torch.float32, torch.float64)
-            or torch.is_autocast_enabled("cpu") or logits.dim() != 2 or targets.dtype != torch.long):
+    if (
+        compiled() is None
+        or logits.device.type != "cpu"
+        or logits.dtype not in (torch.float32, torch.float64)
+        or torch.is_autocast_enabled("cpu")
+        or logits.dim() != 2
+        or targets.dtype != torch.long
+    ):
         return F.cross_entropy(logits, targets)
     return _CrossEntropy.apply(logits.contiguous(), targets.contiguous())
 

@@ -20,7 +20,8 @@ gradient is wanted (prediction) nothing is kept and X is not formed.
 
 The derivatives use the saved activations; the two elementwise passes of an edge are
 `nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
-`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights of the per-step GEMMs packed once per pass where that pays (`loop_weights`).
+`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights
+of the per-step GEMMs packed once per pass where that pays (`loop_weights`).
 
 Where the C++ kernels are built, on a CPU, the steps themselves run in C++ (`frozen_forward_steps`,
 `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line `_forward_steps` and
@@ -28,6 +29,7 @@ Where the C++ kernels are built, on a CPU, the steps themselves run in C++ (`fro
 views and calls per step that Python makes cost about a seventh of an epoch. The Python steps run
 on other devices and without the kernels; the tests hold both to the autograd path.
 """
+
 from __future__ import annotations
 
 import functools
@@ -37,8 +39,7 @@ import torch
 
 from nas.cells.waves import Wave
 from nas.fast.gemm import LoopWeight, pack_for_steps, product
-from .kernels import (OP_CODES, compiled, highway_backward, highway_forward, warn_once_without_kernels,
-                      with_kernels)
+from .kernels import OP_CODES, compiled, highway_backward, highway_forward, warn_once_without_kernels, with_kernels
 
 LoopWeights = list[list[Sequence[LoopWeight]]]  # per wave, per group, per direction (`loop_weights`)
 
@@ -69,7 +70,7 @@ class Pick:
         if self.step is None:
             return t.index_select(dim, self.tensor(t.device))
         if self.step == 0:
-            return t.narrow(dim, self.index[0], 1).expand(*t.shape[:dim], len(self.index), *t.shape[dim + 1:])
+            return t.narrow(dim, self.index[0], 1).expand(*t.shape[:dim], len(self.index), *t.shape[dim + 1 :])
         view = t.narrow(dim, self.index[0], (len(self.index) - 1) * self.step + 1)
         return view if self.step == 1 else view.unfold(dim, 1, self.step).squeeze(-1)
 
@@ -125,7 +126,9 @@ class Plan(NamedTuple):
 
 
 # Wave 0, s0 = h + σ(c0)(tanh(h0) − h) from h_{t-1} (W0h): the first node of every cell, the search cell's too
-FIRST_NODE = WaveSlots(slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [OP_CODES["tanh"]])
+FIRST_NODE = WaveSlots(
+    slice(0, 1), Pick([1]), Pick([0]), [Group(slice(0, 1), 0, 0, None)], ["tanh"], [OP_CODES["tanh"]]
+)
 
 
 def supports(ops: Iterable[str]) -> bool:
@@ -148,14 +151,32 @@ def plan(waves: Sequence[Wave], concat: Sequence[int], steps: int) -> Plan:
             groups.append(Group(slice(first, first + len(mine)), inputs, pred + 1, Pick([node - 1 for node in mine])))
             inputs += 1
         ops = [op for _, _, op in edges]
-        out.append(WaveSlots(slice(start, start + len(edges)), Pick([node + 1 for _, node, _ in edges]),
-                        Pick([pred + 1 for pred, _, _ in edges]), groups, ops, [OP_CODES[op] for op in ops]))
+        out.append(
+            WaveSlots(
+                slice(start, start + len(edges)),
+                Pick([node + 1 for _, node, _ in edges]),
+                Pick([pred + 1 for pred, _, _ in edges]),
+                groups,
+                ops,
+                [OP_CODES[op] for op in ops],
+            )
+        )
         start += len(edges)
-    key = (tuple((w.edges.start, w.edges.stop) for w in out), tuple(tuple(w.nodes.index) for w in out),
-           tuple(tuple(w.preds.index) for w in out), tuple(tuple(w.codes) for w in out),
-           tuple((i, g.edges.start, g.edges.stop, g.input, g.pred, int(g.weights is None))
-                 for i, w in enumerate(out) for g in w.groups), tuple(k + 1 for k in concat))
-    return Plan(out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out), key)
+    key = (
+        tuple((w.edges.start, w.edges.stop) for w in out),
+        tuple(tuple(w.nodes.index) for w in out),
+        tuple(tuple(w.preds.index) for w in out),
+        tuple(tuple(w.codes) for w in out),
+        tuple(
+            (i, g.edges.start, g.edges.stop, g.input, g.pred, int(g.weights is None))
+            for i, w in enumerate(out)
+            for g in w.groups
+        ),
+        tuple(k + 1 for k in concat),
+    )
+    return Plan(
+        out, Pick([k + 1 for k in concat]), steps + 2, start, inputs, any(not w.nodes.distinct for w in out), key
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -169,15 +190,19 @@ def _native_weights(weights: LoopWeights) -> list[Sequence[LoopWeight]]:
     return [w for wave in weights for w in wave]
 
 
-def loop_weights(plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True) -> LoopWeights:
+def loop_weights(
+    plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
+) -> LoopWeights:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, packed for
     oneDNN's products from the row count the GEMM rule puts on oneDNN and where that pays for the
     packing, over steps of `counts` rows (`nas.fast.gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
     (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the forward ones while the
     weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
     with torch.no_grad():
-        return [[[pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
-                for wave in plan.waves]
+        return [
+            [[pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
+            for wave in plan.waves
+        ]
 
 
 def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: bool) -> torch.Tensor:
@@ -190,9 +215,17 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
     return joined.transpose(1, 2) if forward else joined
 
 
-def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Tensor | None,
-                   weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
-                   out: torch.Tensor) -> None:
+def _forward_steps(
+    plan: Plan,
+    counts: list[int],
+    h: torch.Tensor,
+    mh: torch.Tensor | None,
+    weights: LoopWeights,
+    X: torch.Tensor | None,
+    A: torch.Tensor,
+    S: torch.Tensor,
+    out: torch.Tensor,
+) -> None:
     """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection). Without X
     (no gradient wanted, no mask) each GEMM reads its state in place."""
     start = 0
@@ -222,9 +255,16 @@ def _forward_steps(plan: Plan, counts: list[int], h: torch.Tensor, mh: torch.Ten
         start += n
 
 
-def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                    weights: LoopWeights, A: torch.Tensor, S: torch.Tensor,
-                    G: torch.Tensor) -> torch.Tensor:
+def _backward_steps(
+    plan: Plan,
+    counts: list[int],
+    grad_out: torch.Tensor,
+    mh: torch.Tensor | None,
+    weights: LoopWeights,
+    A: torch.Tensor,
+    S: torch.Tensor,
+    G: torch.Tensor,
+) -> torch.Tensor:
     """Back-propagation through the time loop: fills G, returns ∂h0."""
     D, _, R, H = S.shape
     scale = 1.0 / len(plan.concat.index)
@@ -244,15 +284,22 @@ def _backward_steps(plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: t
         states = S[:, :, rows]
         for wave, wave_weights in zip(reversed(plan.waves), reversed(weights)):
             grad_prev = grad_prevs[:, : len(wave.ops), :n]
-            highway_backward(wave.nodes.take(grad_s, 1), wave.preds.take(states, 1),
-                             A[:, rows, wave.edges].transpose(1, 2), wave.ops, wave.codes,
-                             G[:, rows, wave.edges].transpose(1, 2), grad_prev)
+            highway_backward(
+                wave.nodes.take(grad_s, 1),
+                wave.preds.take(states, 1),
+                A[:, rows, wave.edges].transpose(1, 2),
+                wave.ops,
+                wave.codes,
+                G[:, rows, wave.edges].transpose(1, 2),
+                grad_prev,
+            )
             wave.preds.add(grad_s, 1, grad_prev)
             for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
                 for d in range(D):
                     product(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
                     grad_s[d, group.pred].add_(through[:n]) if mh is None else grad_s[d, group.pred].addcmul_(
-                        through[:n], mh[d, :n])
+                        through[:n], mh[d, :n]
+                    )
         carry = grad_s[:, 0].clone()
     return carry
 
@@ -264,30 +311,72 @@ class CpuSteps:
     Python, one direction after the other so that each one's weights stay in cache from step to step.
     Their weights are `loop_weights`. `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
 
-    def weights(self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int],
-                forward: bool = True) -> LoopWeights:
+    def weights(
+        self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
+    ) -> LoopWeights:
         return loop_weights(plan, w0h, ws, counts, forward)
 
-    def forward(self, plan: Plan, counts: list[int], h0: torch.Tensor, mh: torch.Tensor | None,
-                weights: LoopWeights, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
-                out: torch.Tensor) -> None:
+    def forward(
+        self,
+        plan: Plan,
+        counts: list[int],
+        h0: torch.Tensor,
+        mh: torch.Tensor | None,
+        weights: LoopWeights,
+        X: torch.Tensor | None,
+        A: torch.Tensor,
+        S: torch.Tensor,
+        out: torch.Tensor,
+    ) -> None:
         warn_once_without_kernels()
         if with_kernels(A):
-            return compiled().frozen_forward_steps(_native_plan(plan.key), counts, h0, mh, _native_weights(weights),
-                                                   X, A, S, out)
+            return compiled().frozen_forward_steps(
+                _native_plan(plan.key), counts, h0, mh, _native_weights(weights), X, A, S, out
+            )
         for d in _directions(A.size(0), A.device):
-            _forward_steps(plan, counts, h0[d], None if mh is None else mh[d], [[w[d] for w in wave] for wave in weights],
-                           None if X is None else X[d], A[d], S[d], out[d])
+            _forward_steps(
+                plan,
+                counts,
+                h0[d],
+                None if mh is None else mh[d],
+                [[w[d] for w in wave] for wave in weights],
+                None if X is None else X[d],
+                A[d],
+                S[d],
+                out[d],
+            )
 
-    def backward(self, plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                 weights: LoopWeights, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    def backward(
+        self,
+        plan: Plan,
+        counts: list[int],
+        grad_out: torch.Tensor,
+        mh: torch.Tensor | None,
+        weights: LoopWeights,
+        A: torch.Tensor,
+        S: torch.Tensor,
+        G: torch.Tensor,
+    ) -> torch.Tensor:
         """Fills G, returns ∂h0 (D, B, H)."""
         if with_kernels(A):
-            return compiled().frozen_backward_steps(_native_plan(plan.key), counts, grad_out, mh,
-                                                    _native_weights(weights), A, S, G)
-        return torch.cat([_backward_steps(plan, counts, grad_out[d], None if mh is None else mh[d],
-                                          [[w[d] for w in wave] for wave in weights], A[d], S[d], G[d])
-                          for d in _directions(A.size(0), A.device)])
+            return compiled().frozen_backward_steps(
+                _native_plan(plan.key), counts, grad_out, mh, _native_weights(weights), A, S, G
+            )
+        return torch.cat(
+            [
+                _backward_steps(
+                    plan,
+                    counts,
+                    grad_out[d],
+                    None if mh is None else mh[d],
+                    [[w[d] for w in wave] for wave in weights],
+                    A[d],
+                    S[d],
+                    G[d],
+                )
+                for d in _directions(A.size(0), A.device)
+            ]
+        )
 
 
 CPU_STEPS = CpuSteps()
@@ -310,9 +399,18 @@ class FusedFrozenCell(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
-                mh: torch.Tensor | None, plan: Plan, counts: list[int], steps: CpuSteps,
-                weights: object | None) -> torch.Tensor:
+    def forward(
+        ctx,
+        x: torch.Tensor,
+        h0: torch.Tensor,
+        w0: torch.Tensor,
+        ws: torch.Tensor,
+        mh: torch.Tensor | None,
+        plan: Plan,
+        counts: list[int],
+        steps: CpuSteps,
+        weights: object | None,
+    ) -> torch.Tensor:
         D, R, ninp = x.shape
         H = h0.size(-1)
         backward = any(ctx.needs_input_grad)
@@ -335,8 +433,9 @@ class FusedFrozenCell(torch.autograd.Function):
         plan, counts, steps = ctx.plan, ctx.counts, ctx.steps
         D, ninp = x.size(0), x.size(-1)
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
-        grad_h0 = steps.backward(plan, counts, grad_out, mh,
-                                 steps.weights(plan, w0[:, ninp:], ws, counts, forward=False), A, S, G)
+        grad_h0 = steps.backward(
+            plan, counts, grad_out, mh, steps.weights(plan, w0[:, ninp:], ws, counts, forward=False), A, S, G
+        )
         need_x, need_h0, need_w0, need_ws = ctx.needs_input_grad[:4]
         grad_x = torch.stack([product(G[d, :, 0], w0[d, :ninp]) for d in range(D)]) if need_x else None
         grad_w0 = torch.empty_like(w0) if need_w0 else None
@@ -353,8 +452,16 @@ class FusedFrozenCell(torch.autograd.Function):
         return grad_x, grad_h0 if need_h0 else None, grad_w0, grad_ws, None, None, None, None, None
 
 
-def fused_frozen_cell(x: torch.Tensor, h0: torch.Tensor, w0: torch.Tensor, ws: torch.Tensor,
-                      mh: torch.Tensor | None, plan: Plan, counts: list[int], steps: CpuSteps = CPU_STEPS,
-                      weights: object | None = None) -> torch.Tensor:
+def fused_frozen_cell(
+    x: torch.Tensor,
+    h0: torch.Tensor,
+    w0: torch.Tensor,
+    ws: torch.Tensor,
+    mh: torch.Tensor | None,
+    plan: Plan,
+    counts: list[int],
+    steps: CpuSteps = CPU_STEPS,
+    weights: object | None = None,
+) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""
     return FusedFrozenCell.apply(x, h0, w0, ws, mh, plan, counts, steps, weights)

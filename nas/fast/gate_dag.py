@@ -16,6 +16,7 @@ Once differentiable, like the fused search cell, and used in training only: a se
 path, as it does on the `torch` backend. torch's once_differentiable does not always raise
 where a second derivative would cross it (it can drop the term silently), hence the rule.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,9 +33,14 @@ SQUASH_CODES = {"none": 0, "sigmoid": 1, "2sigmoid": 2}  # as in the kernels
 def supports(x: torch.Tensor) -> bool:
     """Whether `mixed_gate` can run this call: the kernels built, the op set above, a CPU tensor in
     float32/64, gradients recorded (else the plain ops record nothing anyway), no autocast."""
-    return (compiled() is not None and tuple(OPS) == OPS_SUPPORTED and x.device.type == "cpu"
-            and x.dtype in (torch.float32, torch.float64) and torch.is_grad_enabled()
-            and not torch.is_autocast_enabled(x.device.type))
+    return (
+        compiled() is not None
+        and tuple(OPS) == OPS_SUPPORTED
+        and x.device.type == "cpu"
+        and x.dtype in (torch.float32, torch.float64)
+        and torch.is_grad_enabled()
+        and not torch.is_autocast_enabled(x.device.type)
+    )
 
 
 def mixed_gate(e: list[torch.Tensor], w_node: list[StepWeight], mix: torch.Tensor, squash: str) -> torch.Tensor:
@@ -48,12 +54,12 @@ class _MixedGate(torch.autograd.Function):
     @staticmethod
     def forward(ctx, meta, mix, *tensors):
         w_node, squash = meta
-        e = tensors[:len(tensors) - len(w_node)]
+        e = tensors[: len(tensors) - len(w_node)]
         shape, d = e[0].shape, e[0].size(-1)
         flat = [t.reshape(-1, d).contiguous() for t in e]
         weights = [w.packed.source.contiguous() for w in w_node]
         out, *rest = compiled().gate_forward(flat, weights, mix.contiguous(), squash)
-        states, projections = rest[:len(w_node) + 1], rest[len(w_node) + 1:]
+        states, projections = rest[: len(w_node) + 1], rest[len(w_node) + 1 :]
         ctx.meta, ctx.shape, ctx.count = (w_node, weights, squash), shape, len(e)
         ctx.save_for_backward(mix, out, *flat, *states[:-1], *projections)
         return out.view(shape)
@@ -64,9 +70,10 @@ class _MixedGate(torch.autograd.Function):
         w_node, weights, squash = ctx.meta
         mix, out, *saved = ctx.saved_tensors
         m, n = ctx.count, len(w_node)
-        flat, states, projections = saved[:m], saved[m:m + n], saved[m + n:]
-        grad_mix, *rest = compiled().gate_backward(grad.reshape(out.shape).contiguous(), out, flat, projections,
-                                                   weights, mix.contiguous(), squash)
+        flat, states, projections = saved[:m], saved[m : m + n], saved[m + n :]
+        grad_mix, *rest = compiled().gate_backward(
+            grad.reshape(out.shape).contiguous(), out, flat, projections, weights, mix.contiguous(), squash
+        )
         grad_e, grad_p = rest[:m], rest[m:]
         for weight, state, grad_projection in zip(w_node, states, grad_p):
             if weight.deferred and grad_projection is not None:

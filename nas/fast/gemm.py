@@ -20,6 +20,7 @@ oneDNN would otherwise form anew in each call (a cost that weighs most on small 
 (its shorter sentences have ended), and packing costs about as much as many rows of products.
 `PackedCache` keeps packed weights while their source is unchanged (prediction).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -55,8 +56,12 @@ def host_backend(cpuinfo: str | None = None) -> str:
             cpuinfo = ""
     vendor = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
     flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M)
-    amd_avx512 = vendor is not None and vendor.group(1) == "AuthenticAMD" and flags is not None \
+    amd_avx512 = (
+        vendor is not None
+        and vendor.group(1) == "AuthenticAMD"
+        and flags is not None
         and "avx512f" in flags.group(1).split()
+    )
     return "onednn" if amd_avx512 else "mkl"
 
 
@@ -165,8 +170,7 @@ def prefers_onednn(rows: int, K: int, N: int, packed: bool = True) -> bool:
     the `onednn` rule, where the product has at least `MIN_ONEDNN` multiply-adds. A rule of the shape,
     never a timing, so that a run's floats do not depend on the machine's load. False wherever
     `product` would not use oneDNN."""
-    return (backend() == "onednn" and _AVAILABLE and (_PACKING or not packed)
-            and rows * K * N >= MIN_ONEDNN)
+    return backend() == "onednn" and _AVAILABLE and (_PACKING or not packed) and rows * K * N >= MIN_ONEDNN
 
 
 class PackedCache:
@@ -191,8 +195,13 @@ class PackedCache:
         self._key, self._value = None, None
 
 
-def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = None, accumulate: bool = False,
-            bias: torch.Tensor | None = None) -> torch.Tensor:
+def product(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    out: torch.Tensor | None = None,
+    accumulate: bool = False,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
     """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
     weight may be `pack`ed, or a `LoopWeight`. Unpacked, the product runs on oneDNN only where `prefers_onednn`
     puts its shape, and never with a `_gapped` operand (the fused loops' per-edge slices in
@@ -202,8 +211,11 @@ def product(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor | None = No
         weight = weight.blocked if x.size(0) >= weight.min_rows else weight.plain
     if isinstance(weight, OnMKL):
         weight = weight.weight
-    elif _packed(weight) or (uses_onednn(x) and not (_gapped(x) or _gapped(weight))
-                             and prefers_onednn(x.size(0), x.size(1), weight.size(0), packed=False)):
+    elif _packed(weight) or (
+        uses_onednn(x)
+        and not (_gapped(x) or _gapped(weight))
+        and prefers_onednn(x.size(0), x.size(1), weight.size(0), packed=False)
+    ):
         result = _onednn_product(x, weight, bias)
         if out is None:
             return result.contiguous()

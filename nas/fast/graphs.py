@@ -20,6 +20,7 @@ What a recording needs, and how `StepGraphs` provides it:
   recording stale: `clear()` after any restore.
 Dropout masks are drawn from the CUDA generator at every replay (PyTorch's graph-safe Philox offsets).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Hashable

@@ -13,6 +13,7 @@ For an edge s = p + σ(c)(f(h) − p) with the activations saved, a = f(h):
 σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0], sigmoid' = a(1 − a); ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ',
 ∂a = ∂s·σ. The kernels know the ops of `OP_CODES`: a fast path supports that op set only.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,6 +33,7 @@ import torch
 
 try:
     from nas.fast import _fused_kernels as _kernels
+
     _kernels_error: ImportError | None = None  # why a built module does not load (None: not built)
 except ImportError as error:  # not built when the package was installed, or built against another torch
     _kernels = None
@@ -74,7 +76,10 @@ def build_directory() -> Path:
     build is `-march=native`, so a cache shared between machines keeps one build per kind)."""
     digest = hashlib.sha256(SOURCE.read_bytes())
     digest.update(" ".join([*CFLAGS, platform.machine(), _cpu_flags()]).encode())
-    return cache_root() / f"torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{digest.hexdigest()[:16]}"
+    return (
+        cache_root()
+        / f"torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}-{digest.hexdigest()[:16]}"
+    )
 
 
 def _cpu_flags() -> str:
@@ -147,11 +152,15 @@ def _compile_or_load() -> None:
         if lock.exists():
             log.warning(f"nas.fast: waiting for another process compiling the C++ kernels into {folder}")
         else:
-            log.warning(f"nas.fast: compiling the C++ kernels once into {folder} (about a minute; later runs "
-                        "load them from there)")
+            log.warning(
+                f"nas.fast: compiling the C++ kernels once into {folder} (about a minute; later runs "
+                "load them from there)"
+            )
         from torch.utils.cpp_extension import load
-        _kernels = load(name=name, sources=[str(SOURCE)], extra_cflags=CFLAGS, build_directory=str(folder),
-                        verbose=False)
+
+        _kernels = load(
+            name=name, sources=[str(SOURCE)], extra_cflags=CFLAGS, build_directory=str(folder), verbose=False
+        )
         log.info(f"nas.fast: C++ kernels compiled in {time.time() - started:.0f} s")
     except Exception as error:  # noqa: BLE001 - any build failure leaves the PyTorch path
         _compile_error = _first_error(error)
@@ -165,7 +174,9 @@ def _compile_or_load() -> None:
 def _first_error(error: Exception) -> str:
     """One line of a build failure: the compiler's first `error:` line, else the exception's first line."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    errors = [line for line in lines if "error:" in line.lower() and not line.lower().startswith("ninja: build stopped")]
+    errors = [
+        line for line in lines if "error:" in line.lower() and not line.lower().startswith("ninja: build stopped")
+    ]
     return ((errors or lines or [type(error).__name__])[0])[:300]
 
 
@@ -176,18 +187,23 @@ def warn_once_without_kernels() -> None:
     if _kernels is None and not _warned:
         _warned = True
         if _compile_error is not None:
-            log.warning(f"nas.fast: the C++ kernels could not be compiled on first use ({_compile_error}); the "
-                        "frozen cell runs PyTorch ops, the search cell its autograd path (docs/install.md)")
+            log.warning(
+                f"nas.fast: the C++ kernels could not be compiled on first use ({_compile_error}); the "
+                "frozen cell runs PyTorch ops, the search cell its autograd path (docs/install.md)"
+            )
             return
         if _kernels_error is None:
-            why = ("were not built when nas-tagger was installed (torch could not be imported by the build, as in "
-                   "pip's default isolated build, or the compiler failed)")
+            why = (
+                "were not built when nas-tagger was installed (torch could not be imported by the build, as in "
+                "pip's default isolated build, or the compiler failed)"
+            )
         else:
             why = f"do not load ({_kernels_error}; built against another torch?)"
         log.warning(
             f"nas.fast: the C++ kernels {why}; the frozen cell runs PyTorch ops, the search cell its autograd path. "
             "To build them, reinstall from the source with torch already installed: "
-            "pip install --no-build-isolation SOURCE (README, Setup)")
+            "pip install --no-build-isolation SOURCE (README, Setup)"
+        )
 
 
 def _activate_(op: str, h: torch.Tensor) -> None:
@@ -217,8 +233,9 @@ def with_kernels(t: torch.Tensor) -> bool:
     return _kernels is not None and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
 
 
-def highway_forward(act: torch.Tensor, prev: torch.Tensor, ops: Sequence[str], codes: list[int],
-                    out: torch.Tensor) -> None:
+def highway_forward(
+    act: torch.Tensor, prev: torch.Tensor, ops: Sequence[str], codes: list[int], out: torch.Tensor
+) -> None:
     """act = [c | h] → [σ(c) | f(h)] in place; out = prev + σ(c)(f(h) − prev). Edges at dim 1."""
     if with_kernels(act):
         return _kernels.highway_forward(act, prev, codes, out)
@@ -230,8 +247,15 @@ def highway_forward(act: torch.Tensor, prev: torch.Tensor, ops: Sequence[str], c
     torch.addcmul(prev, sig, a - prev, out=out)
 
 
-def highway_backward(grad: torch.Tensor, prev: torch.Tensor, act: torch.Tensor, ops: Sequence[str], codes: list[int],
-                     g: torch.Tensor, direct: torch.Tensor) -> None:
+def highway_backward(
+    grad: torch.Tensor,
+    prev: torch.Tensor,
+    act: torch.Tensor,
+    ops: Sequence[str],
+    codes: list[int],
+    g: torch.Tensor,
+    direct: torch.Tensor,
+) -> None:
     """g = [∂c | ∂h] of out = prev + σ(c)(f(h) − prev) from act = [σ(c) | f(h)] and grad = ∂out;
     direct = ∂prev through the highway alone, grad·(1 − σ(c))."""
     if with_kernels(act):

@@ -25,6 +25,7 @@ instead (`nas.fast.backends.search_fusable`). With ESS gates x_t's projection ne
 its history `FusedGatedSearchCell` runs the whole gated loop in C++; otherwise the cell calls
 `FusedSearchCell` one step at a time, with `loop_weights` packed once per forward.
 """
+
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -54,8 +55,10 @@ def loop_weights(w0h: torch.Tensor, ws: torch.Tensor, batch: int) -> LoopWeights
     rule puts its shape on oneDNN (`nas.fast.gemm.pack`); once per forward when the Function runs
     step by step (ESS gates) instead of once per call."""
     rows = [batch * (i + 1) for i in range(ws.size(0))]
-    return LoopWeights((pack(w0h.t(), batch), [pack(w.t(), n) for w, n in zip(ws, rows)]),
-                       (pack(w0h, batch), [pack(w, n) for w, n in zip(ws, rows)]))
+    return LoopWeights(
+        (pack(w0h.t(), batch), [pack(w.t(), n) for w, n in zip(ws, rows)]),
+        (pack(w0h, batch), [pack(w, n) for w, n in zip(ws, rows)]),
+    )
 
 
 def _mean_var_update(running: torch.Tensor, batch: torch.Tensor, momentum: float) -> None:
@@ -107,9 +110,18 @@ class FusedSearchCell(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
-                mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
-                packed: LoopWeights | None, stats: RunningStats | None = None) -> torch.Tensor:
+    def forward(
+        ctx,
+        xproj: torch.Tensor,
+        h0: torch.Tensor,
+        w0h: torch.Tensor,
+        ws: torch.Tensor,
+        mix: torch.Tensor,
+        mh: torch.Tensor | None,
+        bn: nn.ModuleList,
+        packed: LoopWeights | None,
+        stats: RunningStats | None = None,
+    ) -> torch.Tensor:
         T, B, H2 = xproj.shape
         H, N = H2 // 2, ws.size(0)
         A0 = torch.empty_like(xproj)  # [σ(c0) | tanh(h0)] per step
@@ -120,8 +132,21 @@ class FusedSearchCell(torch.autograd.Function):
         mix = mix.contiguous()
         ctx.packed = loop_weights(w0h, ws, B) if packed is None else packed
         w0h_t, ws_t = ctx.packed.forward
-        acts = compiled().search_forward_steps(xproj, h0, mix, mh, _native(w0h_t), [_native(w) for w in ws_t],
-                                               bn[0].eps, A0, S, means, variances, rstd, out)
+        acts = compiled().search_forward_steps(
+            xproj,
+            h0,
+            mix,
+            mh,
+            _native(w0h_t),
+            [_native(w) for w in ws_t],
+            bn[0].eps,
+            A0,
+            S,
+            means,
+            variances,
+            rstd,
+            out,
+        )
         variances.mul_(B / (B - 1))  # what BatchNorm's running variance takes (the forward has used rstd)
         if stats is None:
             _update_running(bn, means, variances)
@@ -141,9 +166,23 @@ class FusedSearchCell(torch.autograd.Function):
         grad_mix = torch.zeros(edge_offsets(N1 - 1)[-1], 5, dtype=torch.float64, device=S.device)
         grad_ws = torch.zeros_like(ws) if need_ws else None
         w0h_p, ws_p = ctx.packed.backward
-        carry = compiled().search_backward_steps(grad_out.contiguous(), h0, mix, mh, _native(w0h_p),
-                                                 [_native(w) for w in ws_p], _wgrad_onednn(S), out, A0, S, rstd,
-                                                 ctx.acts, G0, grad_mix, grad_ws)
+        carry = compiled().search_backward_steps(
+            grad_out.contiguous(),
+            h0,
+            mix,
+            mh,
+            _native(w0h_p),
+            [_native(w) for w in ws_p],
+            _wgrad_onednn(S),
+            out,
+            A0,
+            S,
+            rstd,
+            ctx.acts,
+            G0,
+            grad_mix,
+            grad_ws,
+        )
         grad_w0h = None
         if need_w0h:
             previous = torch.cat([h0.unsqueeze(0), out[:-1]])
@@ -181,9 +220,23 @@ class FusedGatedSearchCell(torch.autograd.Function):
         w0h_t, ws_t = weights.forward
         contiguous = [t.contiguous() for t in (xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg)]
         mix = mix.contiguous()
-        saved = compiled().search_gated_forward_steps(*contiguous, squash, mix, mh, _native(w0h_t),
-                                                      [_native(w) for w in ws_t], bn[0].eps, A0, S, means, variances,
-                                                      rstd, out, h_in, xhat)
+        saved = compiled().search_gated_forward_steps(
+            *contiguous,
+            squash,
+            mix,
+            mh,
+            _native(w0h_t),
+            [_native(w) for w in ws_t],
+            bn[0].eps,
+            A0,
+            S,
+            means,
+            variances,
+            rstd,
+            out,
+            h_in,
+            xhat,
+        )
         _update_running(bn, means, variances.mul_(B / (B - 1)))
         ctx.save_for_backward(*contiguous, w0h, ws, mix, mh, out, A0, S, rstd, h_in, xhat)
         ctx.saved, ctx.weights, ctx.squash = saved, weights, squash
@@ -192,19 +245,48 @@ class FusedGatedSearchCell(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # a second derivative (create_graph) needs the autograd path (backend `torch`)
     def backward(ctx, grad_out: torch.Tensor):
-        xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, w0h, ws, mix, mh, out, A0, S, rstd, h_in, xhat = ctx.saved_tensors
+        xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, w0h, ws, mix, mh, out, A0, S, rstd, h_in, xhat = (
+            ctx.saved_tensors
+        )
         T, N1, B, H = S.shape
         need = dict(zip(("w0x", "w0h", "ws", "mix", "w_hist", "w_node", "mixg"), ctx.needs_input_grad[4:11]))
         G0 = torch.empty_like(A0)
         grad_mix = torch.zeros(edge_offsets(N1 - 1)[-1], 5, dtype=torch.float64, device=S.device)
         grad_mixg = torch.zeros(mixg.size(0), 4, dtype=torch.float64, device=S.device)
-        grads = {name: torch.zeros_like(w) if need[name] else None
-                 for name, w in (("ws", ws), ("w_hist", w_hist), ("w_node", w_node))}
+        grads = {
+            name: torch.zeros_like(w) if need[name] else None
+            for name, w in (("ws", ws), ("w_hist", w_hist), ("w_node", w_node))
+        }
         w0h_p, ws_p = ctx.weights.backward
         dxin, df, dh0, dh_hist0 = compiled().search_gated_backward_steps(
-            grad_out.contiguous(), xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg, ctx.squash, mix, mh, _native(w0h_p),
-            [_native(w) for w in ws_p], _wgrad_onednn(S), out, A0, S, rstd, h_in, ctx.saved, G0, grad_mix,
-            grads["ws"], grad_mixg, grads["w_hist"], grads["w_node"])
+            grad_out.contiguous(),
+            xin,
+            h0,
+            h_hist0,
+            f,
+            w0x,
+            w_hist,
+            w_node,
+            mixg,
+            ctx.squash,
+            mix,
+            mh,
+            _native(w0h_p),
+            [_native(w) for w in ws_p],
+            _wgrad_onednn(S),
+            out,
+            A0,
+            S,
+            rstd,
+            h_in,
+            ctx.saved,
+            G0,
+            grad_mix,
+            grads["ws"],
+            grad_mixg,
+            grads["w_hist"],
+            grads["w_node"],
+        )
         # W0x's and W0h's gradients, one GEMM each over every step: x̂ᵀ·∂xp and (ĥ⊙m_h)ᵀ·∂xp
         rows = G0.view(T * B, 2 * H).t()
         grad_w0x = product(xhat.view(T * B, -1).t(), rows) if need["w0x"] else None
@@ -212,18 +294,57 @@ class FusedGatedSearchCell(torch.autograd.Function):
         if need["w0h"]:
             previous = h_in if mh is None else h_in * mh
             grad_w0h = product(previous.view(T * B, H).t(), rows)
-        return (dxin, dh0, dh_hist0, df, grad_w0x, grad_w0h, grads["ws"],
-                (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
-                grads["w_hist"], grads["w_node"], grad_mixg.to(mixg.dtype) if need["mixg"] else None, None, None, None,
-                None)
+        return (
+            dxin,
+            dh0,
+            dh_hist0,
+            df,
+            grad_w0x,
+            grad_w0h,
+            grads["ws"],
+            (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
+            grads["w_hist"],
+            grads["w_node"],
+            grad_mixg.to(mixg.dtype) if need["mixg"] else None,
+            None,
+            None,
+            None,
+            None,
+        )
 
 
-def fused_gated_search_cell(xin: torch.Tensor, h0: torch.Tensor, h_hist0: torch.Tensor, f: torch.Tensor,
-                            w0x: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor, mix: torch.Tensor, gate: nn.Module,
-                            mh: torch.Tensor | None, bn: nn.ModuleList, packed: LoopWeights | None = None) -> torch.Tensor:
+def fused_gated_search_cell(
+    xin: torch.Tensor,
+    h0: torch.Tensor,
+    h_hist0: torch.Tensor,
+    f: torch.Tensor,
+    w0x: torch.Tensor,
+    w0h: torch.Tensor,
+    ws: torch.Tensor,
+    mix: torch.Tensor,
+    gate: nn.Module,
+    mh: torch.Tensor | None,
+    bn: nn.ModuleList,
+    packed: LoopWeights | None = None,
+) -> torch.Tensor:
     """FusedGatedSearchCell.apply with g′ = `gate` (a `SearchGate` whose history is projected)."""
-    return FusedGatedSearchCell.apply(xin, h0, h_hist0, f, w0x, w0h, ws, mix, gate.w_hist, gate.w_node,
-                                      gate.mixing_weights()[:, 1:], mh, bn, SQUASH_CODES[gate.squash], packed)
+    return FusedGatedSearchCell.apply(
+        xin,
+        h0,
+        h_hist0,
+        f,
+        w0x,
+        w0h,
+        ws,
+        mix,
+        gate.w_hist,
+        gate.w_node,
+        gate.mixing_weights()[:, 1:],
+        mh,
+        bn,
+        SQUASH_CODES[gate.squash],
+        packed,
+    )
 
 
 def _wgrad_onednn(S: torch.Tensor) -> list[bool]:
@@ -242,9 +363,17 @@ def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
     return gemm.LoopWeight(weight, None, gemm.NEVER)
 
 
-def fused_search_cell(xproj: torch.Tensor, h0: torch.Tensor, w0h: torch.Tensor, ws: torch.Tensor,
-                      mix: torch.Tensor, mh: torch.Tensor | None, bn: nn.ModuleList,
-                      packed: LoopWeights | None = None, stats: RunningStats | None = None) -> torch.Tensor:
+def fused_search_cell(
+    xproj: torch.Tensor,
+    h0: torch.Tensor,
+    w0h: torch.Tensor,
+    ws: torch.Tensor,
+    mix: torch.Tensor,
+    mh: torch.Tensor | None,
+    bn: nn.ModuleList,
+    packed: LoopWeights | None = None,
+    stats: RunningStats | None = None,
+) -> torch.Tensor:
     """FusedSearchCell.apply: the outputs h_1..h_T (T, B, H)."""
     return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn, packed, stats)
 

@@ -12,6 +12,7 @@ GEMM rule puts their shape there (`nas.fast.gemm.prefers_onednn`: the ESS gates'
 4,096-wide products at 32 rows), else on `torch.matmul`; under autocast, and in a backward that
 autograd records (`create_graph`), always on `torch.matmul`.
 """
+
 from __future__ import annotations
 
 import torch
@@ -57,8 +58,12 @@ class _Packed:
 
     def _packed(self, x: torch.Tensor, transposed: bool) -> list[torch.Tensor] | None:
         stacked = self.source.dim() == 3
-        if (not self.usable or x.dtype != self.source.dtype or torch.is_autocast_enabled(x.device.type)
-                or (stacked and (x.dim() != 3 or x.size(0) != self.source.size(0)))):
+        if (
+            not self.usable
+            or x.dtype != self.source.dtype
+            or torch.is_autocast_enabled(x.device.type)
+            or (stacked and (x.dim() != 3 or x.size(0) != self.source.size(0)))
+        ):
             return None
         if transposed not in self.ways:
             rows = x.size(1) if stacked else x.numel() // x.size(-1)

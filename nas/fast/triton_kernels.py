@@ -6,6 +6,7 @@ is a compile-time constant: the interpreter takes neither a loaded scalar nor an
 bound. Zeros are `tl.full`, not `tl.zeros`: Triton's own jitted helpers are decorated when Triton is
 imported, and the interpreter cannot run them when that was before TRITON_INTERPRET was set.
 """
+
 import triton
 import triton.language as tl
 
@@ -28,15 +29,46 @@ def activate(x, code):
 def derivative(a, code):
     """f'(h) through a = f(h)."""
     one = tl.full(a.shape, 1.0, a.dtype)
-    return tl.where(code == 1, one - a * a, tl.where(code == 2, tl.where(a > 0, one, 0.0 * one),
-                                                      tl.where(code == 3, a - a * a, one)))
+    return tl.where(
+        code == 1,
+        one - a * a,
+        tl.where(code == 2, tl.where(a > 0, one, 0.0 * one), tl.where(code == 3, a - a * a, one)),
+    )
 
 
 @triton.jit
-def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, concat,
-            T, B, R, E, I, NS, n_waves, n_concat, inv_concat, H: tl.constexpr,
-            HAS_MASK: tl.constexpr, HAS_X: tl.constexpr, MULTI: tl.constexpr,
-            BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def forward(
+    counts,
+    offsets,
+    h0,
+    mh,
+    wb,
+    X,
+    A,
+    S,
+    out,
+    waves,
+    groups,
+    edges,
+    concat,
+    T,
+    B,
+    R,
+    E,
+    I,
+    NS,
+    n_waves,
+    n_concat,
+    inv_concat,
+    H: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    HAS_X: tl.constexpr,
+    MULTI: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     d = tl.program_id(0)
     b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     jh = tl.arange(0, BLOCK_H)
@@ -93,10 +125,16 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
                         acc = tl.load(A_d + r[:, None] * EW + e * H2 + cols[None, :], mask=m & (e == 0), other=0.0)
                         for k in range(0, H, BLOCK_K):
                             ks = k + kk
-                            x = tl.load(src + r[:, None] * src_row + ks[None, :], mask=bm[:, None] & (ks < H)[None, :],
-                                        other=0.0)
-                            wt = tl.load(W_d + ks[:, None] * EW + e * H2 + cols[None, :],
-                                         mask=(ks < H)[:, None] & (cols < H2)[None, :], other=0.0)
+                            x = tl.load(
+                                src + r[:, None] * src_row + ks[None, :],
+                                mask=bm[:, None] & (ks < H)[None, :],
+                                other=0.0,
+                            )
+                            wt = tl.load(
+                                W_d + ks[:, None] * EW + e * H2 + cols[None, :],
+                                mask=(ks < H)[:, None] & (cols < H2)[None, :],
+                                other=0.0,
+                            )
                             acc += tl.dot(x, wt, input_precision="ieee")
                         act = tl.where((cols < H)[None, :], sigmoid(acc), activate(acc, code))
                         tl.store(A_d + r[:, None] * EW + e * H2 + cols[None, :], act, mask=m)
@@ -141,9 +179,36 @@ def forward(counts, offsets, h0, mh, wb, X, A, S, out, waves, groups, edges, con
 
 
 @triton.jit
-def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, groups, edges, concat,
-             T, B, R, E, NS, n_waves, n_concat, scale, H: tl.constexpr, HAS_MASK: tl.constexpr,
-             BLOCK_B: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+def backward(
+    counts,
+    offsets,
+    grad_out,
+    mh,
+    wt,
+    A,
+    S,
+    G,
+    GS,
+    grad_h0,
+    waves,
+    groups,
+    edges,
+    concat,
+    T,
+    B,
+    R,
+    E,
+    NS,
+    n_waves,
+    n_concat,
+    scale,
+    H: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
     d = tl.program_id(0)
     b = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     jh = tl.arange(0, BLOCK_H)
@@ -227,10 +292,16 @@ def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, gro
                     while e < e_end:
                         for k in range(0, H2, BLOCK_K):
                             ks = k + kk
-                            gt = tl.load(G_d + r[:, None] * EW + e * H2 + ks[None, :],
-                                         mask=bm[:, None] & (ks < H2)[None, :], other=0.0)
-                            w_tile = tl.load(W_d + (e * H2 + ks)[:, None] * H + cols[None, :],
-                                         mask=(ks < H2)[:, None] & (cols < H)[None, :], other=0.0)
+                            gt = tl.load(
+                                G_d + r[:, None] * EW + e * H2 + ks[None, :],
+                                mask=bm[:, None] & (ks < H2)[None, :],
+                                other=0.0,
+                            )
+                            w_tile = tl.load(
+                                W_d + (e * H2 + ks)[:, None] * H + cols[None, :],
+                                mask=(ks < H2)[:, None] & (cols < H)[None, :],
+                                other=0.0,
+                            )
                             acc += tl.dot(gt, w_tile, input_precision="ieee")
                         e += 1
                     if HAS_MASK:
@@ -245,5 +316,8 @@ def backward(counts, offsets, grad_out, mh, wt, A, S, G, GS, grad_h0, waves, gro
     for c in range(0, H, BLOCK_H):
         cols = c + jh
         m = bm[:, None] & (cols < H)[None, :]
-        tl.store(grad_h0 + d * B * H + b[:, None] * H + cols[None, :],
-                 tl.load(GS_d + b[:, None] * H + cols[None, :], mask=m), mask=m)
+        tl.store(
+            grad_h0 + d * B * H + b[:, None] * H + cols[None, :],
+            tl.load(GS_d + b[:, None] * H + cols[None, :], mask=m),
+            mask=m,
+        )

@@ -19,6 +19,7 @@ step: the weights of one cell do not fit a multiprocessor's shared memory at the
 Triton is an optional extra (`pip install triton`, CUDA). With `TRITON_INTERPRET=1` the kernels run on
 a CPU in Triton's interpreter, which is how the tests hold them to the definition without a GPU.
 """
+
 from __future__ import annotations
 
 import functools
@@ -40,8 +41,13 @@ def tiles(H: int, forward: bool) -> dict:
     512 columns, within an H100's 227); elementwise tiles of up to 256 columns. Chosen by reasoning, not
     yet tuned on a GPU."""
     n = min(_power_of_2(2 * H if forward else H), 512)
-    return dict(BLOCK_H=min(_power_of_2(H), 256), BLOCK_N=n, BLOCK_K=32, num_warps=8 if n >= 256 else 4,
-                num_stages=3 if n > 256 else 4)
+    return dict(
+        BLOCK_H=min(_power_of_2(H), 256),
+        BLOCK_N=n,
+        BLOCK_K=32,
+        num_warps=8 if n >= 256 else 4,
+        num_stages=3 if n > 256 else 4,
+    )
 
 
 def _power_of_2(n: int) -> int:
@@ -96,8 +102,14 @@ def _tables(key: tuple, device: torch.device) -> _Tables:
     def table(rows: list) -> torch.Tensor:
         return torch.tensor(rows, dtype=torch.int32, device=device).flatten()
 
-    return _Tables(waves=table(waves), groups=table(group_rows), edges=table(edges), concat=table(list(concat)),
-                   n_waves=len(waves), n_concat=len(concat))
+    return _Tables(
+        waves=table(waves),
+        groups=table(group_rows),
+        edges=table(edges),
+        concat=table(list(concat)),
+        n_waves=len(waves),
+        n_concat=len(concat),
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -115,32 +127,74 @@ def _steps(counts: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor,
 class TritonSteps:
     """`FusedFrozenCell`'s time steps on the Triton kernels: weights stacked once per pass."""
 
-    def weights(self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int],
-                forward: bool = True) -> torch.Tensor:
+    def weights(
+        self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
+    ) -> torch.Tensor:
         """Forward the stacked weights (D, H, E·2H), backward their transpose (D, E·2H, H): each pass's
         GEMM tiles then read rows of the weights."""
         with torch.no_grad():
             stacked = stacked_weights(plan, w0h, ws)
             return stacked if forward else stacked.transpose(1, 2).contiguous()
 
-    def forward(self, plan: Plan, counts: list[int], h0: torch.Tensor, mh: torch.Tensor | None,
-                weights: torch.Tensor, X: torch.Tensor | None, A: torch.Tensor, S: torch.Tensor,
-                out: torch.Tensor) -> None:
+    def forward(
+        self,
+        plan: Plan,
+        counts: list[int],
+        h0: torch.Tensor,
+        mh: torch.Tensor | None,
+        weights: torch.Tensor,
+        X: torch.Tensor | None,
+        A: torch.Tensor,
+        S: torch.Tensor,
+        out: torch.Tensor,
+    ) -> None:
         D, R, E, H2 = A.shape
         H, B = H2 // 2, h0.size(1)
         tables = _tables(plan.key, A.device)
         steps, offsets = _steps(tuple(counts), A.device)
         dummy = A.new_zeros(1)  # never read: an absent mask or X (one each: the interpreter's copies must not alias)
         _kernels(interpreting()).forward[(D, -(-B // BLOCK_B))](
-            steps, offsets, h0.contiguous(), dummy if mh is None else mh.contiguous(), weights,
-            dummy.clone() if X is None else X, A, S, out,
-            tables.waves, tables.groups, tables.edges, tables.concat,
-            len(counts), B, R, E, 1 if X is None else X.size(2), S.size(1), tables.n_waves, tables.n_concat,
-            1.0 / tables.n_concat, H=H, HAS_MASK=mh is not None, HAS_X=X is not None, MULTI=plan.multi_input,
-            BLOCK_B=BLOCK_B, **tiles(H, forward=True))
+            steps,
+            offsets,
+            h0.contiguous(),
+            dummy if mh is None else mh.contiguous(),
+            weights,
+            dummy.clone() if X is None else X,
+            A,
+            S,
+            out,
+            tables.waves,
+            tables.groups,
+            tables.edges,
+            tables.concat,
+            len(counts),
+            B,
+            R,
+            E,
+            1 if X is None else X.size(2),
+            S.size(1),
+            tables.n_waves,
+            tables.n_concat,
+            1.0 / tables.n_concat,
+            H=H,
+            HAS_MASK=mh is not None,
+            HAS_X=X is not None,
+            MULTI=plan.multi_input,
+            BLOCK_B=BLOCK_B,
+            **tiles(H, forward=True),
+        )
 
-    def backward(self, plan: Plan, counts: list[int], grad_out: torch.Tensor, mh: torch.Tensor | None,
-                 weights: torch.Tensor, A: torch.Tensor, S: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
+    def backward(
+        self,
+        plan: Plan,
+        counts: list[int],
+        grad_out: torch.Tensor,
+        mh: torch.Tensor | None,
+        weights: torch.Tensor,
+        A: torch.Tensor,
+        S: torch.Tensor,
+        G: torch.Tensor,
+    ) -> torch.Tensor:
         D, R, E, H2 = A.shape
         H, B = H2 // 2, counts[0]
         tables = _tables(plan.key, A.device)
@@ -148,10 +202,33 @@ class TritonSteps:
         grad_states = A.new_zeros(D, S.size(1), B, H)
         grad_h0 = A.new_empty(D, B, H)
         _kernels(interpreting()).backward[(D, -(-B // BLOCK_B))](
-            steps, offsets, grad_out.contiguous(), A.new_zeros(1) if mh is None else mh.contiguous(), weights,
-            A, S, G, grad_states, grad_h0, tables.waves, tables.groups, tables.edges, tables.concat,
-            len(counts), B, R, E, S.size(1), tables.n_waves, tables.n_concat, 1.0 / tables.n_concat, H=H,
-            HAS_MASK=mh is not None, BLOCK_B=BLOCK_B, **tiles(H, forward=False))
+            steps,
+            offsets,
+            grad_out.contiguous(),
+            A.new_zeros(1) if mh is None else mh.contiguous(),
+            weights,
+            A,
+            S,
+            G,
+            grad_states,
+            grad_h0,
+            tables.waves,
+            tables.groups,
+            tables.edges,
+            tables.concat,
+            len(counts),
+            B,
+            R,
+            E,
+            S.size(1),
+            tables.n_waves,
+            tables.n_concat,
+            1.0 / tables.n_concat,
+            H=H,
+            HAS_MASK=mh is not None,
+            BLOCK_B=BLOCK_B,
+            **tiles(H, forward=False),
+        )
         return grad_h0
 
 
@@ -159,6 +236,7 @@ class TritonSteps:
 def _kernels(interpret: bool) -> ModuleType:
     """`nas.fast.triton_kernels`, imported for this mode (compiled for the GPU, or the interpreter's)."""
     import nas.fast.triton_kernels as kernels
+
     return kernels if kernels.INTERPRETED == interpret else importlib.reload(kernels)
 
 

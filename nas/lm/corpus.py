@@ -1,4 +1,5 @@
 """Language-modelling corpora in PTB / WikiText form: one line per sentence, `<eos>` added per line."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,8 +39,13 @@ class Corpus:
     def load(cls, paths: dict[str, Path]) -> "Corpus":
         train = read_tokens(paths["train"])
         vocab = vocabulary(train)
-        return cls(vocab, encode(train, vocab), encode(read_tokens(paths["valid"]), vocab),
-                   encode(read_tokens(paths["test"]), vocab), paths)
+        return cls(
+            vocab,
+            encode(train, vocab),
+            encode(read_tokens(paths["valid"]), vocab),
+            encode(read_tokens(paths["test"]), vocab),
+            paths,
+        )
 
 
 def vocabulary(train: list[str]) -> list[str]:
@@ -57,12 +63,15 @@ def encode(tokens: list[str], vocab: list[str]) -> torch.Tensor:
     return torch.tensor([index.get(w, unk) for w in tokens], dtype=torch.long)
 
 
-def batchify(ids: torch.Tensor, batch_size: int, bptt: int, path: Path | str,
-             flags: str = "--batch-size or --bptt") -> torch.Tensor:
+def batchify(
+    ids: torch.Tensor, batch_size: int, bptt: int, path: Path | str, flags: str = "--batch-size or --bptt"
+) -> torch.Tensor:
     """(steps, batch) columns as in the DARTS/AWD code; too short a split is an InputError naming
     `flags`, the flags that set this batch's size."""
     steps = ids.numel() // batch_size
     if steps < bptt + 1:
-        raise InputError(f"{path}: {ids.numel()} tokens is shorter than one batch of {batch_size} rows of "
-                         f"{bptt + 1} tokens; lower {flags}")
+        raise InputError(
+            f"{path}: {ids.numel()} tokens is shorter than one batch of {batch_size} rows of "
+            f"{bptt + 1} tokens; lower {flags}"
+        )
     return ids[: steps * batch_size].view(batch_size, steps).t().contiguous()

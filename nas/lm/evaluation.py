@@ -1,4 +1,5 @@
-"""Language-model evaluation: token losses and perplexity over batchified data (search, retraining, eval-lm, wordloss)."""
+"""Language-model evaluation: token losses and perplexity over batchified data (search, retraining, eval-lm)."""
+
 from __future__ import annotations
 
 import math
@@ -14,13 +15,18 @@ from nas.lm.model import RNNModel
 def get_batch(source: torch.Tensor, i: int, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(words, next words) of the `seq_len` steps from row `i` of batchified data, shorter at its end."""
     seq_len = min(seq_len, source.size(0) - 1 - i)
-    return source[i: i + seq_len], source[i + 1: i + 1 + seq_len]
+    return source[i : i + seq_len], source[i + 1 : i + 1 + seq_len]
 
 
 @torch.no_grad()
-def token_losses(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None,
-                 on_chunk: Callable[[int], None] | None = None,
-                 graphs: StepGraphs | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def token_losses(
+    model: RNNModel,
+    data: torch.Tensor,
+    bptt: int,
+    max_batches: int | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+    graphs: StepGraphs | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode.
     `on_chunk(steps)`: after each chunk, the steps done so far (a caller's progress). `graphs`: each
     chunk replayed as a recorded CUDA graph (`nas.fast.graphs`; on a GPU the chunks are launch-bound)."""
@@ -50,8 +56,14 @@ def token_losses(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: in
     return torch.cat(targets_seen), torch.cat(losses)
 
 
-def evaluate(model: RNNModel, data: torch.Tensor, bptt: int, max_batches: int | None = None,
-             on_chunk: Callable[[int], None] | None = None, graphs: StepGraphs | None = None) -> float:
+def evaluate(
+    model: RNNModel,
+    data: torch.Tensor,
+    bptt: int,
+    max_batches: int | None = None,
+    on_chunk: Callable[[int], None] | None = None,
+    graphs: StepGraphs | None = None,
+) -> float:
     """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
     return float(token_losses(model, data, bptt, max_batches, on_chunk, graphs)[1].double().mean())
 

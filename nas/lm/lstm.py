@@ -8,6 +8,7 @@ A fused `nn.LSTM` with the regularisation the frozen cell gets, in the form a fu
 When nhid differs from the embedding size the LSTM projects its output back to emsize
 (`proj_size`), so the decoder stays tied to the embedding.
 """
+
 from __future__ import annotations
 
 import warnings

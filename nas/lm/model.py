@@ -4,6 +4,7 @@ The recurrent layer is a `FrozenRNN` (retraining), a `SearchRNN` (search) or an 
 the model does not care which. Regularisation follows the DARTS/AWD code: embedding-row dropout,
 locked (variational) dropout on the layer input and output, variational masks inside the cell.
 """
+
 from __future__ import annotations
 
 import torch
@@ -32,8 +33,15 @@ def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 
 
 class RNNModel(nn.Module):
-    def __init__(self, ntoken: int, ninp: int, rnn: nn.Module, dropout: float = 0.75,
-                 dropouti: float = 0.2, dropoute: float = 0.0):
+    def __init__(
+        self,
+        ntoken: int,
+        ninp: int,
+        rnn: nn.Module,
+        dropout: float = 0.75,
+        dropouti: float = 0.2,
+        dropoute: float = 0.0,
+    ):
         super().__init__()
         if rnn.output_size != ninp:
             raise ValueError(f"tied decoder needs the layer output ({rnn.output_size}) to equal emsize ({ninp})")
@@ -63,8 +71,9 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return current().cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def regularised_loss(logits: torch.Tensor, targets: torch.Tensor, raw: torch.Tensor, dropped: torch.Tensor,
-                     ar: float, tar: float) -> tuple[torch.Tensor, torch.Tensor]:
+def regularised_loss(
+    logits: torch.Tensor, targets: torch.Tensor, raw: torch.Tensor, dropped: torch.Tensor, ar: float, tar: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss with AR and TAR added, raw NLL): AR on the dropped outputs, TAR on raw step differences."""
     nll = lm_loss(logits, targets)
     loss = nll

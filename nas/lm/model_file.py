@@ -4,6 +4,7 @@ The file holds tensors and plain containers only (it loads with weights_only=Tru
 shape (`spec`, with the genotype as a JSON dict), the vocabulary, the state dict and whatever the
 writer adds (the training config, the epoch, the training state of a resumable checkpoint).
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,9 @@ class LMSpec:
     dropoute: float = 0.1
 
 
-def build_rnn(kind: str, genotype: Genotype | None, ninp: int, nhid: int, dropout_x: float = 0.0,
-              dropout_h: float = 0.0) -> nn.Module:
+def build_rnn(
+    kind: str, genotype: Genotype | None, ninp: int, nhid: int, dropout_x: float = 0.0, dropout_h: float = 0.0
+) -> nn.Module:
     """The recurrent layer: the genotype's `FrozenRNN` (one direction) or the LSTM baseline."""
     if kind == "lstm":
         return LSTMLayer(ninp, nhid, dropout_x, dropout_h)
@@ -69,21 +71,31 @@ def rnn_parameters(kind: str, genotype: Genotype | None, ninp: int, nhid: int) -
 
 
 def model_file(spec: LMSpec, vocab: list[str], state_dict: dict, **extra: Any) -> dict:
-    return {"format": FORMAT, "version": VERSION, "spec": asdict(spec), "vocab": list(vocab),
-            "state_dict": state_dict, **extra}
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "spec": asdict(spec),
+        "vocab": list(vocab),
+        "state_dict": state_dict,
+        **extra,
+    }
 
 
 def load_model_file(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[RNNModel, dict]:
     """(model with the file's weights, in eval mode, the whole file); a foreign file is an InputError."""
     if any(marker in pickle_head(path) for marker in TAGGER_MARKERS):  # the loader would say "not tensors"
-        raise InputError(f"{path}: a tagger's file (bin/train-tagger), not a language model: tag with its run's "
-                         "model with bin/tag, or score it with bin/evaluate")
+        raise InputError(
+            f"{path}: a tagger's file (bin/train-tagger), not a language model: tag with its run's "
+            "model with bin/tag, or score it with bin/evaluate"
+        )
     data = safe_torch_load(path, device)
     if isinstance(data, dict) and "architects" in data:  # nas.runs.search's checkpoint: α and the shared weights
         run = os.path.dirname(os.path.abspath(path))
-        raise InputError(f"{path}: the checkpoint of a bin/search-lm run, not a language model: bin/compare-words "
-                         f"reads its run directory ({run}); to score its cell, retrain it with bin/train-lm --cell "
-                         f"{run}/genotype.json (written when the search ends)")
+        raise InputError(
+            f"{path}: the checkpoint of a bin/search-lm run, not a language model: bin/compare-words "
+            f"reads its run directory ({run}); to score its cell, retrain it with bin/train-lm --cell "
+            f"{run}/genotype.json (written when the search ends)"
+        )
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"{path}: not a language model written by bin/train-lm")
     if data.get("version") != VERSION:

@@ -1,4 +1,5 @@
 """The model a search trains (DARTS's rnn/model_search.py): embedding → the method's search layer → tied decoder."""
+
 from __future__ import annotations
 
 from nas.cells.attention import search_attention

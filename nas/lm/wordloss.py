@@ -5,6 +5,7 @@ over w's occurrences as a prediction target (negative: B predicts w better). ESS
 with the largest |Δ| (mostly rare words when B has inter-cell connections) beside the most
 frequent words (whose Δ is small).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -50,9 +51,11 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
         return _retrained(path / "best.pt", device)
     checkpoint = path / "checkpoint.pt"
     if not checkpoint.is_file():
-        raise InputError(f"{path}: not a language model (expected a bin/train-lm run directory with best.pt or "
-                         "checkpoint.pt, a bin/train-lm model file, or a bin/search-lm run directory with "
-                         "config.json and checkpoint.pt)")
+        raise InputError(
+            f"{path}: not a language model (expected a bin/train-lm run directory with best.pt or "
+            "checkpoint.pt, a bin/train-lm model file, or a bin/search-lm run directory with "
+            "config.json and checkpoint.pt)"
+        )
     state = safe_torch_load(checkpoint, device)
     if isinstance(state, dict) and state.get("format") == LM_FORMAT:
         return _retrained(checkpoint, device)
@@ -66,8 +69,9 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
     try:
         model.load_state_dict(state["model"])
     except (KeyError, RuntimeError) as err:
-        raise InputError(f"{run.checkpoint}: checkpoint does not match its config.json "
-                         f"({' '.join(str(err).split())[:200]})") from None
+        raise InputError(
+            f"{run.checkpoint}: checkpoint does not match its config.json ({' '.join(str(err).split())[:200]})"
+        ) from None
     return LanguageModel(model.to(device).eval(), vocab, config.bptt, train, str(path))
 
 
@@ -76,8 +80,9 @@ def _retrained(path: Path, device: str) -> LanguageModel:
     model, data = load_for_evaluation(path, device)
     config = data.get("config") or {}
     train = Path(config["train"]) if config.get("train") else None
-    return LanguageModel(model, data["vocab"], config.get("bptt", 35), train if train and train.is_file() else None,
-                         str(path))
+    return LanguageModel(
+        model, data["vocab"], config.get("bptt", 35), train if train and train.is_file() else None, str(path)
+    )
 
 
 @dataclass
@@ -97,8 +102,9 @@ class WordRow:
 Progress = Callable[[str, int, int], Callable[[int], None]]
 
 
-def per_word_loss(lm: LanguageModel, ids: torch.Tensor, batch_size: int, where: str, label: str = "",
-                  progress: Progress | None = None) -> tuple[torch.Tensor, torch.Tensor, float]:
+def per_word_loss(
+    lm: LanguageModel, ids: torch.Tensor, batch_size: int, where: str, label: str = "", progress: Progress | None = None
+) -> tuple[torch.Tensor, torch.Tensor, float]:
     """(loss sum per word id, occurrences per word id, mean NLL) over `ids` as the targets of `lm`."""
     device = next(lm.model.parameters()).device
     data = batchify(ids, batch_size, lm.bptt, where, "--batch-size").to(device)
@@ -110,12 +116,15 @@ def per_word_loss(lm: LanguageModel, ids: torch.Tensor, batch_size: int, where: 
     return sums, counts, float(losses.double().mean())
 
 
-def compare_words(a: LanguageModel, b: LanguageModel, split: Path, batch_size: int = 10,
-                  progress: Progress | None = None) -> tuple[list[WordRow], float, float]:
+def compare_words(
+    a: LanguageModel, b: LanguageModel, split: Path, batch_size: int = 10, progress: Progress | None = None
+) -> tuple[list[WordRow], float, float]:
     """Rows for every word type predicted in `split`, and the mean NLL of each model."""
     if a.vocab != b.vocab:
-        raise InputError(f"{a.source} and {b.source} have different vocabularies (trained on different corpora); "
-                         "per-word losses are comparable only on the same vocabulary")
+        raise InputError(
+            f"{a.source} and {b.source} have different vocabularies (trained on different corpora); "
+            "per-word losses are comparable only on the same vocabulary"
+        )
     ids = encode(read_tokens(split), a.vocab)
     sums_a, counts, mean_a = per_word_loss(a, ids, batch_size, str(split), f"model A on {split}", progress)
     sums_b, _, mean_b = per_word_loss(b, ids, batch_size, str(split), f"model B on {split}", progress)
@@ -124,8 +133,15 @@ def compare_words(a: LanguageModel, b: LanguageModel, split: Path, batch_size: i
     for w in torch.nonzero(counts).view(-1).tolist():
         n = int(counts[w])
         word = a.vocab[w]
-        rows.append(WordRow(word, n, None if train_counts is None else train_counts[word],
-                            float(sums_a[w]) / n, float(sums_b[w]) / n))
+        rows.append(
+            WordRow(
+                word,
+                n,
+                None if train_counts is None else train_counts[word],
+                float(sums_a[w]) / n,
+                float(sums_b[w]) / n,
+            )
+        )
     return rows, mean_a, mean_b
 
 

@@ -7,6 +7,7 @@ search starts) and what `bin/search-lm` must know while it parses flags: the met
 it before torch loads; the older methods' settings are still `SearchConfig` fields, listed in
 `options`), the flags it cannot take, and the setting that counts its epochs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -30,41 +31,49 @@ class Entry:
 
 def _darts() -> type:
     from .darts import Darts
+
     return Darts
 
 
 def _idarts() -> type:
     from .idarts import IDarts
+
     return IDarts
 
 
 def _ess() -> type:
     from .ess import Ess
+
     return Ess
 
 
 def _random_search() -> type:
     from .random_search import RandomSearch
+
     return RandomSearch
 
 
 def _enas() -> type:
     from .enas import Enas
+
     return Enas
 
 
 def _beta_darts() -> type:
     from .beta_darts import BetaDarts
+
     return BetaDarts
 
 
 def _darts_minus() -> type:
     from .darts_minus import DartsMinus
+
     return DartsMinus
 
 
 def _sdarts_rs() -> type:
     from .sdarts import SdartsRS
+
     return SdartsRS
 
 
@@ -74,27 +83,56 @@ NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rul
 METHODS: dict[str, Entry] = {
     "darts": Entry(_darts, "softmax per edge"),
     "idarts": Entry(_idarts, "one softmax over all edges into a node"),
-    "ess": Entry(_ess, "joint intra- and inter-cell search in rounds (ESS)",
-                 options=("search_space", "cell", "rounds", "intra_steps", "inter_steps", "arch_lr_intra",
-                          "arch_lr_inter", "history", "inter_nodes", "gate_squash", "gate_size_match"),
-                 refuses={"max_batches_per_epoch": "with --method ess a round is --intra-steps + --inter-steps batches",
-                          "epochs": "--method ess counts --rounds instead"},
-                 epochs="rounds", unit="round"),
-    "random": Entry(_random_search,
-                    "random search with weight sharing: one uniformly drawn cell per batch, then the best of "
-                    "--candidates draws on validation (Li & Talwalkar 2019)",
-                    options=("candidates", "track_candidates"), refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA}),
-    "enas": Entry(_enas,
-                  "an LSTM controller samples the cell for each batch and learns by REINFORCE after each epoch; "
-                  "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
-                  options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
-                  refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA}),
-    "beta-darts": Entry(_beta_darts, "DARTS with the Beta-Decay regulariser on α (β-DARTS, Ye et al. 2022)",
-                        settings=BetaDartsSettings),
-    "darts-minus": Entry(_darts_minus, "DARTS with an auxiliary skip on every edge whose weight decays to 0 (DARTS-, "
-                         "Chu et al. 2021)", settings=DartsMinusSettings),
-    "sdarts-rs": Entry(_sdarts_rs, "DARTS whose weight step sees randomly perturbed mixing weights (SDARTS-RS, "
-                       "Chen & Hsieh 2020)", settings=SdartsSettings),
+    "ess": Entry(
+        _ess,
+        "joint intra- and inter-cell search in rounds (ESS)",
+        options=(
+            "search_space",
+            "cell",
+            "rounds",
+            "intra_steps",
+            "inter_steps",
+            "arch_lr_intra",
+            "arch_lr_inter",
+            "history",
+            "inter_nodes",
+            "gate_squash",
+            "gate_size_match",
+        ),
+        refuses={
+            "max_batches_per_epoch": "with --method ess a round is --intra-steps + --inter-steps batches",
+            "epochs": "--method ess counts --rounds instead",
+        },
+        epochs="rounds",
+        unit="round",
+    ),
+    "random": Entry(
+        _random_search,
+        "random search with weight sharing: one uniformly drawn cell per batch, then the best of "
+        "--candidates draws on validation (Li & Talwalkar 2019)",
+        options=("candidates", "track_candidates"),
+        refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA},
+    ),
+    "enas": Entry(
+        _enas,
+        "an LSTM controller samples the cell for each batch and learns by REINFORCE after each epoch; "
+        "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
+        options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
+        refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA},
+    ),
+    "beta-darts": Entry(
+        _beta_darts, "DARTS with the Beta-Decay regulariser on α (β-DARTS, Ye et al. 2022)", settings=BetaDartsSettings
+    ),
+    "darts-minus": Entry(
+        _darts_minus,
+        "DARTS with an auxiliary skip on every edge whose weight decays to 0 (DARTS-, Chu et al. 2021)",
+        settings=DartsMinusSettings,
+    ),
+    "sdarts-rs": Entry(
+        _sdarts_rs,
+        "DARTS whose weight step sees randomly perturbed mixing weights (SDARTS-RS, Chen & Hsieh 2020)",
+        settings=SdartsSettings,
+    ),
 }
 
 

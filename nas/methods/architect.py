@@ -18,6 +18,7 @@ buffer, shifted in place between the two sides.
 The loss is the language model's by default; a caller on another task (the tagger search,
 `tagger.tagging_search`) gives its own `loss_fn`, which runs the model on the parameters it is handed.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -34,8 +35,9 @@ Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
 
 
-def language_model_loss(model: nn.Module, params: dict[str, torch.Tensor], batch: Batch,
-                        hidden) -> tuple[torch.Tensor, Any]:
+def language_model_loss(
+    model: nn.Module, params: dict[str, torch.Tensor], batch: Batch, hidden
+) -> tuple[torch.Tensor, Any]:
     """The LM's NLL on (words, targets), carrying the hidden state on."""
     logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
     return lm_loss(logits, batch[1]), hidden
@@ -56,9 +58,17 @@ def split_parameters(model: nn.Module) -> tuple[dict[str, nn.Parameter], dict[st
 
 
 class Architect:
-    def __init__(self, model: nn.Module, lr: float = 3e-3, weight_decay: float = 1e-3, order: int = 1,
-                 weight_wd: float = 5e-7, arch_names: list[str] | None = None, weight_clip: float | None = None,
-                 loss_fn: LossFn = language_model_loss):
+    def __init__(
+        self,
+        model: nn.Module,
+        lr: float = 3e-3,
+        weight_decay: float = 1e-3,
+        order: int = 1,
+        weight_wd: float = 5e-7,
+        arch_names: list[str] | None = None,
+        weight_clip: float | None = None,
+        loss_fn: LossFn = language_model_loss,
+    ):
         self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
         self.loss_fn = loss_fn
         self.weights, arch = split_parameters(model)
@@ -102,7 +112,7 @@ class Architect:
             u.requires_grad_()
         loss, valid_hidden = self._loss(dict(zip(names, unrolled)), valid, valid_hidden)
         grads = self.average(torch.autograd.grad(loss, list(self.arch.values()) + unrolled))
-        d_arch, v = grads[: len(self.arch)], list(grads[len(self.arch):])
+        d_arch, v = grads[: len(self.arch)], list(grads[len(self.arch) :])
         torch._foreach_mul_(v, clip_coefficient(v, self.weight_clip))
         hvp = self.average(self.hessian_vector_product(dict(zip(names, w)), v, train, train_hidden))
         return [da - eta * k * h for da, h in zip(d_arch, hvp)], valid_hidden

@@ -1,4 +1,5 @@
-"""What a search method is: the plug-in interface the searches run (`nas.runs.search.Searcher`, and the tagger's; DARTS's architect.py and the method parts of its model_search.py).
+"""What a search method is: the plug-in interface the searches run (`nas.runs.search.Searcher`, and the tagger's;
+DARTS's architect.py and the method parts of its model_search.py).
 
 A method owns the search layer it trains, its α groups (one `Architect` each, an Adam optimiser
 over some of the α), the schedule that picks which group steps at each batch, what the epoch's log
@@ -7,6 +8,7 @@ DARTS's: one group of all α stepping on every batch, an epoch one pass over the
 the cell derived by the layer's own rule. Methods that score architectures themselves (random
 search, ENAS) do it on the `Scoring` the search hands them (the LM search's `Validation`, or the tagging search's).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -68,7 +70,9 @@ class Validation:
         return self._mean(evaluate(self.model, self.columns, self.bptt, batches))
 
     def stream(self) -> Iterator[float]:
-        """The mean NLL of each next batch of `columns`, the hidden state carried on, fresh at each pass's start; endless."""
+        """The mean NLL of each next batch of `columns`, the hidden state carried on, fresh at each pass's start;
+        endless.
+        """
         while True:
             hidden = self.model.init_hidden(self.columns.size(1))
             for i in range(0, self.columns.size(0) - 1, self.bptt):
@@ -113,8 +117,11 @@ class SearchMethod:
     def make_architects(self, model: nn.Module) -> dict[str, Architect]:
         """The α groups by phase name."""
         c = self.config
-        return {"all": Architect(model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip,
-                                 loss_fn=self.loss_fn)}
+        return {
+            "all": Architect(
+                model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip, loss_fn=self.loss_fn
+            )
+        }
 
     def batches_per_epoch(self, one_pass: int) -> int:
         """Batches of an epoch, given those of one (capped) pass over the training split."""
@@ -170,4 +177,3 @@ class SearchMethod:
     def genotype_name(self) -> str:
         c = self.config
         return f"{c.method}_search_seed{c.seed}"
-

@@ -18,6 +18,7 @@ Hessian health check measures the plain validation loss, without the regulariser
 second-order step the regulariser rides on the training loss too, where it changes nothing: it
 does not depend on the weights, and the finite difference of ∇α L_train cancels it.
 """
+
 from __future__ import annotations
 
 from typing import Any

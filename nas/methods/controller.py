@@ -1,4 +1,5 @@
-"""The ENAS controller (Pham et al., ICML 2018): an LSTM policy over the cells of the search space, and its REINFORCE update.
+"""The ENAS controller (Pham et al., ICML 2018): an LSTM policy over the cells of the search space, and its REINFORCE
+update.
 
 The controller writes a cell one decision at a time. For node i = 1..N it picks the predecessor
 j < i (node 1 has only s0), by attention of its current state over the states it had after each
@@ -20,6 +21,7 @@ Settings and their sources:
   (ENAS-pytorch); the controller's sample entropy, weighted, is added to the reward (paper §3.1;
   both codes); Adam; no gradient clipping (neither code clips the PTB controller).
 """
+
 from __future__ import annotations
 
 from typing import Callable, NamedTuple
@@ -94,7 +96,7 @@ class Controller(nn.Module):
                 h, c = self.lstm(states[pred][0], (h, c))
                 op, lp, ent = _decide(self.op_logits(h), choose, k)
                 log_prob, entropy, k = log_prob + lp, entropy + ent, k + 1
-                h, c = self.lstm(self.op_embedding.weight[op: op + 1], (h, c))  # node i as later nodes see it
+                h, c = self.lstm(self.op_embedding.weight[op : op + 1], (h, c))  # node i as later nodes see it
                 keys.append(self.key(h))
                 states.append((h, c))
                 nodes.append(((CANDIDATE_OPS[op], pred),))
@@ -118,7 +120,9 @@ class Reinforce:
         self.baseline: float | None = None
 
     def step(self, sample: Sample, reward: float) -> float:
-        """One update toward `sample` in proportion to its reward (plus the entropy bonus) above the baseline; returns that reward."""
+        """One update toward `sample` in proportion to its reward (plus the entropy bonus) above the baseline; returns
+        that reward.
+        """
         reward = reward + self.entropy_weight * float(sample.entropy)
         self.baseline = reward if self.baseline is None else self.decay * self.baseline + (1 - self.decay) * reward
         loss = -sample.log_prob * (reward - self.baseline)
@@ -128,8 +132,11 @@ class Reinforce:
         return reward
 
     def state_dict(self) -> dict:
-        return {"controller": self.controller.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "baseline": self.baseline}
+        return {
+            "controller": self.controller.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "baseline": self.baseline,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         self.controller.load_state_dict(state["controller"])

@@ -1,4 +1,5 @@
-"""DARTS (Liu et al. 2019): every edge of the cell mixes all ops with a softmax per edge (DARTS's rnn/model_search.py)."""
+"""DARTS (Liu et al. 2019): every edge of the cell mixes all ops with a softmax per edge (DARTS's model_search.py)."""
+
 from __future__ import annotations
 
 import torch
@@ -23,7 +24,7 @@ class SoftmaxPerEdge(MixingRule):
         off, w = edge_offsets(layout), weights.detach().cpu()
         nodes = []
         for i in range(len(off) - 1):
-            best, op = w[off[i]:off[i + 1], 1:].max(dim=1)  # (predecessors,) over the ops without none
+            best, op = w[off[i] : off[i + 1], 1:].max(dim=1)  # (predecessors,) over the ops without none
             pred = int(best.argmax())
             nodes.append([(OPS[1 + int(op[pred])], pred)])
         return nodes

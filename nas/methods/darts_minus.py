@@ -14,6 +14,7 @@ own projection, to its mixture (the DARTS search cell's BatchNorm then normalise
 does any mixture). That is the space's skip op, not a bare copy of s_i. The log's α shares
 (`alpha_share`) count β in identity's share while β > 0; MAD and the derived cell do not.
 """
+
 from __future__ import annotations
 
 import torch

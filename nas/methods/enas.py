@@ -1,4 +1,5 @@
-"""ENAS (Pham et al., ICML 2018) on the DARTS search space: a controller samples each batch's cell and learns by REINFORCE.
+"""ENAS (Pham et al., ICML 2018) on the DARTS search space: a controller samples each batch's cell and learns by
+REINFORCE.
 
 An epoch has the paper's two phases (§2.2). First the shared weights train on the epoch's
 batches, each on a cell sampled from the controller (`nas.methods.controller`). Then the controller takes
@@ -23,6 +24,7 @@ Settings and their sources (the controller's own are in `nas.methods.controller`
 - --candidates 100 (ENAS-pytorch's --derive_num_sample).
 The shared weights train with the settings of every search here (--lr, --clip, ...).
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +49,7 @@ class Enas(WeightSharing):
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.controller = Controller(config.nodes)
-        self.reinforce = Reinforce(self.controller, config.controller_lr, config.entropy_weight,
-                                   config.baseline_decay)
+        self.reinforce = Reinforce(self.controller, config.controller_lr, config.entropy_weight, config.baseline_decay)
         self.summary: dict = {}
 
     def draw(self) -> Genotype:
@@ -70,13 +71,18 @@ class Enas(WeightSharing):
         self.use(greedy)
         with torch.no_grad():
             greedy_prob = math.exp(float(self.controller.log_prob(greedy)))
-        self.summary = {"steps": len(rewards), "reward": statistics.fmean(rewards) if rewards else None,
-                        "baseline": self.reinforce.baseline,
-                        "entropy": statistics.fmean(entropies) if entropies else None,
-                        "greedy_prob": greedy_prob}
+        self.summary = {
+            "steps": len(rewards),
+            "reward": statistics.fmean(rewards) if rewards else None,
+            "baseline": self.reinforce.baseline,
+            "entropy": statistics.fmean(entropies) if entropies else None,
+            "greedy_prob": greedy_prob,
+        }
 
     def record(self, rnn: nn.Module) -> dict:
-        """The controller's phase: its mean reward and sample entropy, the baseline, the probability of its most likely cell."""
+        """The controller's phase: its mean reward and sample entropy, the baseline, the probability of its most likely
+        cell.
+        """
         return {"controller": self.summary}
 
     def candidates(self) -> list[Genotype]:

@@ -6,6 +6,7 @@ frozen; the weights train on every batch, and the data runs on across rounds. Th
 is the cell alone (plain DARTS in rounds), the gates around a fixed cell, or both. The cell's
 edges are a softmax per edge (Eq. 4), as in DARTS.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,12 +29,22 @@ class Ess(Darts):
         c = config
         inter = None
         if c.search_space != "intra":
-            inter = InterGates.search(c.emsize, c.nhid, cls.rule, c.history, c.inter_nodes, c.gate_squash,
-                                      c.gate_size_match)
+            inter = InterGates.search(
+                c.emsize, c.nhid, cls.rule, c.history, c.inter_nodes, c.gate_squash, c.gate_size_match
+            )
         if c.search_space == "inter":
             cell = validate(c.cell, "--cell")
-            return FrozenRNN(Genotype(cell.nodes, cell.concat), c.emsize, c.nhid, 1, c.dropoutx, c.dropouth,
-                             c.attention_heads, inter, attention)
+            return FrozenRNN(
+                Genotype(cell.nodes, cell.concat),
+                c.emsize,
+                c.nhid,
+                1,
+                c.dropoutx,
+                c.dropouth,
+                c.attention_heads,
+                inter,
+                attention,
+            )
         return cls.search_cell(c, inter, attention)
 
     def make_architects(self, model: nn.Module) -> dict[str, Architect]:
@@ -44,11 +55,17 @@ class Ess(Darts):
         inter = [n for n in arch if ".inter." in n]
         attention = [n for n in arch if ".attention." in n]
         intra = [n for n in arch if n not in inter and n not in attention]
-        phases = {"intra": (intra + attention if intra else [], c.arch_lr_intra),
-                  "inter": (inter + ([] if intra else attention), c.arch_lr_inter)}
-        return {phase: Architect(model, lr, c.arch_wdecay, c.order, c.wdecay, names, weight_clip=c.clip,
-                                 loss_fn=self.loss_fn)
-                for phase, (names, lr) in phases.items() if names}
+        phases = {
+            "intra": (intra + attention if intra else [], c.arch_lr_intra),
+            "inter": (inter + ([] if intra else attention), c.arch_lr_inter),
+        }
+        return {
+            phase: Architect(
+                model, lr, c.arch_wdecay, c.order, c.wdecay, names, weight_clip=c.clip, loss_fn=self.loss_fn
+            )
+            for phase, (names, lr) in phases.items()
+            if names
+        }
 
     @property
     def round_steps(self) -> tuple[int, int]:

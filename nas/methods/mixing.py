@@ -6,6 +6,7 @@ A search method owns its rule (`nas.methods.darts`: a softmax per edge; `nas.met
 per node) and hands it to the search layer it builds, so the layer, the gates and the log never
 ask which method they serve.
 """
+
 from __future__ import annotations
 
 import torch

@@ -14,6 +14,7 @@ generator of its own, so the batches' draws are those of a search without it) is
 same way; the log line records the best of them and its perplexity, which the convergence rule
 follows, and the epoch's validation is that candidate's: there is no learned architecture to show.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -43,8 +44,11 @@ class RandomSearch(WeightSharing):
         scored = [ppl(nll) for nll in self.score_all(self.panel, validation)]
         best = min(range(len(scored)), key=scored.__getitem__)
         self.use(self.panel[best])
-        self.summary = {"best_candidate": self.panel[best].to_dict()["nodes"], "best_candidate_ppl": scored[best],
-                        "panel_median_ppl": statistics.median(scored)}
+        self.summary = {
+            "best_candidate": self.panel[best].to_dict()["nodes"],
+            "best_candidate_ppl": scored[best],
+            "panel_median_ppl": statistics.median(scored),
+        }
 
     def record(self, rnn: nn.Module) -> dict:
         """The panel's best candidate and its perplexity, and the panel's median."""

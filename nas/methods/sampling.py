@@ -7,6 +7,7 @@ attention, one of the NASABN types. Every choice is uniform and independent of t
 every genotype of the space is equally likely. Draws come in a fixed order (per node: op, then
 predecessor; cell, then f′, g′, attention), so one seed gives one sequence of cells.
 """
+
 from __future__ import annotations
 
 import random
@@ -46,10 +47,15 @@ class Space:
 
     def describe(self) -> dict:
         """The space as a genotype's provenance records it (gate settings only when gates are drawn)."""
-        gates = {k: v for k, v in asdict(self).items() if k in ("history", "inter_nodes", "gate_squash",
-                                                                  "gate_size_match")}
-        return {"nodes": self.nodes, "ops": list(CANDIDATE_OPS), "inter": gates if self.inter else None,
-                "attention": list(ATTENTION_TYPES) if self.attention else None}
+        gates = {
+            k: v for k, v in asdict(self).items() if k in ("history", "inter_nodes", "gate_squash", "gate_size_match")
+        }
+        return {
+            "nodes": self.nodes,
+            "ops": list(CANDIDATE_OPS),
+            "inter": gates if self.inter else None,
+            "attention": list(ATTENTION_TYPES) if self.attention else None,
+        }
 
 
 def _below(rng: Rng, n: int) -> int:
@@ -88,8 +94,16 @@ def random_cells(space: Space, seed: int, count: int, command: str = "") -> list
     cells = []
     for index in range(1, count + 1):
         geno = sample(space, rng)
-        provenance = {"method": "random", "seed": seed, "index": index, "space": space.describe(),
-                      "command": command, "toolkit_version": __version__, "date": date}
-        cells.append(Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, f"random_{seed}_{index}",
-                              provenance))
+        provenance = {
+            "method": "random",
+            "seed": seed,
+            "index": index,
+            "space": space.describe(),
+            "command": command,
+            "toolkit_version": __version__,
+            "date": date,
+        }
+        cells.append(
+            Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, f"random_{seed}_{index}", provenance)
+        )
     return cells

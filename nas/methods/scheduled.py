@@ -5,6 +5,7 @@ validation) and keeps the count in the checkpoint, so a resumed search moves the
 uninterrupted one does; the schedule is linear from the setting's first-epoch value to its
 last-epoch value over `config.epochs` (a resume that raises --epochs stretches what is left).
 """
+
 from __future__ import annotations
 
 import torch.nn as nn

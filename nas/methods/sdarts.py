@@ -15,6 +15,7 @@ ends at 0.3 just after the last epoch). SDARTS-ADV, the adversarial variant, is 
 the checkpoint, the log, the Hessian health check and the derived cell all see α unperturbed.
 Only the intra cell's weights are perturbed (NASABN's attention α, when searched, are not).
 """
+
 from __future__ import annotations
 
 import torch
@@ -57,7 +58,9 @@ class SdartsRS(ScheduledDarts):
 
     def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
-        self.alpha = next(m.alpha for m in model.modules() if isinstance(m, SearchRNN))  # the tagger's directions share α
+        self.alpha = next(
+            m.alpha for m in model.modules() if isinstance(m, SearchRNN)
+        )  # the tagger's directions share α
 
     def epsilon(self) -> float:
         """ε in the epoch now running."""

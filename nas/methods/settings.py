@@ -8,6 +8,7 @@ flag per field, `--` and the name with hyphens, for every registered method
 and `of` reads them back, checked, so a resumed run and the genotype's provenance keep them.
 Light on purpose (no torch, no click).
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
@@ -56,8 +57,9 @@ class MethodSettings:
 class BetaDartsSettings(MethodSettings):
     """β-DARTS (`nas.methods.beta_darts`): the weight of its regulariser, moving linearly over the epochs."""
 
-    beta_lambda_start: float = setting(0.0, NON_NEGATIVE,
-                                       "beta-darts: weight λ of the Beta-Decay regulariser in the first epoch")
+    beta_lambda_start: float = setting(
+        0.0, NON_NEGATIVE, "beta-darts: weight λ of the Beta-Decay regulariser in the first epoch"
+    )
     beta_lambda_end: float = setting(50.0, NON_NEGATIVE, "beta-darts: λ in the last epoch (linear in between)")
 
 
@@ -65,14 +67,22 @@ class BetaDartsSettings(MethodSettings):
 class DartsMinusSettings(MethodSettings):
     """DARTS− (`nas.methods.darts_minus`): the auxiliary skip's first weight (the paper's 1)."""
 
-    aux_skip_start: float = setting(1.0, NON_NEGATIVE, "darts-minus: weight β of the auxiliary skip (identity) on every "
-                                    "edge in the first epoch; it decays linearly to 0 in the last")
+    aux_skip_start: float = setting(
+        1.0,
+        NON_NEGATIVE,
+        "darts-minus: weight β of the auxiliary skip (identity) on every "
+        "edge in the first epoch; it decays linearly to 0 in the last",
+    )
 
 
 @dataclass(frozen=True)
 class SdartsSettings(MethodSettings):
     """SDARTS-RS (`nas.methods.sdarts`): the noise's half-width, moving linearly over the epochs (the authors' code)."""
 
-    epsilon_start: float = setting(0.03, Range(0, 1), "sdarts-rs: ε, the half-width of the uniform noise added to each "
-                                   "edge's softmax weights for the weight step, in the first epoch")
+    epsilon_start: float = setting(
+        0.03,
+        Range(0, 1),
+        "sdarts-rs: ε, the half-width of the uniform noise added to each "
+        "edge's softmax weights for the weight step, in the first epoch",
+    )
     epsilon_end: float = setting(0.3, Range(0, 1), "sdarts-rs: ε in the last epoch (linear in between)")

@@ -3,17 +3,20 @@
 The shared weights are those of the DARTS search cell (`SearchRNN`: W0 and one W_i per node,
 shared by every edge into node i). `SampledRNN` runs the drawn cell on them, each node reading one
 predecessor through one op (what one-hot mixing weights would compute, without the zeroed work),
-and without the search cell's BatchNorm, so it computes exactly the frozen cell of that genotype (`FrozenRNN`) on the shared weights, dropout masks
+and without the search cell's BatchNorm, so it computes exactly the frozen cell of that genotype (`FrozenRNN`) on the
+shared weights, dropout masks
 included: the shared model of Li & Talwalkar (the DARTS cell, its genotype set per batch) and of
 ENAS, neither of which normalises. DARTS needs the BatchNorm to keep its mixture of ops at one
 scale; one architecture at a time has no mixture, and in eval mode the running statistics of a
 BatchNorm that saw differently shaped architectures rescale h at every step, which makes the
-recurrence diverge (a NaN validation perplexity after two tiny epochs when we kept it). A method draws the architecture of each batch (`draw`) from its own generator,
+recurrence diverge (a NaN validation perplexity after two tiny epochs when we kept it). A method draws the architecture
+of each batch (`draw`) from its own generator,
 seeded by --seed and the same on every rank, so under torchrun every rank trains the same
 architecture; the generator's state goes into the checkpoint, and the architecture in use is a
 buffer of the layer, so a resumed search draws what an uninterrupted one would. At the end it
 scores --candidates architectures (`candidates`, `score`) with the shared weights and keeps the best.
 """
+
 from __future__ import annotations
 
 from typing import Callable, Sequence
@@ -42,8 +45,15 @@ class SampledRNN(SearchRNN):
     DARTS's rule derives the drawn cell back from the one-hot weights.
     """
 
-    def __init__(self, ninp: int, nhid: int, steps: int, dropout_x: float = 0.0, dropout_h: float = 0.0,
-                 attention: nn.Module | None = None):
+    def __init__(
+        self,
+        ninp: int,
+        nhid: int,
+        steps: int,
+        dropout_x: float = 0.0,
+        dropout_h: float = 0.0,
+        attention: nn.Module | None = None,
+    ):
         super().__init__(ninp, nhid, steps, SoftmaxPerEdge(), dropout_x, dropout_h, None, attention)
         choice = torch.zeros_like(self.alpha)
         del self.alpha
@@ -74,8 +84,14 @@ class SampledRNN(SearchRNN):
         return lambda xp, h: sampled_step(xp, h, mh, w0h, ws, nodes)
 
 
-def sampled_step(xp: torch.Tensor, h: torch.Tensor, mh: torch.Tensor | None, w0h: torch.Tensor,
-                 ws: list[torch.Tensor], nodes: list[tuple[int, str]]) -> torch.Tensor:
+def sampled_step(
+    xp: torch.Tensor,
+    h: torch.Tensor,
+    mh: torch.Tensor | None,
+    w0h: torch.Tensor,
+    ws: list[torch.Tensor],
+    nodes: list[tuple[int, str]],
+) -> torch.Tensor:
     """One time step of a cell with one (predecessor, op) per node on the shared weights: the
     frozen cell's equations (`nas.cells.cell`), s_i = s_j + σ(c)(op(h) − s_j), [c | h] = (s_j⊙m_h)·W_i."""
     H = h.size(-1)
@@ -104,8 +120,10 @@ class WeightSharing(SearchMethod):
     def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
         c = config
         if isinstance(attention, SearchAttention):
-            raise InputError(f"--attention search: --method {c.method} draws the cell only; "
-                             "give a fixed type (dot, multihead) or none")
+            raise InputError(
+                f"--attention search: --method {c.method} draws the cell only; "
+                "give a fixed type (dot, multihead) or none"
+            )
         return SampledRNN(c.emsize, c.nhid, c.nodes, c.dropoutx, c.dropouth, attention)
 
     def make_architects(self, model: nn.Module) -> dict[str, Architect]:
@@ -160,7 +178,10 @@ class WeightSharing(SearchMethod):
         best = min(range(len(scored)), key=lambda k: scored[k][0])
         self.use(scored[best][1])
         ppls = sorted(ppl(nll) for nll, _ in scored)
-        metrics = {"candidates": [{"valid_ppl": ppl(nll), "nodes": genotype.to_dict()["nodes"]} for nll, genotype in scored],
-                   "selected": best, "candidate_scoring": f"{validation.description}; {self.candidate_scoring}",
-                   "candidate_ppl": {"best": ppls[0], "median": ppls[len(ppls) // 2], "worst": ppls[-1]}}
+        metrics = {
+            "candidates": [{"valid_ppl": ppl(nll), "nodes": genotype.to_dict()["nodes"]} for nll, genotype in scored],
+            "selected": best,
+            "candidate_scoring": f"{validation.description}; {self.candidate_scoring}",
+            "candidate_ppl": {"best": ppls[0], "median": ppls[len(ppls) // 2], "worst": ppls[-1]},
+        }
         return Conclusion(self.derive(rnn), ppl(validation.full()), metrics)

@@ -8,6 +8,7 @@ neighbours while keeping the columns' spacing, and then the columns move apart u
 keeps `CLEARANCE` from every node it does not join and every edge label fits in its gap. Lengths
 are in units of `INCH` inches, so text sizes in points convert to units.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -85,11 +86,14 @@ def layered_layout(g: Graph) -> Layout:
     for _ in range(TRIES):
         x = np.concatenate([[0.0], np.cumsum(gaps)])
         pos = {key: (float(x[rank[key]]), height[key]) for key in rank}
-        paths = [_edge_path([pos[k] for k in chain], RADIUS[g.kind[chain[0]]], RADIUS[g.kind[chain[-1]]])
-                 for chain in chains]
+        paths = [
+            _edge_path([pos[k] for k in chain], RADIUS[g.kind[chain[0]]], RADIUS[g.kind[chain[-1]]]) for chain in chains
+        ]
         labels, crowded = _place_labels(g, chains, pos, rank)
-        blocked = any(_too_close(path, [(pos[k], RADIUS[g.kind[k]]) for k in g.column if k not in (c[0], c[-1])])
-                      for path, c in zip(paths, chains))
+        blocked = any(
+            _too_close(path, [(pos[k], RADIUS[g.kind[k]]) for k in g.column if k not in (c[0], c[-1])])
+            for path, c in zip(paths, chains)
+        )
         if not crowded and not blocked:
             break
         gaps = [gap * (1.25 if blocked else 1.0) + (0.3 if r in crowded else 0.0) for r, gap in enumerate(gaps)]
@@ -128,7 +132,7 @@ def _crossings(columns: list[list[str]], down: dict) -> int:
     for left, right in zip(columns, columns[1:]):
         index = {key: i for i, key in enumerate(right)}
         pairs = [(i, index[b]) for i, a in enumerate(left) for b in down[a]]
-        count += sum((a1 - a2) * (b1 - b2) < 0 for k, (a1, b1) in enumerate(pairs) for a2, b2 in pairs[k + 1:])
+        count += sum((a1 - a2) * (b1 - b2) < 0 for k, (a1, b1) in enumerate(pairs) for a2, b2 in pairs[k + 1 :])
     return count
 
 
@@ -140,9 +144,11 @@ def _heights(columns: list[list[str]], up: dict, down: dict, nodes: dict) -> dic
         seps = _separations(column, nodes)
         height.update(zip(column, [sum(seps) / 2 - sum(seps[:k]) for k in range(len(column))]))
     for sweep in range(ROUNDS):
-        for column in (columns if sweep % 2 == 0 else columns[::-1]):
-            wanted = [np.mean([height[n] for n in up[key] + down[key]]) if up[key] + down[key] else height[key]
-                      for key in column]
+        for column in columns if sweep % 2 == 0 else columns[::-1]:
+            wanted = [
+                np.mean([height[n] for n in up[key] + down[key]]) if up[key] + down[key] else height[key]
+                for key in column
+            ]
             height.update(zip(column, _spread(wanted, _separations(column, nodes))))
     return height
 
@@ -160,8 +166,10 @@ def _spread(wanted: list[float], seps: list[float]) -> list[float]:
         blocks.append([value, 1])
         while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
             mean, count = blocks.pop()
-            blocks[-1] = [(blocks[-1][0] * blocks[-1][1] + mean * count) / (blocks[-1][1] + count),
-                          blocks[-1][1] + count]
+            blocks[-1] = [
+                (blocks[-1][0] * blocks[-1][1] + mean * count) / (blocks[-1][1] + count),
+                blocks[-1][1] + count,
+            ]
     depth = np.array([mean for mean, count in blocks for _ in range(int(count))]) + need
     return [float(-d) for d in depth]
 
@@ -225,8 +233,10 @@ def _place_labels(g: Graph, chains: list[list[str]], pos: dict, rank: dict) -> t
         found = None
         for t in _candidates(low, high):
             cx, cy = x0 + t * (x1 - x0), y0 + t * (y1 - y0)
-            if all(abs(cx - ox) >= (w + ow) / 2 + SPACE or abs(cy - oy) >= (h + oh) / 2 + SPACE
-                   for ox, oy, ow, oh in placed[gap]):
+            if all(
+                abs(cx - ox) >= (w + ow) / 2 + SPACE or abs(cy - oy) >= (h + oh) / 2 + SPACE
+                for ox, oy, ow, oh in placed[gap]
+            ):
                 found = (cx, cy)
                 break
         if found is None:

@@ -8,6 +8,7 @@
 - valid_ppl: validation and training perplexity over training;
 - curves: the training and validation curves of any run (search, train-lm, tagger; `nas.common.curves`).
 """
+
 from __future__ import annotations
 
 import io
@@ -103,12 +104,25 @@ def draw_graph(ax: plt.Axes, g: Graph, where: Layout, title: str) -> None:
     inches, so that text in points fits the layout."""
     for path, (_, _, label), centre in zip(where.paths, g.edges, where.labels):
         grey = label == ""
-        ax.add_patch(FancyArrowPatch(path=path, arrowstyle="-|>", mutation_scale=9, lw=0.8 if grey else 1.2,
-                                     color="#b0b0b0" if grey else OP_COLOURS.get(label, "#444444")))
+        ax.add_patch(
+            FancyArrowPatch(
+                path=path,
+                arrowstyle="-|>",
+                mutation_scale=9,
+                lw=0.8 if grey else 1.2,
+                color="#b0b0b0" if grey else OP_COLOURS.get(label, "#444444"),
+            )
+        )
         if centre is not None:
-            ax.text(*centre, label, fontsize=LABEL_FONT, ha="center", va="center",
-                    color=OP_COLOURS.get(label, "#222222"),
-                    bbox={"boxstyle": f"round,pad={LABEL_PAD}", "fc": "white", "ec": "none", "alpha": 0.85})
+            ax.text(
+                *centre,
+                label,
+                fontsize=LABEL_FONT,
+                ha="center",
+                va="center",
+                color=OP_COLOURS.get(label, "#222222"),
+                bbox={"boxstyle": f"round,pad={LABEL_PAD}", "fc": "white", "ec": "none", "alpha": 0.85},
+            )
     for key, (x, y) in where.pos.items():
         kind = g.kind[key]
         ax.add_patch(Circle((x, y), RADIUS[kind], fc=KIND_COLOURS[kind], ec="#555555", lw=0.8, zorder=3))
@@ -131,9 +145,16 @@ def cell_figure(geno: Genotype) -> plt.Figure:
         return _panels_figure([[(cell, "intra cell π")]], title)
     m = geno.inter["history"]
     f, g = (gate_graph(geno.inter, k) for k in GATES)
-    return _panels_figure([[(cell, r"intra cell π($\hat{h}_{t-1}$, $\hat{x}_t$)")],
-                           [(f, f"f′: gate on $h_{{t-1}}$ from $x_{{t-{m}..t-1}}$"),
-                            (g, f"g′: gate on $x_t$ from $h_{{t-{m}..t-1}}$")]], title)
+    return _panels_figure(
+        [
+            [(cell, r"intra cell π($\hat{h}_{t-1}$, $\hat{x}_t$)")],
+            [
+                (f, f"f′: gate on $h_{{t-1}}$ from $x_{{t-{m}..t-1}}$"),
+                (g, f"g′: gate on $x_t$ from $h_{{t-{m}..t-1}}$"),
+            ],
+        ],
+        title,
+    )
 
 
 def plot_cell(geno: Genotype, stem: Path) -> list[Path]:
@@ -168,18 +189,21 @@ def _text_inches(text: str, size: float) -> float:
     return TextPath((0, 0), text, size=size).get_extents().width / 72
 
 
-def _edge_panels(fig_title: str, panels: list[tuple[str, list[list[float]]]], steps: list[float], xlabel: str) -> plt.Figure:
+def _edge_panels(
+    fig_title: str, panels: list[tuple[str, list[list[float]]]], steps: list[float], xlabel: str
+) -> plt.Figure:
     """One small panel per edge: the weight of each op (columns of OPS) over training."""
     ncols = min(6, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.3 * ncols, 1.7 * nrows + 0.6), sharex=True, sharey=True,
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(2.3 * ncols, 1.7 * nrows + 0.6), sharex=True, sharey=True, squeeze=False
+    )
     for ax, (title, series) in zip(axes.flat, panels):
         for o, op in enumerate(OPS):
             ax.plot(steps, [row[o] for row in series], color=OP_COLOURS[op], lw=1.2, label=op)
         ax.set_title(title, fontsize=8)
         ax.tick_params(labelsize=6)
-    for ax in list(axes.flat)[len(panels):]:
+    for ax in list(axes.flat)[len(panels) :]:
         ax.axis("off")
     for ax in axes[-1]:
         ax.set_xlabel(xlabel, fontsize=7)
@@ -204,11 +228,18 @@ def search_genotype(run: RunDir, log: list[dict]) -> Genotype:
         return load(run.path / "genotype.json")
     last = log[-1]
     if not isinstance(last.get("genotype"), list):
-        raise InputError(f"{run.path / 'log.jsonl'}: its last record has no 'genotype' (the cell derived at that "
-                         "epoch), and there is no genotype.json: not a search's log, or edited?")
-    data = {"version": 1, "name": f"{run.path.name} (epoch {last['epoch']})", "nodes": last["genotype"],
-            "concat": list(range(1, len(last["genotype"]) + 1)), "inter": last.get("inter"),
-            "attention": last.get("attention")}
+        raise InputError(
+            f"{run.path / 'log.jsonl'}: its last record has no 'genotype' (the cell derived at that "
+            "epoch), and there is no genotype.json: not a search's log, or edited?"
+        )
+    data = {
+        "version": 1,
+        "name": f"{run.path.name} (epoch {last['epoch']})",
+        "nodes": last["genotype"],
+        "concat": list(range(1, len(last["genotype"]) + 1)),
+        "inter": last.get("inter"),
+        "attention": last.get("attention"),
+    }
     return validate(data, str(run.path / "log.jsonl"))
 
 
@@ -229,8 +260,7 @@ def _steps(log: list[dict]) -> list[int]:
     return [r["step"] for r in log] if all("step" in r for r in log) else [r["epoch"] for r in log]
 
 
-def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
-                compare: list[str | Path] = ()) -> list[Path]:
+def plot_search(run_dir: str | Path, out_dir: str | Path | None = None, compare: list[str | Path] = ()) -> list[Path]:
     """Every picture of a search run directory; returns the files written.
 
     Runs in `compare` add their curves to the MAD and perplexity pictures (e.g. joint against
@@ -247,16 +277,23 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
         nodes = config["nodes"]
         labels = [f"{j}→{i}" for i in range(1, nodes + 1) for j in range(i)]
         weights = _weights_over_time([r["alpha"] for r in log], nodes, method_class(method).rule)
-        written += save_figure(_edge_panels(f"intra-cell mixing weights ({method})", _panels(weights, labels),
-                                            steps, xlabel), out / "alpha_intra")
+        written += save_figure(
+            _edge_panels(f"intra-cell mixing weights ({method})", _panels(weights, labels), steps, xlabel),
+            out / "alpha_intra",
+        )
     if all("alpha_inter" in r for r in log):
         m, n = config["history"], config["inter_nodes"]
         layout = [len(predecessors(m, i)) for i in range(1, n + 1)]
         panels = []
         for gate, src in (("f", "x"), ("g", "h")):
-            labels = [f"{gate}′ {src}(t-{i})→{i}" if p == 0 else f"{gate}′ {p}→{i}"
-                      for i in range(1, n + 1) for p in predecessors(m, i)]
-            panels += _panels(_weights_over_time([r["alpha_inter"][gate] for r in log], layout, method_class(method).rule), labels)
+            labels = [
+                f"{gate}′ {src}(t-{i})→{i}" if p == 0 else f"{gate}′ {p}→{i}"
+                for i in range(1, n + 1)
+                for p in predecessors(m, i)
+            ]
+            panels += _panels(
+                _weights_over_time([r["alpha_inter"][gate] for r in log], layout, method_class(method).rule), labels
+            )
         written += save_figure(_edge_panels("inter-cell mixing weights", panels, steps, xlabel), out / "alpha_inter")
     if all("alpha_attention" in r for r in log):
         fig, ax = plt.subplots(figsize=(4.5, 3))
@@ -281,11 +318,16 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
     if any("eigenvalue" in r for _, _, rlog in named for r in rlog):
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for name, r, rlog in named:
-            points = [(s, rec["eigenvalue"]) for s, rec in zip(_steps(rlog), rlog)
-                      if "eigenvalue" in rec and math.isfinite(rec["eigenvalue"])]
+            points = [
+                (s, rec["eigenvalue"])
+                for s, rec in zip(_steps(rlog), rlog)
+                if "eigenvalue" in rec and math.isfinite(rec["eigenvalue"])
+            ]
             if points:
                 ax.plot(*zip(*points), marker="o", ms=3, label=name.rstrip(": ") or "λmax")
-        ax.set(xlabel=xlabel, ylabel="dominant eigenvalue", title="Hessian of the validation loss in α (Zela et al. 2020)")
+        ax.set(
+            xlabel=xlabel, ylabel="dominant eigenvalue", title="Hessian of the validation loss in α (Zela et al. 2020)"
+        )
         ax.legend(fontsize=8)
         written += save_figure(fig, out / "eigenvalue")
     if all("alpha_share" in r and "cell_share" in r for r in log):  # a search with α (random, enas: none)
@@ -300,9 +342,14 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None,
         fig.tight_layout()
         written += save_figure(fig, out / "op_share")
     fig, ax = plt.subplots(figsize=(5, 3.2))
-    draw_curves(ax, [Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
-                     for _, r, rlog in named for key, split in (("valid_ppl", "validation"),
-                                                                 ("train_ppl", "training (dropout on)"))])
+    draw_curves(
+        ax,
+        [
+            Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
+            for _, r, rlog in named
+            for key, split in (("valid_ppl", "validation"), ("train_ppl", "training (dropout on)"))
+        ],
+    )
     _log_axis(ax)
     ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
     ax.legend(fontsize=8)
@@ -326,8 +373,15 @@ def draw_curves(ax: plt.Axes, series: list[Series]) -> None:
     colours: dict[str, str] = {}
     for s in series:
         train = s.split.startswith("train")
-        ax.plot(s.x, s.values, color=colours.setdefault(s.run, f"C{len(colours)}"), ls="--" if train else "-",
-                marker="" if train and len(s.x) > 1 else "o", ms=3, label=s.name)
+        ax.plot(
+            s.x,
+            s.values,
+            color=colours.setdefault(s.run, f"C{len(colours)}"),
+            ls="--" if train else "-",
+            marker="" if train and len(s.x) > 1 else "o",
+            ms=3,
+            label=s.name,
+        )
 
 
 def plot_curves(curves: Curves, out_dir: str | Path) -> list[Path]:

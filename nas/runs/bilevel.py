@@ -17,6 +17,7 @@ record alike:
 A task supplies the hooks below: its layer that holds α, its two half-steps, its validation score and
 the record of it, the loss the Hessian is taken of, and what its provenance names as data.
 """
+
 from __future__ import annotations
 
 import time
@@ -129,7 +130,9 @@ class BilevelSearch(TrainingLoop):
         of `health_loss` in α (--hessian-iterations power iterations at most)."""
         record = {"cell_share": cell_shares(nodes)}
         alpha = getattr(self.cell, "alpha", None)
-        if alpha is not None and any(alpha is p for p in self.arch.values()):  # the intra cell's α (not ESS's gates alone)
+        if alpha is not None and any(
+            alpha is p for p in self.arch.values()
+        ):  # the intra cell's α (not ESS's gates alone)
             record["alpha_share"] = op_shares(self.cell.mixing_weights())
         if self.arch and self.config.hessian_iterations:
             was_training = self.model.training
@@ -137,8 +140,12 @@ class BilevelSearch(TrainingLoop):
             fixed = {n: w.detach() for n, w in split_parameters(self.model)[0].items()}  # α alone carries gradients
             # attention's fused kernels and compiled time steps are differentiable once only
             with sdpa_kernel(SDPBackend.MATH), backends.on_definition(self.model):
-                eigenvalue, iterations = dominant_eigenvalue(lambda: self.health_loss(fixed), list(self.arch.values()),
-                                                             self.config.hessian_iterations, seed=self.config.seed)
+                eigenvalue, iterations = dominant_eigenvalue(
+                    lambda: self.health_loss(fixed),
+                    list(self.arch.values()),
+                    self.config.hessian_iterations,
+                    seed=self.config.seed,
+                )
             self.model.train(was_training)
             record.update({"eigenvalue": eigenvalue, "eigen_iterations": iterations})
         return record
@@ -159,11 +166,19 @@ class BilevelSearch(TrainingLoop):
         α has stalled, the eigenvalue at the first and last epoch, DARTS-ES's stop."""
         eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
         weights = lambda alpha: self.cell.rule.normalise(alpha, self.cell.steps)  # noqa: E731  (as the log's MAD)
-        summary = {"convergence": convergence(log), "alpha_stall": alpha_stall(log, weights),
-                   "eigenvalue_first": eigen[0] if eigen else None, "eigenvalue_last": eigen[-1] if eigen else None}
+        summary = {
+            "convergence": convergence(log),
+            "alpha_stall": alpha_stall(log, weights),
+            "eigenvalue_first": eigen[0] if eigen else None,
+            "eigenvalue_last": eigen[-1] if eigen else None,
+        }
         if self.stopped_early():
-            summary["early_stop"] = {"stopped_at": self.early_stop.stopped_at, "derive_epoch": self.early_stop.derive_epoch,
-                                     "window": self.early_stop.window, "ratio": self.early_stop.ratio}
+            summary["early_stop"] = {
+                "stopped_at": self.early_stop.stopped_at,
+                "derive_epoch": self.early_stop.derive_epoch,
+                "window": self.early_stop.window,
+                "ratio": self.early_stop.ratio,
+            }
         return summary
 
     # -- the result --------------------------------------------------------------------------
@@ -183,10 +198,18 @@ class BilevelSearch(TrainingLoop):
         geno = conclusion.genotype
         score = self.search_score(conclusion, last)
         provenance = {
-            "method": c.method, "order": c.order, **self.provenance_data(log), "seed": c.seed, "epochs": self.epochs,
-            "command": c.command, **score, "epochs_run": self.epoch, "health": self.health_summary(log),
+            "method": c.method,
+            "order": c.order,
+            **self.provenance_data(log),
+            "seed": c.seed,
+            "epochs": self.epochs,
+            "command": c.command,
+            **score,
+            "epochs_run": self.epoch,
+            "health": self.health_summary(log),
             "settings": {k: v for k, v in asdict(c).items() if k not in self.settings_not_kept},
-            "toolkit_version": __version__, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "toolkit_version": __version__,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "run_dir": str(self.run_dir.path),
         }
         named = Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, self.genotype_name(), provenance)
@@ -199,9 +222,15 @@ class BilevelSearch(TrainingLoop):
         minutes = (self.elapsed + time.perf_counter() - started) / 60  # every epoch, over resumes, and the conclusion
         if self.ranks.main:
             genotype.save(self.run_dir.path / "genotype.json")
-            self.run_dir.save_metrics({"genotype": genotype.to_dict(), "epochs": self.epochs,
-                                       "epochs_run": self.epoch, "health": genotype.provenance["health"],
-                                       "cell_share": cell_shares(genotype.to_dict()["nodes"]), "minutes": minutes,
-                                       **metrics})
+            self.run_dir.save_metrics(
+                {
+                    "genotype": genotype.to_dict(),
+                    "epochs": self.epochs,
+                    "epochs_run": self.epoch,
+                    "health": genotype.provenance["health"],
+                    "cell_share": cell_shares(genotype.to_dict()["nodes"]),
+                    "minutes": minutes,
+                    **metrics,
+                }
+            )
         return genotype
-

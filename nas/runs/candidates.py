@@ -9,6 +9,7 @@ store once per scoring. The Ray instance is started at the first
 scoring (`nas.common.grid`) and kept for the next ones (a random search scores its panel every
 epoch).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -51,24 +52,38 @@ def score_share(shared: SharedModel, genotypes: list[Genotype]) -> list[float]:
 def check_scoring(method: str, workers: int, address: str | None) -> None:
     """Refuse, in one line, candidates on workers for a method without candidates, or without Ray."""
     if not issubclass(method_class(method), WeightSharing):
-        raise InputError(f"--workers {workers} without --seeds: scores candidates on several workers, which "
-                         f"random search and ENAS do and --method {method} does not")
+        raise InputError(
+            f"--workers {workers} without --seeds: scores candidates on several workers, which "
+            f"random search and ENAS do and --method {method} does not"
+        )
     check_workers(workers, address)
 
 
 class RayScoring:
     """`WeightSharing.parallel_scoring` for a search on one process: its candidates split over `workers`."""
 
-    def __init__(self, config: SearchConfig, model: torch.nn.Module, validation: Validation, workers: int,
-                 address: str | None = None):
+    def __init__(
+        self,
+        config: SearchConfig,
+        model: torch.nn.Module,
+        validation: Validation,
+        workers: int,
+        address: str | None = None,
+    ):
         self.config, self.model, self.validation = config, model, validation
         self.workers, self.address = workers, address
 
     def __call__(self, genotypes: Sequence[Genotype]) -> list[float]:
-        shared = SharedModel(self.config, self.model.encoder.num_embeddings,
-                             {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
-                             self.validation.columns.cpu(), self.validation.split.cpu(), torch.get_num_threads())
+        shared = SharedModel(
+            self.config,
+            self.model.encoder.num_embeddings,
+            {k: v.detach().cpu() for k, v in self.model.state_dict().items()},
+            self.validation.columns.cpu(),
+            self.validation.split.cpu(),
+            torch.get_num_threads(),
+        )
         per = -(-len(genotypes) // self.workers)
-        shares = [list(genotypes[k:k + per]) for k in range(0, len(genotypes), per)]
-        return [score for scores in map_on_ray(score_share, shared, shares, self.workers, self.address)
-                for score in scores]
+        shares = [list(genotypes[k : k + per]) for k in range(0, len(genotypes), per)]
+        return [
+            score for scores in map_on_ray(score_share, shared, shares, self.workers, self.address) for score in scores
+        ]

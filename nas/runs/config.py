@@ -3,21 +3,41 @@
 Light on purpose (no torch): the commands build their flags from these defaults and choices and
 check a config before any work starts, so `--help` and a bad flag answer at once.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nas.common.devices import GEMM_BACKENDS, PRECISIONS, backend_problem, device_problem
+from nas.common.devices import GEMM_BACKENDS, backend_problem, device_problem
 from nas.common.errors import InputError
-from nas.common.ranges import (AT_LEAST_1, BATCH, EPOCHS, MANY, MINUTES, NODES, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, RATE, SEED, SIZE,
-                           Range, check_ranges)
+from nas.common.ranges import (
+    AT_LEAST_1,
+    BATCH,
+    EPOCHS,
+    MANY,
+    MINUTES,
+    NODES,
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    RATE,
+    SEED,
+    SIZE,
+    Range,
+    check_ranges,
+)
 
 
 SEARCH_SPACES = ("intra", "inter", "joint")
 EARLY_STOPS = ("none", "hessian")  # nas.runs.health.EarlyStop
-ATTENTION_CHOICES = ("search", "dot", "multihead", "none")  # a searched mix, nas.cells.genotype.ATTENTION_TYPES, or none
+ATTENTION_CHOICES = (
+    "search",
+    "dot",
+    "multihead",
+    "none",
+)  # a searched mix, nas.cells.genotype.ATTENTION_TYPES, or none
 GATE_SQUASHES = ("sigmoid", "2sigmoid", "none")  # the keys of nas.cells.gates.SQUASHES
 GATE_SIZE_MATCHES = ("project", "pad")  # nas.cells.gates.SIZE_MATCHES
 
@@ -38,7 +58,8 @@ def flag_name(name: str) -> str:
 class LMConfig:
     """The knobs of every language-model training run, search and retraining alike.
 
-    The defaults are DARTS's PTB model (Liu et al. 2019, the DARTS code's rnn/train.py); a search overrides the sizes and the few
+    The defaults are DARTS's PTB model (Liu et al. 2019, the DARTS code's rnn/train.py); a search overrides the sizes
+    and the few
     settings DARTS searches with.
     """
 
@@ -78,9 +99,19 @@ class LMConfig:
     COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config
     # The allowed values of the numeric settings: validate() checks them, the commands' flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
-        "epochs": EPOCHS, **dict.fromkeys(("max_batches_per_epoch", "eval_batches"), AT_LEAST_1),
-        "emsize": SIZE, "nhid": SIZE, "batch_size": BATCH, "eval_batch_size": BATCH, "bptt": BATCH, "seed": SEED,
-        "lr": POSITIVE, "clip": POSITIVE, "wdecay": NON_NEGATIVE, "ar": NON_NEGATIVE, "tar": NON_NEGATIVE,
+        "epochs": EPOCHS,
+        **dict.fromkeys(("max_batches_per_epoch", "eval_batches"), AT_LEAST_1),
+        "emsize": SIZE,
+        "nhid": SIZE,
+        "batch_size": BATCH,
+        "eval_batch_size": BATCH,
+        "bptt": BATCH,
+        "seed": SEED,
+        "lr": POSITIVE,
+        "clip": POSITIVE,
+        "wdecay": NON_NEGATIVE,
+        "ar": NON_NEGATIVE,
+        "tar": NON_NEGATIVE,
         **dict.fromkeys(("dropout", "dropouth", "dropoutx", "dropouti", "dropoute"), RATE),
     }
 
@@ -91,13 +122,17 @@ class LMConfig:
         config of the other command's run is an InputError naming `source`."""
         if _multi_seed(stored):
             folder = Path(source).parent
-            raise InputError(f"{source}: a multi-seed run (bin/search-lm --seeds), which does not resume as a whole: "
-                             f"resume one seed's search with bin/search-lm --resume {folder}/seed-S/search, or its "
-                             f"retraining with bin/train-lm --resume {folder}/seed-S/retrain")
+            raise InputError(
+                f"{source}: a multi-seed run (bin/search-lm --seeds), which does not resume as a whole: "
+                f"resume one seed's search with bin/search-lm --resume {folder}/seed-S/search, or its "
+                f"retraining with bin/train-lm --resume {folder}/seed-S/retrain"
+            )
         other = command_of(stored)
         if other not in (None, cls.COMMAND):
-            raise InputError(f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
-                             f"(continue it with {other} --resume {Path(source).parent})")
+            raise InputError(
+                f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
+                f"(continue it with {other} --resume {Path(source).parent})"
+            )
         config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
         check_ranges(config, cls.RANGES, lambda name: f"{source}: setting {name!r}")  # the file's, not a flag's
         return replace(config, **{k: v for k, v in limits.items() if v is not None})
@@ -177,12 +212,21 @@ class SearchConfig(LMConfig):
         **LMConfig.RANGES,
         **dict.fromkeys(("top_n", "rounds", "intra_steps", "inter_steps", "attention_heads"), AT_LEAST_1),
         **dict.fromkeys(("nodes", "history", "inter_nodes"), NODES),
-        **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE), "arch_wdecay": NON_NEGATIVE,
-        "candidates": MANY, "controller_steps": AT_LEAST_1, "controller_lr": POSITIVE,
-        "entropy_weight": NON_NEGATIVE, "baseline_decay": Range(0, 1, high_open=True),
-        "track_candidates": MANY, "hessian_iterations": NON_NEGATIVE_INT, "early_stop_window": AT_LEAST_1,
-        "early_stop_ratio": Range(0, 1, low_open=True, high_open=True), "time_budget": MINUTES,
-        "max_rollbacks": NON_NEGATIVE_INT, "lr_decay": Range(0, 1, low_open=True), "lr_decay_start": AT_LEAST_1,
+        **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE),
+        "arch_wdecay": NON_NEGATIVE,
+        "candidates": MANY,
+        "controller_steps": AT_LEAST_1,
+        "controller_lr": POSITIVE,
+        "entropy_weight": NON_NEGATIVE,
+        "baseline_decay": Range(0, 1, high_open=True),
+        "track_candidates": MANY,
+        "hessian_iterations": NON_NEGATIVE_INT,
+        "early_stop_window": AT_LEAST_1,
+        "early_stop_ratio": Range(0, 1, low_open=True, high_open=True),
+        "time_budget": MINUTES,
+        "max_rollbacks": NON_NEGATIVE_INT,
+        "lr_decay": Range(0, 1, low_open=True),
+        "lr_decay_start": AT_LEAST_1,
     }
 
     def epoch_lr(self, epoch: int) -> float:
@@ -197,8 +241,9 @@ class SearchConfig(LMConfig):
             raise InputError("--cell: give the fixed intra cell exactly when --search-space is inter")
         check_early_stop(self.early_stop, self.hessian_iterations)
         if self.emsize != self.nhid:
-            raise InputError(f"--emsize {self.emsize} and --nhid {self.nhid} must be equal: "
-                             "the decoder is tied to the embedding")
+            raise InputError(
+                f"--emsize {self.emsize} and --nhid {self.nhid} must be equal: the decoder is tied to the embedding"
+            )
 
 
 def check_early_stop(early_stop: str, hessian_iterations: int) -> None:
@@ -212,8 +257,10 @@ def check_early_stop(early_stop: str, hessian_iterations: int) -> None:
 def check_gate_history(history: int, inter_nodes: int) -> None:
     """ESS's gate node i reads history vector i, so a gate DAG needs at least --history nodes."""
     if history > inter_nodes:
-        raise InputError(f"--history {history}: needs at least as many --inter-nodes (got {inter_nodes}); "
-                         "gate node i reads history vector i")
+        raise InputError(
+            f"--history {history}: needs at least as many --inter-nodes (got {inter_nodes}); "
+            "gate node i reads history vector i"
+        )
 
 
 def _multi_seed(stored: Any) -> bool:
@@ -256,8 +303,13 @@ class RetrainConfig(LMConfig):
 
     COMMAND: ClassVar[str] = "bin/train-lm"
     RANGES: ClassVar[dict[str, Range]] = {
-        **LMConfig.RANGES, "test_batch_size": BATCH, "nonmono": AT_LEAST_1, "max_rollbacks": NON_NEGATIVE_INT,
-        "max_seq_len_delta": NON_NEGATIVE_INT, "seq_len_std": NON_NEGATIVE, "time_budget": MINUTES,
+        **LMConfig.RANGES,
+        "test_batch_size": BATCH,
+        "nonmono": AT_LEAST_1,
+        "max_rollbacks": NON_NEGATIVE_INT,
+        "max_seq_len_delta": NON_NEGATIVE_INT,
+        "seq_len_std": NON_NEGATIVE,
+        "time_budget": MINUTES,
     }
 
     @property

@@ -26,6 +26,7 @@ only error lines (prefixed with their rank) and tracebacks. Validation runs whol
 Without torchrun (or with one process) `current()` is `SINGLE`, whose methods return their inputs
 unchanged: the commands run exactly as before.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -80,8 +81,10 @@ class Ranks:
             return type(data)(self.columns(d) for d in data)
         batch = data.size(1)
         if batch % self.world:
-            raise InputError(f"--batch-size {batch}: does not split evenly over {self.world} processes "
-                             f"(torchrun --nproc_per_node); use a multiple of {self.world}")
+            raise InputError(
+                f"--batch-size {batch}: does not split evenly over {self.world} processes "
+                f"(torchrun --nproc_per_node); use a multiple of {self.world}"
+            )
         share = batch // self.world
         return data.narrow(1, self.rank * share, share).contiguous()
 
@@ -149,9 +152,11 @@ class Ranks:
             bad = ((other - gathered[0]).abs() > 1e-9 * (1 + gathered[0].abs())).any(1).nonzero()
             if len(bad):
                 k = int(bad[0])
-                raise RanksDiverged(f"ranks out of sync {when}: {names[k]} differs between rank 0 and rank {rank} "
-                                    f"(checksum {gathered[0][k, 0].item():.10g} vs {other[k, 0].item():.10g}); "
-                                    "the last checkpoint was written before this point")
+                raise RanksDiverged(
+                    f"ranks out of sync {when}: {names[k]} differs between rank 0 and rank {rank} "
+                    f"(checksum {gathered[0][k, 0].item():.10g} vs {other[k, 0].item():.10g}); "
+                    "the last checkpoint was written before this point"
+                )
 
     def _comm_device(self) -> torch.device:
         return torch.device("cuda", self.local_rank) if dist.get_backend() == "nccl" else torch.device("cpu")
@@ -227,6 +232,7 @@ def _quiet(rank: int) -> None:
 
 
 # -- BatchNorm statistics of the whole batch (the masks drawn for it are `nas.cells.masks`) -------------
+
 
 class _SumOverRanks(torch.autograd.Function):
     """all_reduce(SUM) whose backward sums the incoming gradients too: every rank's loss depends on the sum."""

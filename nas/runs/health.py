@@ -16,6 +16,7 @@
   that has settled: one exploding gradient fills Adam's second moment, and α's steps stay near
   zero for dozens of epochs after it (an I-DARTS search did this; docs/results.md).
 """
+
 from __future__ import annotations
 
 import math
@@ -29,24 +30,33 @@ from nas.cells.ops import OPS
 WINDOW = 5  # epochs: the DARTS-ES window k and the convergence rule's window
 ES_RATIO = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
 IDENTITY_WARNING = 0.5  # warn when more than this share of the derived cell's edges are identity
-ALPHA_STALL = 0.1  # warn when the mixing weights' largest change in an epoch, over the last WINDOW, is under this part of their largest before
+# warn when the mixing weights' largest change in an epoch, over the last WINDOW, is under this part of their largest
+# before
+ALPHA_STALL = 0.1
 CONVERGENCE_RULE = (
     "over the last 5 epochs: the derived genotype unchanged, the MAD of the intra-cell weights "
     "changing by under 5% (relative to its value 5 epochs back), and the search validation "
     "perplexity improving by under 1% an epoch; random search and ENAS (no α): the best "
-    "candidate's validation perplexity stable, changing by under 1% an epoch either way")
+    "candidate's validation perplexity stable, changing by under 1% an epoch either way"
+)
 
 
-def hessian_vector_product(loss: torch.Tensor, params: Sequence[torch.Tensor],
-                           vector: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def hessian_vector_product(
+    loss: torch.Tensor, params: Sequence[torch.Tensor], vector: Sequence[torch.Tensor]
+) -> list[torch.Tensor]:
     """H·v for the Hessian H of `loss` with respect to `params` (exact: the gradient of ∇loss·v)."""
     grads = torch.autograd.grad(loss, params, create_graph=True)
     dot = sum((g * v).sum() for g, v in zip(grads, vector))
     return [h.detach() for h in torch.autograd.grad(dot, params)]
 
 
-def dominant_eigenvalue(loss_fn: Callable[[], torch.Tensor], params: Sequence[torch.Tensor],
-                        iterations: int = 20, tolerance: float = 1e-3, seed: int = 0) -> tuple[float, int]:
+def dominant_eigenvalue(
+    loss_fn: Callable[[], torch.Tensor],
+    params: Sequence[torch.Tensor],
+    iterations: int = 20,
+    tolerance: float = 1e-3,
+    seed: int = 0,
+) -> tuple[float, int]:
     """The eigenvalue of largest magnitude of ∇²_params loss_fn(), and the power iterations it took.
 
     Power iteration from a seeded random unit vector: v ← Hv/‖Hv‖, λ = vᵀHv, until λ changes by
@@ -105,10 +115,14 @@ def identity_warning(nodes: Sequence[Sequence[Sequence]], has_alpha: bool = True
         return None
     said = f"warning: {share:.0%} of the derived cell's edges are identity (no nonlinearity)"
     if not has_alpha:
-        return (f"{said}: the best-scoring cell on the shared weights; check it against random cells "
-                "(bin/sample-cells) before relying on it")
-    return (f"{said}, the mark of a collapsed search (Zela et al. 2020); see its Hessian eigenvalue in the log, "
-            "and try --early-stop hessian")
+        return (
+            f"{said}: the best-scoring cell on the shared weights; check it against random cells "
+            "(bin/sample-cells) before relying on it"
+        )
+    return (
+        f"{said}, the mark of a collapsed search (Zela et al. 2020); see its Hessian eigenvalue in the log, "
+        "and try --early-stop hessian"
+    )
 
 
 class EarlyStop:
@@ -125,11 +139,11 @@ class EarlyStop:
         if self.stopped_at is not None:
             return True
         self.eigenvalues.append(eigenvalue)
-        self.alphas = [*self.alphas, {k: t.detach().clone() for k, t in alpha.items()}][-(self.window + 1):]
+        self.alphas = [*self.alphas, {k: t.detach().clone() for k, t in alpha.items()}][-(self.window + 1) :]
         k, e = self.window, len(self.eigenvalues)
         if e >= 2 * k:
-            before = sum(self.eigenvalues[e - 2 * k:e - k]) / k
-            now = sum(self.eigenvalues[e - k:]) / k
+            before = sum(self.eigenvalues[e - 2 * k : e - k]) / k
+            now = sum(self.eigenvalues[e - k :]) / k
             if now > 0 and before / now < self.ratio:
                 self.stopped_at = e
         return self.stopped_at is not None
@@ -155,7 +169,7 @@ def convergence(log: Sequence[dict], window: int = WINDOW) -> dict:
     """The convergence rule (`CONVERGENCE_RULE`) applied to a search's log: the verdict and each test's figure."""
     if len(log) < window + 1:
         return {"converged": False, "why": f"fewer than {window + 1} epochs", "rule": CONVERGENCE_RULE}
-    last = log[-(window + 1):]
+    last = log[-(window + 1) :]
     tests = {}
     if "mad" not in last[-1]:  # no α: the best candidate's score alone (which cell is best may flip among near-ties)
         score = "best_candidate_ppl" if "best_candidate_ppl" in last[-1] else "valid_ppl"
@@ -170,13 +184,19 @@ def convergence(log: Sequence[dict], window: int = WINDOW) -> dict:
     tests["largest_ppl_gain"] = max(gains) if len(gains) == window else None
     mad_then, mad_now = last[0]["mad"], last[-1]["mad"]
     tests["mad_change"] = abs(mad_now - mad_then) / mad_then if mad_then else None
-    ok = (tests["genotype_unchanged"] and tests["largest_ppl_gain"] is not None and tests["largest_ppl_gain"] < 0.01
-          and tests["mad_change"] is not None and tests["mad_change"] < 0.05)
+    ok = (
+        tests["genotype_unchanged"]
+        and tests["largest_ppl_gain"] is not None
+        and tests["largest_ppl_gain"] < 0.01
+        and tests["mad_change"] is not None
+        and tests["mad_change"] < 0.05
+    )
     return {"converged": bool(ok), **tests, "rule": CONVERGENCE_RULE}
 
 
-def alpha_stall(log: Sequence[dict], mixing_weights: Callable[[torch.Tensor], torch.Tensor],
-                window: int = WINDOW) -> dict | None:
+def alpha_stall(
+    log: Sequence[dict], mixing_weights: Callable[[torch.Tensor], torch.Tensor], window: int = WINDOW
+) -> dict | None:
     """The largest change of any mixing weight in one epoch over the last `window` epochs and over the
     epochs before them, from the α each log line records and the search's own rule
     (`mixing_weights(α)`, e.g. a softmax per edge); `stalled` when the first is under `ALPHA_STALL` of
@@ -198,18 +218,25 @@ def alpha_stall(log: Sequence[dict], mixing_weights: Callable[[torch.Tensor], to
     weights = [mixing_weights(alpha) for alpha in [torch.zeros_like(alphas[0])] + alphas]
     moves = [float((after - before).abs().max()) for before, after in zip(weights, weights[1:])]
     recent, earlier = max(moves[-window:]), max(moves[:-window])
-    return {"recent": recent, "earlier": earlier, "earlier_epoch": moves.index(earlier) + 1,
-            "stalled": recent < ALPHA_STALL * earlier}
+    return {
+        "recent": recent,
+        "earlier": earlier,
+        "earlier_epoch": moves.index(earlier) + 1,
+        "stalled": recent < ALPHA_STALL * earlier,
+    }
 
 
 def alpha_stall_warning(stall: dict | None, window: int = WINDOW) -> str | None:
     """A one-line warning when `alpha_stall` found α stalled, else None."""
     if stall is None or not stall["stalled"]:
         return None
-    return (f"warning: α has nearly stopped moving: the largest change of a mixing weight in one epoch over the last {window} epochs is "
-            f"{stall['recent']:.2g}, against {stall['earlier']:.2g} in epoch {stall['earlier_epoch']}; a search that "
-            "meets the convergence rule this way has stalled, not settled (one exploding gradient, a spike of the "
-            "log's train ppl or eigenvalue, can hold Adam's steps on α near zero for many epochs)")
+    return (
+        "warning: α has nearly stopped moving: the largest change of a mixing weight in one epoch over the last "
+        f"{window} epochs is "
+        f"{stall['recent']:.2g}, against {stall['earlier']:.2g} in epoch {stall['earlier_epoch']}; a search that "
+        "meets the convergence rule this way has stalled, not settled (one exploding gradient, a spike of the "
+        "log's train ppl or eigenvalue, can hold Adam's steps on α near zero for many epochs)"
+    )
 
 
 def summary_lines(health: dict, nodes: Sequence[Sequence[Sequence]], has_alpha: bool, unit: str = "epoch") -> list[str]:
@@ -218,11 +245,16 @@ def summary_lines(health: dict, nodes: Sequence[Sequence[Sequence]], has_alpha: 
     lines = []
     if "early_stop" in health:
         stop = health["early_stop"]
-        lines.append(f"early stop (DARTS-ES): the Hessian eigenvalue grew past the rule at {unit} {stop['stopped_at']}; "
-                     f"the cell is α's of {unit} {stop['derive_epoch']}")
+        lines.append(
+            f"early stop (DARTS-ES): the Hessian eigenvalue grew past the rule at {unit} {stop['stopped_at']}; "
+            f"the cell is α's of {unit} {stop['derive_epoch']}"
+        )
     verdict = health["convergence"]
-    figures = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in verdict.items()
-                        if k not in ("converged", "rule"))
+    figures = ", ".join(
+        f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+        for k, v in verdict.items()
+        if k not in ("converged", "rule")
+    )
     lines.append(f"converged by the rule: {'yes' if verdict['converged'] else 'no'} ({figures})")
     warnings = (alpha_stall_warning(health.get("alpha_stall")), identity_warning(nodes, has_alpha=has_alpha))
     return lines + [w for w in warnings if w]

@@ -20,6 +20,7 @@ the model built; a run that fails before its first checkpoint past the start rem
 epoch's log line is written before its checkpoint and a resume trims the log to the checkpoint;
 a resume of a run killed before it wrote any checkpoint starts it afresh from its config.json.
 """
+
 from __future__ import annotations
 
 import math
@@ -161,23 +162,32 @@ class TrainingLoop:
         stored = state.get("vocab") if isinstance(state, dict) else None  # a retraining's checkpoint holds it
         if isinstance(stored, list) and vocab is not None and stored != vocab:
             if len(stored) != len(vocab):
-                raise InputError(self._corpus_changed(f"its vocabulary is now {len(vocab)} words, the run's "
-                                                      f"{len(stored)}"))
+                raise InputError(
+                    self._corpus_changed(f"its vocabulary is now {len(vocab)} words, the run's {len(stored)}")
+                )
             at = next(k for k, (then, now) in enumerate(zip(stored, vocab)) if then != now)
-            raise InputError(self._corpus_changed(f"its vocabulary differs from the run's at word {at + 1} "
-                                                  f"({stored[at]!r} then, {vocab[at]!r} now)"))
+            raise InputError(
+                self._corpus_changed(
+                    f"its vocabulary differs from the run's at word {at + 1} ({stored[at]!r} then, {vocab[at]!r} now)"
+                )
+            )
         try:
             self.restore_state(state)
         except (KeyError, TypeError, RuntimeError, ValueError) as err:
             if vocab is not None and "size mismatch" in str(err) and "encoder.weight" in str(err):  # a row per word
-                raise InputError(self._corpus_changed(f"its vocabulary is now {len(vocab)} words, not the "
-                                                      "run's")) from None
-            raise InputError(f"{self.run_dir.checkpoint}: checkpoint does not match this {self.noun} "
-                             f"({' '.join(str(err).split())[:200]})") from None
+                raise InputError(
+                    self._corpus_changed(f"its vocabulary is now {len(vocab)} words, not the run's")
+                ) from None
+            raise InputError(
+                f"{self.run_dir.checkpoint}: checkpoint does not match this {self.noun} "
+                f"({' '.join(str(err).split())[:200]})"
+            ) from None
 
     def _corpus_changed(self, how: str) -> str:
-        return (f"{self.run_dir.checkpoint}: the corpus changed since the run began: {how} "
-                f"({self.corpus.paths['train']}); resume with the files it started with, or start a new run")
+        return (
+            f"{self.run_dir.checkpoint}: the corpus changed since the run began: {how} "
+            f"({self.corpus.paths['train']}); resume with the files it started with, or start a new run"
+        )
 
     def start(self, afresh: bool = False) -> None:
         """A fresh run: config.json and an epoch-0 checkpoint (the rollback target of the first epoch)."""
@@ -251,8 +261,10 @@ class TrainingLoop:
                 on_batch(self)
             if self.ranks.any(self.stop.requested):
                 self.save_checkpoint()
-                raise Interrupted(f"stopped in epoch {self.epoch + 1} after batch {self.batch}; "
-                                  f"continue with --resume {self.run_dir.path}")
+                raise Interrupted(
+                    f"stopped in epoch {self.epoch + 1} after batch {self.batch}; "
+                    f"continue with --resume {self.run_dir.path}"
+                )
             if self.out_of_time(self.totals["seconds"]):
                 break  # the budget ends this epoch early; it is still validated and logged
         self.progress.batches_ended(self)
@@ -290,8 +302,14 @@ class LMLoop(TrainingLoop):
     sequence length, the hidden state carried from batch to batch, and `weight_step`. Subclasses set
     `weights` (the parameters the weight step trains), `optimizer` and `valid_data`."""
 
-    def __init__(self, config: LMConfig, run_dir: RunDir, corpus: Corpus, time_budget: float | None = None,
-                 max_rollbacks: int = 0):
+    def __init__(
+        self,
+        config: LMConfig,
+        run_dir: RunDir,
+        corpus: Corpus,
+        time_budget: float | None = None,
+        max_rollbacks: int = 0,
+    ):
         super().__init__(config, run_dir, time_budget, max_rollbacks)
         self.corpus = corpus
         train = batchify(corpus.train, config.batch_size, config.bptt, corpus.paths["train"])
@@ -432,5 +450,3 @@ def _check_splits(config: LMConfig, run_dir: RunDir) -> None:
         if not path.is_file():
             where = "" if path.is_absolute() else " (a relative path: resume from the folder the run was started in)"
             raise InputError(f"{run_dir.path / 'config.json'}: its {split} file {path} is missing{where}")
-
-

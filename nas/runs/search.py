@@ -1,4 +1,5 @@
-"""The LM search (docs/concepts/search-methods.md; DARTS's rnn/train_search.py): α on validation batches, weights on train batches.
+"""The LM search (docs/concepts/search-methods.md; DARTS's rnn/train_search.py): α on validation batches, weights on
+train batches.
 
 `Searcher` runs a search method (`nas.methods`) on the bilevel loop (`nas.runs.bilevel`) over a
 language model's training loop (`nas.runs.loop.LMLoop`): each batch, the method's α group of that
@@ -8,6 +9,7 @@ train and validation perplexities; the health's Hessian is that of the validatio
 validation batch (the first --bptt rows of the α step's columns). At the end the genotype and the
 search's metrics (`search_valid_ppl`) are written to the run directory.
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,8 +51,14 @@ class Searcher(BilevelSearch, LMLoop):
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
         self.method = method_class(c.method)(c, self.model, self.full_epoch())
         self.graphs = StepGraphs() if self.records_steps() else None
-        self.validation = Validation(self.model, self.search_data, self.valid_data, c.bptt, c.eval_batches,
-                                     StepGraphs() if self.graphs is not None else None)
+        self.validation = Validation(
+            self.model,
+            self.search_data,
+            self.valid_data,
+            c.bptt,
+            c.eval_batches,
+            StepGraphs() if self.graphs is not None else None,
+        )
         self.steps_done = 0
         self.hidden_valid = None
         self.watch_alpha()
@@ -92,8 +100,12 @@ class Searcher(BilevelSearch, LMLoop):
     def records_steps(self) -> bool:
         """Whether bilevel steps run as recorded CUDA graphs: the backend's choice, for methods whose α
         step is the same GPU work at every batch (first order; not the sampled cells of random search and ENAS)."""
-        return (backends.current(self.device).captures_steps and graphs.usable(self.device, self.ranks.parallel)
-                and self.config.order == 1 and self.method.records_steps)
+        return (
+            backends.current(self.device).captures_steps
+            and graphs.usable(self.device, self.ranks.parallel)
+            and self.config.order == 1
+            and self.method.records_steps
+        )
 
     def capturable_optimizers(self) -> None:
         if self.graphs is not None:
@@ -103,11 +115,19 @@ class Searcher(BilevelSearch, LMLoop):
     # -- state -------------------------------------------------------------------------------
 
     def state(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "architects": self.method.state(), "epoch": self.epoch, "steps": self.steps_done,
-                **self.position(), "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
-                **self.bilevel_state(), "elapsed": self.elapsed,
-                "rollbacks": self.rollbacks, "lr_schedule": [self.config.lr_decay, self.config.lr_decay_start]}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "architects": self.method.state(),
+            "epoch": self.epoch,
+            "steps": self.steps_done,
+            **self.position(),
+            "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
+            **self.bilevel_state(),
+            "elapsed": self.elapsed,
+            "rollbacks": self.rollbacks,
+            "lr_schedule": [self.config.lr_decay, self.config.lr_decay_start],
+        }
 
     def restore_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
@@ -132,9 +152,11 @@ class Searcher(BilevelSearch, LMLoop):
         begun = self.epoch + (1 if self.batch else 0)
         changed = [e for e in range(1, begun + 1) if ran.epoch_lr(e) != self.config.epoch_lr(e)]
         if changed:
-            raise InputError(f"--lr-decay {self.config.lr_decay} --lr-decay-start {self.config.lr_decay_start}: would change "
-                             f"the lr of epoch {changed[0]}, which {self.run_dir.path} has already run (it had --lr-decay "
-                             f"{decay} --lr-decay-start {start}); a resume may change it from epoch {begun + 1} on")
+            raise InputError(
+                f"--lr-decay {self.config.lr_decay} --lr-decay-start {self.config.lr_decay_start}: would change "
+                f"the lr of epoch {changed[0]}, which {self.run_dir.path} has already run (it had --lr-decay "
+                f"{decay} --lr-decay-start {start}); a resume may change it from epoch {begun + 1} on"
+            )
 
     # -- steps -------------------------------------------------------------------------------
 
@@ -154,7 +176,8 @@ class Searcher(BilevelSearch, LMLoop):
             self.set_lr(seq_len)
             key = (lr, self.method.phase(self.batch))
             loss, nll, norm, self.hidden, self.hidden_valid = self.graphs(
-                key, functools.partial(self.device_step, lr), words, targets, valid, self.hidden, self.hidden_valid)
+                key, functools.partial(self.device_step, lr), words, targets, valid, self.hidden, self.hidden_valid
+            )
             self.check_finite(loss, "loss")
             self.check_finite(norm, "gradient norm")
             self.count_nll(nll, targets)
@@ -171,11 +194,13 @@ class Searcher(BilevelSearch, LMLoop):
     def alpha_step(self, words: torch.Tensor, targets: torch.Tensor, hidden, valid: Batch, hidden_valid, lr: float):
         """The α step of this batch's group; returns the validation hidden state to carry on."""
         with autocast(self.device, self.config.precision):
-            return detach_hidden(self.method.step_alpha(self.batch, (words, targets), hidden, valid,
-                                                        detach_hidden(hidden_valid), lr))
+            return detach_hidden(
+                self.method.step_alpha(self.batch, (words, targets), hidden, valid, detach_hidden(hidden_valid), lr)
+            )
 
-    def device_step(self, lr: float, words: torch.Tensor, targets: torch.Tensor, valid: Batch, hidden,
-                    hidden_valid) -> tuple:
+    def device_step(
+        self, lr: float, words: torch.Tensor, targets: torch.Tensor, valid: Batch, hidden, hidden_valid
+    ) -> tuple:
         """The bilevel step as GPU work alone, for recording: (loss, NLL, gradient norm, hidden, hidden_valid)."""
         hidden_valid = self.alpha_step(words, targets, detach_hidden(hidden), valid, hidden_valid, lr)
         loss, nll, norm, hidden = self.weight_update(words, targets, hidden)
@@ -192,8 +217,11 @@ class Searcher(BilevelSearch, LMLoop):
 
     def scores(self, valid_nll: float) -> dict:
         t = self.totals
-        return {"train_ppl": ppl(t["nll"] / max(t["tokens"], 1)), "valid_ppl": ppl(valid_nll),
-                "lr": self.config.epoch_lr(self.epoch)}
+        return {
+            "train_ppl": ppl(t["nll"] / max(t["tokens"], 1)),
+            "valid_ppl": ppl(valid_nll),
+            "lr": self.config.epoch_lr(self.epoch),
+        }
 
     def counts(self, seconds: float) -> dict:
         t = self.totals
@@ -203,8 +231,9 @@ class Searcher(BilevelSearch, LMLoop):
         """The validation NLL the Hessian is taken of, under `weights` (detached) and the model's α: the
         first --bptt rows of the α step's validation columns, from a fresh hidden state."""
         words, targets = get_batch(self.search_data, 0, self.config.bptt)
-        logits, _, _, _ = functional_call(self.model, {**weights, **self.arch},
-                                          (words, self.model.init_hidden(words.size(1))))
+        logits, _, _, _ = functional_call(
+            self.model, {**weights, **self.arch}, (words, self.model.init_hidden(words.size(1)))
+        )
         return lm_loss(logits, targets)
 
     # -- the result --------------------------------------------------------------------------
@@ -217,4 +246,7 @@ class Searcher(BilevelSearch, LMLoop):
         return {"search_valid_ppl": valid_ppl}
 
     def provenance_data(self, log: list[dict]) -> dict:
-        return {"data": {k: str(v) for k, v in self.corpus.paths.items()}, "tokens": sum(r.get("tokens", 0) for r in log)}
+        return {
+            "data": {k: str(v) for k, v in self.corpus.paths.items()},
+            "tokens": sum(r.get("tokens", 0) for r in log),
+        }

@@ -1,4 +1,5 @@
-"""Retraining a cell (or the LSTM baseline) from scratch under the DARTS/AWD evaluation protocol (Liu et al. 2019; DARTS's rnn/train.py).
+"""Retraining a cell (or the LSTM baseline) from scratch under the DARTS/AWD evaluation protocol (Liu et al. 2019;
+DARTS's rnn/train.py).
 
 Per batch: a sequence length drawn from N(bptt, 5) (from N(bptt/2, 5) with probability 0.05, as the
 AWD and DARTS code do), at least 5 and at most bptt + `max_seq_len_delta`, with the learning rate
@@ -7,7 +8,8 @@ model is validated; once validation is worse than the best of all epochs before 
 `nonmono` (AWD's non-monotone trigger), SGD becomes ASGD (t0 = 0, lambd = 0) and every later
 validation, the best model and the test use ASGD's averaged weights.
 
-`Trainer` runs on the training loop (`nas.runs.loop`) and owns one run directory: `checkpoint.pt` (the last state, written after every epoch and on
+`Trainer` runs on the training loop (`nas.runs.loop`) and owns one run directory: `checkpoint.pt` (the last state,
+written after every epoch and on
 Ctrl-C at a batch boundary, so `--resume` ends exactly where an uninterrupted run would) and
 `best.pt` (the best validated model). Both are self-contained model files (`nas.lm.model_file`).
 
@@ -17,6 +19,7 @@ best model; keeping a last checkpoint loses at most one epoch), reseeds so the r
 differ, and gives up after `max_rollbacks` rollbacks with a one-line error, leaving the
 checkpoint as it was.
 """
+
 from __future__ import annotations
 
 import math
@@ -59,15 +62,17 @@ def resolve_cell(config: RetrainConfig, nhid: int | None, match_cell: str) -> No
         return
     config.genotype = load(config.cell).to_dict()
     if nhid is not None and nhid != config.emsize:
-        raise InputError(f"--nhid {nhid} and --emsize {config.emsize} must be equal for a cell: "
-                         "the decoder is tied to the embedding")
+        raise InputError(
+            f"--nhid {nhid} and --emsize {config.emsize} must be equal for a cell: the decoder is tied to the embedding"
+        )
     config.nhid = config.emsize
 
 
 def lm_spec(config: RetrainConfig, ntoken: int) -> LMSpec:
     c = config
-    return LMSpec(c.kind, ntoken, c.emsize, c.nhid, c.genotype, c.dropout, c.dropouth, c.dropoutx, c.dropouti,
-                  c.dropoute)
+    return LMSpec(
+        c.kind, ntoken, c.emsize, c.nhid, c.genotype, c.dropout, c.dropouth, c.dropoutx, c.dropouti, c.dropoute
+    )
 
 
 def make_optimizer(kind: str, model: torch.nn.Module, lr: float, wdecay: float) -> torch.optim.Optimizer:
@@ -120,7 +125,9 @@ class Trainer(LMLoop):
     def __init__(self, config: RetrainConfig, run_dir: RunDir, corpus: Corpus):
         super().__init__(config, run_dir, corpus, config.time_budget, config.max_rollbacks)
         c, paths = config, corpus.paths
-        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, paths["valid"], "--eval-batch-size").to(self.device)
+        self.valid_data = batchify(corpus.valid, c.eval_batch_size, 1, paths["valid"], "--eval-batch-size").to(
+            self.device
+        )
         self.test_data = batchify(corpus.test, c.test_batch_size, 1, paths["test"], "--test-batch-size").to(self.device)
         self.spec = lm_spec(c, len(corpus.vocab))
         self.model = build_lm(self.spec).to(self.device)
@@ -130,8 +137,11 @@ class Trainer(LMLoop):
         self.best_valid, self.best_epoch = math.inf, 0
         self.epoch_optimizer = "SGD"  # the optimiser the epoch being validated trained with
         # on a GPU a cell's steps and validation chunks replay as CUDA graphs (cuDNN's LSTM is one kernel already)
-        records = (c.kind == "cell" and backends.current(self.device).captures_steps
-                   and graphs.usable(self.device, self.ranks.parallel))
+        records = (
+            c.kind == "cell"
+            and backends.current(self.device).captures_steps
+            and graphs.usable(self.device, self.ranks.parallel)
+        )
         self.graphs, self.eval_graphs = (StepGraphs(), StepGraphs()) if records else (None, None)
 
     # -- state -------------------------------------------------------------------------------
@@ -146,9 +156,16 @@ class Trainer(LMLoop):
         return model_file(self.spec, self.corpus.vocab, state_dict, config=asdict(self.config), **extra)
 
     def state(self) -> dict:
-        train = {"optimizer_kind": optimizer_kind(self.optimizer), "optimizer": self.optimizer.state_dict(),
-                 **self.position(), "val_history": list(self.val_history), "best_valid": self.best_valid,
-                 "best_epoch": self.best_epoch, "rollbacks": self.rollbacks, "elapsed": self.elapsed}
+        train = {
+            "optimizer_kind": optimizer_kind(self.optimizer),
+            "optimizer": self.optimizer.state_dict(),
+            **self.position(),
+            "val_history": list(self.val_history),
+            "best_valid": self.best_valid,
+            "best_epoch": self.best_epoch,
+            "rollbacks": self.rollbacks,
+            "elapsed": self.elapsed,
+        }
         return self._file(self.model.state_dict(), epoch=self.epoch, train=train)
 
     def restore_state(self, data: dict) -> None:
@@ -203,11 +220,12 @@ class Trainer(LMLoop):
                 raise NonFinite(f"validation loss became {valid_nll} after epoch {self.epoch + 1}")
             if valid_nll < self.best_valid:
                 self.best_valid, self.best_epoch = valid_nll, self.epoch + 1
-                self.run_dir.save_checkpoint(self._file(self.model.state_dict(), epoch=self.epoch + 1,
-                                                        valid_ppl=ppl(valid_nll)), "best.pt")
+                self.run_dir.save_checkpoint(
+                    self._file(self.model.state_dict(), epoch=self.epoch + 1, valid_ppl=ppl(valid_nll)), "best.pt"
+                )
         if kind == "SGD":
             history = self.val_history
-            if len(history) > c.nonmono and valid_nll > min(history[:-c.nonmono]):
+            if len(history) > c.nonmono and valid_nll > min(history[: -c.nonmono]):
                 self.use_optimizer(make_optimizer("ASGD", self.model, c.lr, c.wdecay))
             history.append(valid_nll)
         self.epoch_optimizer = kind
@@ -215,16 +233,28 @@ class Trainer(LMLoop):
 
     def epoch_record(self, valid_nll: float, seconds: float) -> dict:
         t = self.totals
-        return {"epoch": self.epoch, "train_ppl": ppl(t["nll"] / max(t["tokens"], 1)), "valid_ppl": ppl(valid_nll),
-                "lr": self.config.lr, "optimizer": self.epoch_optimizer, "batches": self.batch, "seconds": seconds,
-                "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9), "elapsed": self.elapsed,
-                "rollbacks": self.rollbacks}
+        return {
+            "epoch": self.epoch,
+            "train_ppl": ppl(t["nll"] / max(t["tokens"], 1)),
+            "valid_ppl": ppl(valid_nll),
+            "lr": self.config.lr,
+            "optimizer": self.epoch_optimizer,
+            "batches": self.batch,
+            "seconds": seconds,
+            "tokens_per_s": t["tokens"] / max(t["seconds"], 1e-9),
+            "elapsed": self.elapsed,
+            "rollbacks": self.rollbacks,
+        }
 
     def giving_up(self, problem: str) -> str:
         if not self.kept:
-            return f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.kept_note()} (lower --lr or --clip)"
-        return (f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.run_dir.checkpoint} holds the "
-                f"last good state (lower --lr or --clip, then --resume)")
+            return (
+                f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.kept_note()} (lower --lr or --clip)"
+            )
+        return (
+            f"{problem}, and {self.max_rollbacks} rollbacks did not help; {self.run_dir.checkpoint} holds the "
+            f"last good state (lower --lr or --clip, then --resume)"
+        )
 
     def finish(self) -> dict:
         """Test the best model and write metrics.json (rank 0; the other ranks return {})."""
@@ -236,11 +266,22 @@ class Trainer(LMLoop):
         test_nll = evaluate(model, self.test_data, c.bptt)
         metrics = {
             "cell": (c.genotype or {}).get("name") or c.cell,
-            "kind": c.kind, "genotype": c.genotype, "params": self.parameters(), "rnn_params": self.rnn_parameters(),
-            "emsize": c.emsize, "nhid": c.nhid, "best_valid_ppl": ppl(self.best_valid), "best_epoch": self.best_epoch,
-            "test_ppl": ppl(test_nll), "test_batch_size": c.test_batch_size, "eval_batch_size": c.eval_batch_size,
-            "epochs": self.epoch, "seconds": self.elapsed, "optimizer": optimizer_kind(self.optimizer),
-            "rollbacks": self.rollbacks, "model": str(best),
+            "kind": c.kind,
+            "genotype": c.genotype,
+            "params": self.parameters(),
+            "rnn_params": self.rnn_parameters(),
+            "emsize": c.emsize,
+            "nhid": c.nhid,
+            "best_valid_ppl": ppl(self.best_valid),
+            "best_epoch": self.best_epoch,
+            "test_ppl": ppl(test_nll),
+            "test_batch_size": c.test_batch_size,
+            "eval_batch_size": c.eval_batch_size,
+            "epochs": self.epoch,
+            "seconds": self.elapsed,
+            "optimizer": optimizer_kind(self.optimizer),
+            "rollbacks": self.rollbacks,
+            "model": str(best),
         }
         if c.match_cell:
             metrics["matched_to"] = {"cell": c.match_cell, "rnn_params": c.match_rnn_params}

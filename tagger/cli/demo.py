@@ -4,6 +4,7 @@ search-lm (tiny) → train-lm (short) → train-tagger with the found cell → t
 is the real command a user would type, printed before it runs, with its output in the demo's
 run directory; the demo only chooses small sizes and chains the files.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,16 +21,35 @@ from nas.common.cli import RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command
 from nas.common.errors import InputError
 from nas.common.subprocesses import IMPORT_ROOT, last_error, run_module
 
-FULL = {"data": {}, "wordvec_epochs": "10", "emsize": "48", "search_batches": "25", "lm_batches": "60",
-        "tagger_hidden": "64", "tagger_epochs": "4"}
+FULL = {
+    "data": {},
+    "wordvec_epochs": "10",
+    "emsize": "48",
+    "search_batches": "25",
+    "lm_batches": "60",
+    "tagger_hidden": "64",
+    "tagger_epochs": "4",
+}
 # --quick: the tagger needs word vectors from the full LM text and ten short epochs to tag anything
 # (fewer, or vectors from fewer lines, leave it tagging everything O); the rest is as small as runs.
-QUICK = {"data": {"train": 300, "dev": 40, "test": 40, "raw_paragraphs": 3}, "wordvec_epochs": "10",
-         "emsize": "16", "search_batches": "3", "lm_batches": "4", "tagger_hidden": "16", "tagger_epochs": "10"}
+QUICK = {
+    "data": {"train": 300, "dev": 40, "test": 40, "raw_paragraphs": 3},
+    "wordvec_epochs": "10",
+    "emsize": "16",
+    "search_batches": "3",
+    "lm_batches": "4",
+    "tagger_hidden": "16",
+    "tagger_epochs": "10",
+}
 
 
-STEPS = {"train-wordvec": "tagger.cli.train_wordvec", "search-lm": "nas.cli.search_lm", "train-lm": "nas.cli.train_lm",
-         "train-tagger": "tagger.cli.train_tagger", "tag": "tagger.cli.tag"}
+STEPS = {
+    "train-wordvec": "tagger.cli.train_wordvec",
+    "search-lm": "nas.cli.search_lm",
+    "train-lm": "nas.cli.train_lm",
+    "train-tagger": "tagger.cli.train_tagger",
+    "tag": "tagger.cli.tag",
+}
 
 
 def _run(name: str, args: list[str], log: Path) -> None:
@@ -76,16 +96,34 @@ class _Progress:
 
 @command()
 @click.option("--run-dir", type=RUN_FOLDER, help="Demo directory [default: runs/demo-<time>].")
-@click.option("--data", type=click.Path(file_okay=False), help="Real data instead of the embedded default: a "
-              "directory laid out like data/ in docs/data.md (an LM corpus folder and a tagging corpus folder).")
+@click.option(
+    "--data",
+    type=click.Path(file_okay=False),
+    help="Real data instead of the embedded default: a "
+    "directory laid out like data/ in docs/data.md (an LM corpus folder and a tagging corpus folder).",
+)
 @click.option("--lm", "lm_name", default="ptb", help="With --data: the LM corpus folder inside DATA.")
-@click.option("--corpus", default="conll2000", type=click.Choice(["conll03", "wnut17", "conll2000"]),
-              help="With --data: the tagging corpus (its folder inside DATA has the same name).")
-@click.option("--embeddings", default=None, help="Tagger embeddings [default: vectors trained by bin/train-wordvec "
-              "on the LM text for the default data; glove:glove-6b-50d with --data].")
+@click.option(
+    "--corpus",
+    default="conll2000",
+    type=click.Choice(["conll03", "wnut17", "conll2000"]),
+    help="With --data: the tagging corpus (its folder inside DATA has the same name).",
+)
+@click.option(
+    "--embeddings",
+    default=None,
+    help="Tagger embeddings [default: vectors trained by bin/train-wordvec "
+    "on the LM text for the default data; glove:glove-6b-50d with --data].",
+)
 @click.option("--seed", type=SEED_VALUE, default=1)
-@click.option("--threads", type=THREAD_COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models).")
-@click.option("--quick", is_flag=True, help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.")
+@click.option(
+    "--threads", type=THREAD_COUNT, default=1, help="torch threads per step (1 is fastest for these tiny models)."
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Smallest sizes (seconds per step) that still tag some names: checks the chain, learns little.",
+)
 def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> None:
     """Search a cell, retrain it, train a tagger with it, and tag raw text, printing each command
     before it runs it (its time on one machine, and what load does to it: docs/demo.md).
@@ -104,7 +142,7 @@ def main(run_dir, data, lm_name, corpus, embeddings, seed, threads, quick) -> No
     for name, flag in (("lm_name", "--lm"), ("corpus", "--corpus")):
         if data is None and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
             raise InputError(f"{flag}: only with --data (it names a folder inside DATA); the default data has its own")
-    for folder in ([] if data is None else [Path(data) / lm_name, Path(data) / corpus]):
+    for folder in [] if data is None else [Path(data) / lm_name, Path(data) / corpus]:
         if not folder.is_dir():
             raise InputError(f"{folder}: no such directory (--data, --lm, --corpus)")
     _check_late_inputs(data, corpus, embeddings)
@@ -132,8 +170,16 @@ def _check_late_inputs(data: str | None, corpus: str, embeddings: str | None) ->
         load_corpus(corpus, Path(data) / corpus)
 
 
-def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: str | None, seed: int, threads: int,
-          quick: bool) -> None:
+def _demo(
+    root: Path,
+    data: str | None,
+    lm_name: str,
+    corpus: str,
+    embeddings: str | None,
+    seed: int,
+    threads: int,
+    quick: bool,
+) -> None:
     """The four steps into `root`, then the summary."""
     from tagger.synthetic import generate
 
@@ -144,8 +190,22 @@ def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: s
         generated = generate(root / "data", seed=seed, **size["data"])
         lm_dir, tag_dir, tag_corpus, raw = generated / "lm", generated / "conll03", "conll03", generated / "raw.txt"
         if embeddings is None:
-            _run("train-wordvec", ["--data", str(lm_dir / "train.txt"), "--out", str(root / "vectors.txt"),
-                                   "--dim", "50", "--epochs", size["wordvec_epochs"], "--seed", str(seed)], root / "train-wordvec.log")
+            _run(
+                "train-wordvec",
+                [
+                    "--data",
+                    str(lm_dir / "train.txt"),
+                    "--out",
+                    str(root / "vectors.txt"),
+                    "--dim",
+                    "50",
+                    "--epochs",
+                    size["wordvec_epochs"],
+                    "--seed",
+                    str(seed),
+                ],
+                root / "train-wordvec.log",
+            )
             embeddings = f"glove:{root / 'vectors.txt'}"
     else:
         lm_dir, tag_dir, tag_corpus = Path(data) / lm_name, Path(data) / corpus, corpus
@@ -154,34 +214,119 @@ def _demo(root: Path, data: str | None, lm_name: str, corpus: str, embeddings: s
         embeddings = embeddings or "glove:glove-6b-50d"
 
     cell = root / "cell.json"
-    _run("search-lm", ["--data", str(lm_dir), "--method", "darts", "--epochs", "2", "--nodes", "4",
-                       "--emsize", size["emsize"], "--nhid", size["emsize"], "--batch-size", "16", "--bptt", "20",
-                       "--lr", "10", "--max-batches-per-epoch", size["search_batches"], "--eval-batches", "20",
-                       "--seed", str(seed), "--run-dir", str(root / "search"), "--out", str(cell)], root / "search-lm.log")
-    _run("train-lm", ["--cell", str(cell), "--data", str(lm_dir), "--run-dir", str(root / "lm"), "--emsize", size["emsize"],
-                      "--batch-size", "16", "--epochs", "3", "--max-batches-per-epoch", size["lm_batches"],
-                      "--eval-batches", "40", "--test-batch-size", "10", "--lr", "10", "--seed", str(seed)],
-         root / "train-lm.log")
-    _run("train-tagger", ["--cell", str(cell), "--corpus", tag_corpus, "--data", str(tag_dir), "--embeddings", embeddings,
-                          "--hidden-size", size["tagger_hidden"], "--max-epochs", size["tagger_epochs"],
-                          "--train-scheme", "iob2", "--threads", str(threads), "--seed", str(seed),
-                          "--run-dir", str(root / "tagger")], root / "train-tagger.log")
+    _run(
+        "search-lm",
+        [
+            "--data",
+            str(lm_dir),
+            "--method",
+            "darts",
+            "--epochs",
+            "2",
+            "--nodes",
+            "4",
+            "--emsize",
+            size["emsize"],
+            "--nhid",
+            size["emsize"],
+            "--batch-size",
+            "16",
+            "--bptt",
+            "20",
+            "--lr",
+            "10",
+            "--max-batches-per-epoch",
+            size["search_batches"],
+            "--eval-batches",
+            "20",
+            "--seed",
+            str(seed),
+            "--run-dir",
+            str(root / "search"),
+            "--out",
+            str(cell),
+        ],
+        root / "search-lm.log",
+    )
+    _run(
+        "train-lm",
+        [
+            "--cell",
+            str(cell),
+            "--data",
+            str(lm_dir),
+            "--run-dir",
+            str(root / "lm"),
+            "--emsize",
+            size["emsize"],
+            "--batch-size",
+            "16",
+            "--epochs",
+            "3",
+            "--max-batches-per-epoch",
+            size["lm_batches"],
+            "--eval-batches",
+            "40",
+            "--test-batch-size",
+            "10",
+            "--lr",
+            "10",
+            "--seed",
+            str(seed),
+        ],
+        root / "train-lm.log",
+    )
+    _run(
+        "train-tagger",
+        [
+            "--cell",
+            str(cell),
+            "--corpus",
+            tag_corpus,
+            "--data",
+            str(tag_dir),
+            "--embeddings",
+            embeddings,
+            "--hidden-size",
+            size["tagger_hidden"],
+            "--max-epochs",
+            size["tagger_epochs"],
+            "--train-scheme",
+            "iob2",
+            "--threads",
+            str(threads),
+            "--seed",
+            str(seed),
+            "--run-dir",
+            str(root / "tagger"),
+        ],
+        root / "train-tagger.log",
+    )
     tagged = root / "tagged.txt"
-    _run("tag", ["--model", str(root / "tagger"), str(raw), "--format", "inline", "--out", str(tagged)],
-         root / "tag.log")
+    _run(
+        "tag", ["--model", str(root / "tagger"), str(raw), "--format", "inline", "--out", str(tagged)], root / "tag.log"
+    )
 
     genotype = json.loads(cell.read_text(encoding="utf-8"))
     lm = json.loads((root / "lm" / "metrics.json").read_text(encoding="utf-8"))
     tagger = json.loads((root / "tagger" / "metrics.json").read_text(encoding="utf-8"))
     sample = [line for line in tagged.read_text(encoding="utf-8").splitlines() if "[" in line][:5]
-    summary = {"genotype": genotype["nodes"], "search_valid_ppl": genotype["provenance"]["search_valid_ppl"],
-               "retrain_valid_ppl": lm["best_valid_ppl"], "retrain_test_ppl": lm["test_ppl"],
-               "tagger_test_f1": tagger["test"]["f1"], "tagged_examples": sample,
-               "seconds": round(time.time() - started, 1), "directory": str(root)}
+    summary = {
+        "genotype": genotype["nodes"],
+        "search_valid_ppl": genotype["provenance"]["search_valid_ppl"],
+        "retrain_valid_ppl": lm["best_valid_ppl"],
+        "retrain_test_ppl": lm["test_ppl"],
+        "tagger_test_f1": tagger["test"]["f1"],
+        "tagged_examples": sample,
+        "seconds": round(time.time() - started, 1),
+        "directory": str(root),
+    }
     (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     click.echo(f"\nfound cell:        {genotype['nodes']}")
     click.echo(f"search valid ppl:  {summary['search_valid_ppl']:.1f}")
-    click.echo(f"retrained LM:      valid ppl {summary['retrain_valid_ppl']:.1f}, test ppl {summary['retrain_test_ppl']:.1f}")
+    click.echo(
+        f"retrained LM:      valid ppl {summary['retrain_valid_ppl']:.1f}, test ppl {summary['retrain_test_ppl']:.1f}"
+    )
     click.echo(f"tagger test F1:    {100 * summary['tagger_test_f1']:.2f} (seqeval strict, IOB2)")
     click.echo("tagged raw text:")
     for line in sample:

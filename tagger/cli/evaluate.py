@@ -1,4 +1,5 @@
 """`bin/evaluate`: score a saved tagger on a split of a corpus, with the report `bin/train-tagger` writes."""
+
 from __future__ import annotations
 
 import logging
@@ -7,8 +8,16 @@ from pathlib import Path
 
 import click
 
-from nas.common.cli import (BATCH_SIZE, DEVICE, NON_NEGATIVE_COUNT, OUTPUT_FOLDER, SEED_VALUE, THREAD_COUNT, command,
-                        output_problem)
+from nas.common.cli import (
+    BATCH_SIZE,
+    DEVICE,
+    NON_NEGATIVE_COUNT,
+    OUTPUT_FOLDER,
+    SEED_VALUE,
+    THREAD_COUNT,
+    command,
+    output_problem,
+)
 from nas.common.errors import InputError
 
 from ..corpus_formats import FORMATS, SPLITS
@@ -19,22 +28,80 @@ from .runtime import flair_logs_to_stderr, offline, run_config, use_device, warn
 
 
 @command()
-@click.option("--model", required=True, type=click.Path(), help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.")
-@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), help="Corpus format, as for bin/train-tagger [default: the run's].")
-@click.option("--data", type=click.Path(), help="Directory with the corpus files [default: the run's, for the run's corpus format].")
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(),
+    help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.",
+)
+@click.option(
+    "--corpus",
+    type=click.Choice([*FORMATS, "column"]),
+    help="Corpus format, as for bin/train-tagger [default: the run's].",
+)
+@click.option(
+    "--data",
+    type=click.Path(),
+    help="Directory with the corpus files [default: the run's, for the run's corpus format].",
+)
 @click.option("--split", type=click.Choice(SPLITS), default="test")
 @click.option("--columns", help="column corpus: INDEX:NAME items [default: the run's, else 0:text,1:ner].")
 @click.option("--tag-column", help="Named column holding the gold tags [default: the run's, else as bin/train-tagger].")
-@click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: the run's, else as bin/train-tagger].")
-@click.option("--seed", type=SEED_VALUE, default=None, help="Seed of the dev split sampled from train when a corpus has none [default: the run's, else 1].")
-@click.option("--out", type=OUTPUT_FOLDER, help="Directory for metrics.json and SPLIT.conll [default: eval-CORPUS-SPLIT beside the model file].")
-@click.option("--format", "fmt", type=click.Choice(["table", "conlleval"]), default="table", help="The report printed: the per-type table (seqeval strict IOB2, gold support), or conlleval.pl's report (lenient, found counts per type).")
-@click.option("--batch-size", type=BATCH_SIZE, default=None, help="Sentences tagged at once [default: the run's eval batch size, else 64]; with pooled Flair embeddings the batches shape the memory, so the run's own gives its scores to the byte.")
-@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Words pooled Flair embeddings may remember beyond the memory saved with the model (see bin/tag; 0: no limit).")
+@click.option(
+    "--tag-scheme",
+    type=click.Choice(SCHEMES),
+    help="Tag scheme of the files [default: the run's, else as bin/train-tagger].",
+)
+@click.option(
+    "--seed",
+    type=SEED_VALUE,
+    default=None,
+    help="Seed of the dev split sampled from train when a corpus has none [default: the run's, else 1].",
+)
+@click.option(
+    "--out",
+    type=OUTPUT_FOLDER,
+    help="Directory for metrics.json and SPLIT.conll [default: eval-CORPUS-SPLIT beside the model file].",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "conlleval"]),
+    default="table",
+    help="The report printed: the per-type table (seqeval strict IOB2, gold support), or conlleval.pl's report "
+    "(lenient, found counts per type).",
+)
+@click.option(
+    "--batch-size",
+    type=BATCH_SIZE,
+    default=None,
+    help="Sentences tagged at once [default: the run's eval batch size, else 64]; with pooled Flair embeddings the "
+    "batches shape the memory, so the run's own gives its scores to the byte.",
+)
+@click.option(
+    "--pooled-memory",
+    type=NON_NEGATIVE_COUNT,
+    default=DEFAULT_MAX_WORDS,
+    help="Words pooled Flair embeddings may remember beyond the memory saved with the model (bin/tag; 0: no limit).",
+)
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out, fmt, batch_size, pooled_memory,
-         device, threads) -> None:
+def main(
+    model,
+    corpus,
+    data,
+    split,
+    columns,
+    tag_column,
+    tag_scheme,
+    seed,
+    out,
+    fmt,
+    batch_size,
+    pooled_memory,
+    device,
+    threads,
+) -> None:
     """Score a saved tagger on a corpus split: seqeval strict (IOB2) and lenient (conlleval), per type.
 
     Prints the per-type table (or conlleval's report) and writes metrics.json (the report under the
@@ -56,8 +123,9 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     corpus, data = corpus or run.get("corpus"), data or run.get("data")
     for flag, value in (("--corpus", corpus), ("--data", data)):
         if not value:
-            raise InputError(f"{flag}: not given, and {model_path} has no run config.json (of this corpus format) "
-                             f"to take it from")
+            raise InputError(
+                f"{flag}: not given, and {model_path} has no run config.json (of this corpus format) to take it from"
+            )
     # the default --out is named after the corpus format, the run's when --corpus is not given
     target = Path(out) if out else (model_path if model_path.is_dir() else model_path.parent) / f"eval-{corpus}-{split}"
     problem = None if out else output_problem(target, "folder")
@@ -65,9 +133,14 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
         raise InputError(f"{target}: {problem} (the default --out; give another)")
     without_unused_libraries(model_path)  # before flair's import (tagger.light_import)
     spec = columns if columns is not None else run.get("columns")  # an empty --columns is refused, not the run's
-    gold = load_corpus(corpus, data, columns=parse_columns(spec) if spec is not None else None,
-                       tag_column=tag_column or run.get("tag_column"), scheme=tag_scheme or run.get("tag_scheme"),
-                       seed=seed if seed is not None else run.get("seed", 1))
+    gold = load_corpus(
+        corpus,
+        data,
+        columns=parse_columns(spec) if spec is not None else None,
+        tag_column=tag_column or run.get("tag_column"),
+        scheme=tag_scheme or run.get("tag_scheme"),
+        seed=seed if seed is not None else run.get("seed", 1),
+    )
     for note in gold.notes:
         click.echo(note, err=True)
     part = getattr(gold, split)
@@ -80,30 +153,46 @@ def main(model, corpus, data, split, columns, tag_column, tag_scheme, seed, out,
     tagger = load_for_prediction(model_path, device, pooled_memory)
     warn_if_unfinished(tagger, model)
     _check_types(tagger, part, model_path)
-    report, predicted = evaluation.evaluate_saved(tagger, to_sentences(part, gold.tag_type), part.tags,
-                                                  batch_size or run.get("eval_batch_size") or 64)
+    report, predicted = evaluation.evaluate_saved(
+        tagger, to_sentences(part, gold.tag_type), part.tags, batch_size or run.get("eval_batch_size") or 64
+    )
     made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
     try:  # both files or neither
         evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
-        atomic_write_json(target / "metrics.json", {"model": str(model_path), "corpus": corpus, "data": str(data),
-                                                    "split": split, "sentences": len(part.tokens), split: report})
+        atomic_write_json(
+            target / "metrics.json",
+            {
+                "model": str(model_path),
+                "corpus": corpus,
+                "data": str(data),
+                "split": split,
+                "sentences": len(part.tokens),
+                split: report,
+            },
+        )
     except BaseException:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
         raise
-    click.echo(f"{split} of {data}: {len(part.tokens)} sentences; wrote {target / 'metrics.json'} and "
-               f"{target / f'{split}.conll'}", err=True)
+    click.echo(
+        f"{split} of {data}: {len(part.tokens)} sentences; wrote {target / 'metrics.json'} and "
+        f"{target / f'{split}.conll'}",
+        err=True,
+    )
     click.echo(evaluation.table(report) if fmt == "table" else evaluation.conlleval(part.tags, predicted))
 
 
 def _check_types(tagger, part, model: Path) -> None:
     """A model that predicts none of the split's entity types was trained on another task: say so."""
-    predicted = {item.split("-", 1)[-1] for item in tagger.label_dictionary.get_items()
-                 if "-" in item and item[0] in "BIES"}
+    predicted = {
+        item.split("-", 1)[-1] for item in tagger.label_dictionary.get_items() if "-" in item and item[0] in "BIES"
+    }
     gold = {kind for tags in part.tags for _, _, kind in spans(tags)}
     if gold and predicted and not gold & predicted:
-        raise InputError(f"{model}: the model predicts {', '.join(sorted(predicted))}, but the {part.name} split "
-                         f"({part.path}) holds {', '.join(sorted(gold))}: a model for another task?")
+        raise InputError(
+            f"{model}: the model predicts {', '.join(sorted(predicted))}, but the {part.name} split "
+            f"({part.path}) holds {', '.join(sorted(gold))}: a model for another task?"
+        )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 """`bin/export`: write a saved tagger as one model file that flair's own API loads."""
+
 from __future__ import annotations
 
 import logging
@@ -15,8 +16,17 @@ from .runtime import flair_logs_to_stderr, offline
 @command()
 @click.argument("model", type=click.Path())
 @click.option("--out", required=True, type=OUTPUT_FILE, help="The model file to write.")
-@click.option("--rebuild-memory", is_flag=True, help="Fill the pooled-Flair word memory again from the training and dev splits of the run that trained MODEL (for a model saved without it).")
-@click.option("--data", type=click.Path(), help="With --rebuild-memory: the run's corpus directory, where it has moved [default: the run's].")
+@click.option(
+    "--rebuild-memory",
+    is_flag=True,
+    help="Fill the pooled-Flair word memory again from the training and dev splits of the run that trained MODEL (for "
+    "a model saved without it).",
+)
+@click.option(
+    "--data",
+    type=click.Path(),
+    help="With --rebuild-memory: the run's corpus directory, where it has moved [default: the run's].",
+)
 def main(model, out, rebuild_memory, data) -> None:
     """Write the tagger of MODEL (a bin/train-tagger run directory or a model file, also one saved by
     an earlier version of this toolkit) as one flair model file, after loading it safely.
@@ -56,14 +66,20 @@ def main(model, out, rebuild_memory, data) -> None:
     tagger.save(target)
     from ..pooled_memory import pooled_embeddings
 
-    how = ("flair.models.SequenceTagger.load after `import tagger` (its searched cell needs this toolkit)"
-           if tagger.genotype is not None else
-           "flair.models.SequenceTagger.load after `import tagger` (which restores its pooled-Flair memory)"
-           if pooled_embeddings(tagger) else "flair.models.SequenceTagger.load")
+    how = (
+        "flair.models.SequenceTagger.load after `import tagger` (its searched cell needs this toolkit)"
+        if tagger.genotype is not None
+        else "flair.models.SequenceTagger.load after `import tagger` (which restores its pooled-Flair memory)"
+        if pooled_embeddings(tagger)
+        else "flair.models.SequenceTagger.load"
+    )
     click.echo(f"wrote {target}: load it with {how}", err=True)
-    click.echo(f"wrote its model card {card}" if model_card.write_for_export(Path(model), target, card) else
-               f"warning: no model card: {model} has no run directory of one seed beside it (config.json, "
-               "metrics.json)", err=True)
+    click.echo(
+        f"wrote its model card {card}"
+        if model_card.write_for_export(Path(model), target, card)
+        else f"warning: no model card: {model} has no run directory of one seed beside it (config.json, metrics.json)",
+        err=True,
+    )
 
 
 def _training_corpus(model: Path, data: str | None):
@@ -75,8 +91,14 @@ def _training_corpus(model: Path, data: str | None):
     if not run.get("corpus"):
         raise InputError(f"--rebuild-memory: {model} has no run config.json beside it to read its training corpus from")
     columns = run.get("columns")
-    return load_corpus(run["corpus"], data or run["data"], columns=parse_columns(columns) if columns else None,
-                       tag_column=run.get("tag_column"), scheme=run.get("tag_scheme"), seed=run.get("seed", 1))
+    return load_corpus(
+        run["corpus"],
+        data or run["data"],
+        columns=parse_columns(columns) if columns else None,
+        tag_column=run.get("tag_column"),
+        scheme=run.get("tag_scheme"),
+        seed=run.get("seed", 1),
+    )
 
 
 def _rebuild(tagger, corpus) -> None:
@@ -100,8 +122,10 @@ def _rebuild(tagger, corpus) -> None:
 
     words = max(len(vectors) for vectors, _ in pool_memory(tagger, shown(sentences)))
     status.clear()
-    click.echo(f"rebuilt the pooled-Flair memory from {len(sentences)} sentences of {corpus.train.path.parent}: "
-               f"{words} words", err=True)
+    click.echo(
+        f"rebuilt the pooled-Flair memory from {len(sentences)} sentences of {corpus.train.path.parent}: {words} words",
+        err=True,
+    )
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 keep stdout for the command's result, and choose the device and thread count.
 
 flair and torch load inside these functions, when a command's work starts, never on import."""
+
 from __future__ import annotations
 
 import logging
@@ -48,8 +49,11 @@ def warn_if_unfinished(tagger, model: str) -> None:
     if not is_complete(tagger):
         epoch = ((tagger.model_card or {}).get("training_parameters") or {}).get("epoch")
         after = f" after epoch {epoch}" if epoch else ""
-        click.echo(f"warning: {model}: saved{after} by a training that has not finished (continue it with "
-                   "bin/train-tagger --resume RUN_DIR)", err=True)
+        click.echo(
+            f"warning: {model}: saved{after} by a training that has not finished (continue it with "
+            "bin/train-tagger --resume RUN_DIR)",
+            err=True,
+        )
 
 
 def run_config(model: Path, corpus: str | None = None) -> dict:

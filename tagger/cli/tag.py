@@ -1,4 +1,5 @@
 """`bin/tag`: tag raw text, tokenised text or a column file with a saved tagger, streaming."""
+
 from __future__ import annotations
 
 import io
@@ -27,20 +28,79 @@ STDIN = "-"
 
 @command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(allow_dash=True))
-@click.option("--model", required=True, type=click.Path(), help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="conll", help="conll: token tag lines; jsonl: text, tokens and spans with character offsets; inline: [PER George Washington ] went ...; html: a displaCy-like page.")
-@click.option("--out", type=OUTPUT_FILE_OR_FOLDER, help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it exists, ends in /, or several INPUTs are given. [default: stdout]")
-@click.option("--tokenized", is_flag=True, help="One sentence per line, tokens separated by spaces (no splitting or tokenising).")
-@click.option("--split-sentences", is_flag=True, help="With --tokenized: several sentences to a line (WikiText-style paragraphs); a sentence also ends after a token '.', '!' or '?'.")
-@click.option("--columns", is_flag=True, help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).")
-@click.option("--no-line-breaks", is_flag=True, help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank line ends a sentence (segtok's own splitting).")
-@click.option("--batch-size", type=BATCH_SIZE, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once.")
-@click.option("--encoding-errors", type=click.Choice(ENCODING_ERRORS), default="strict", help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.")
-@click.option("--pooled-memory", type=NON_NEGATIVE_COUNT, default=DEFAULT_MAX_WORDS, help="Pooled Flair embeddings keep the memory saved with the model and the pooled vectors of at most this many words more, the most recently seen (0: no limit, flair's own unbounded memory).")
+@click.option(
+    "--model",
+    required=True,
+    type=click.Path(),
+    help="A bin/train-tagger run directory (its best-model.pt, else final-model.pt) or a model file.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="conll",
+    help="conll: token tag lines; jsonl: text, tokens and spans with character offsets; inline: [PER George Washington "
+    "] went ...; html: a displaCy-like page.",
+)
+@click.option(
+    "--out",
+    type=OUTPUT_FILE_OR_FOLDER,
+    help="Output file, or directory for one file per input (NAME.conll, .jsonl, .txt, .html); a directory when it "
+    "exists, ends in /, or several INPUTs are given. [default: stdout]",
+)
+@click.option(
+    "--tokenized", is_flag=True, help="One sentence per line, tokens separated by spaces (no splitting or tokenising)."
+)
+@click.option(
+    "--split-sentences",
+    is_flag=True,
+    help="With --tokenized: several sentences to a line (WikiText-style paragraphs); a sentence also ends after a "
+    "token '.', '!' or '?'.",
+)
+@click.option(
+    "--columns",
+    is_flag=True,
+    help="A CoNLL-style column file: tag its first column (blank line between sentences, -DOCSTART- skipped).",
+)
+@click.option(
+    "--no-line-breaks",
+    is_flag=True,
+    help="Raw text wrapped at a fixed width: a line break is a space, and only sentence-final punctuation or a blank "
+    "line ends a sentence (segtok's own splitting).",
+)
+@click.option(
+    "--batch-size", type=BATCH_SIZE, default=32, help="Sentences (pieces of at most 512 tokens) tagged at once."
+)
+@click.option(
+    "--encoding-errors",
+    type=click.Choice(ENCODING_ERRORS),
+    default="strict",
+    help="strict refuses input that is not UTF-8; replace reads such bytes as U+FFFD.",
+)
+@click.option(
+    "--pooled-memory",
+    type=NON_NEGATIVE_COUNT,
+    default=DEFAULT_MAX_WORDS,
+    help="Pooled Flair embeddings keep the memory saved with the model and the pooled vectors of at most this many "
+    "words more, the most recently seen (0: no limit, flair's own unbounded memory).",
+)
 @click.option("--device", type=DEVICE, default="cpu")
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
-def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_breaks, batch_size, encoding_errors, pooled_memory, device,
-         threads) -> None:
+def main(
+    inputs,
+    model,
+    fmt,
+    out,
+    tokenized,
+    split_sentences,
+    columns,
+    no_line_breaks,
+    batch_size,
+    encoding_errors,
+    pooled_memory,
+    device,
+    threads,
+) -> None:
     """Tag INPUT files (- for stdin) with a saved tagger and write them as they are read.
 
     Raw text is split into sentences and tokens by segtok (flair's splitter), and a line break ends
@@ -63,8 +123,15 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
         raise InputError("--no-line-breaks is for raw text, not --tokenized or --columns")
     if split_sentences and not tokenized:
         raise InputError("--split-sentences splits --tokenized input; raw text is split into sentences anyway")
-    layout = ("columns" if columns else ("tokenized-sentences" if split_sentences else "tokenized") if tokenized
-              else "wrapped" if no_line_breaks else "raw")
+    layout = (
+        "columns"
+        if columns
+        else ("tokenized-sentences" if split_sentences else "tokenized")
+        if tokenized
+        else "wrapped"
+        if no_line_breaks
+        else "raw"
+    )
     with ExitStack() as stack:
         sources = {}
         for name in inputs:
@@ -86,10 +153,13 @@ def main(inputs, model, fmt, out, tokenized, split_sentences, columns, no_line_b
 
         tagger = load_for_prediction(model, device, pooled_memory)
         warn_if_unfinished(tagger, model)
-        stack.enter_context(long_lived_frozen(full_collection=False))  # the loaded model out of the collector's way (nas.common.memory)
+        stack.enter_context(
+            long_lived_frozen(full_collection=False)
+        )  # the loaded model out of the collector's way (nas.common.memory)
         for destination, names in plan:
-            _write(tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size,
-                   encoding_errors)
+            _write(
+                tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size, encoding_errors
+            )
 
 
 def _spool_stdin(path: Path, errors: str) -> None:
@@ -98,6 +168,7 @@ def _spool_stdin(path: Path, errors: str) -> None:
         raise InputError("- (stdin): standard input is closed: give the input as a file, or send it in (< FILE)")
     stream = sys.stdin.buffer
     with open(path, "wb") as spool:
+
         def copied():
             for chunk in read_chunks(stream):
                 spool.write(chunk)
@@ -136,8 +207,15 @@ def _not_an_input(destination: Path, inputs: list[str]) -> None:
             raise InputError(f"{destination}: is also an input; choose another --out")
 
 
-def _write(tagger, inputs: list[tuple[str, Path]], destination: Path | None, fmt: str, layout: str,
-           batch_size: int, errors: str) -> None:
+def _write(
+    tagger,
+    inputs: list[tuple[str, Path]],
+    destination: Path | None,
+    fmt: str,
+    layout: str,
+    batch_size: int,
+    errors: str,
+) -> None:
     from nas.common.files import atomic_open
 
     try:
@@ -165,8 +243,10 @@ def _tag_one(tagger, name: str, path: Path, writer: Writer, layout: str, batch_s
 
     name = "stdin" if name == STDIN else name
     count = entities = 0
-    with open_text(path, errors) as handle, tqdm(desc=name, unit=" sentences", file=sys.stderr, disable=None,
-                                                 mininterval=0.5) as bar:
+    with (
+        open_text(path, errors) as handle,
+        tqdm(desc=name, unit=" sentences", file=sys.stderr, disable=None, mininterval=0.5) as bar,
+    ):
         for sentence, found in tag(tagger, sentences(handle, layout), batch_size):
             writer.write(sentence, found)
             count, entities = count + 1, entities + len(found)

@@ -1,4 +1,5 @@
 """`bin/train-charlm`: a forward or backward character LM for Flair embeddings, offline."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -6,31 +7,77 @@ from pathlib import Path
 
 import click
 
-from nas.common.cli import (BATCH_SIZE, COUNT, EPOCH_COUNT, DEVICE, LAYER_SIZE, RUN_FOLDER, SEED_VALUE, THREAD_COUNT, bounded, command,
-                        command_line, config_option, use_threads)
+from nas.common.cli import (
+    BATCH_SIZE,
+    COUNT,
+    EPOCH_COUNT,
+    DEVICE,
+    LAYER_SIZE,
+    RUN_FOLDER,
+    SEED_VALUE,
+    THREAD_COUNT,
+    bounded,
+    command,
+    command_line,
+    config_option,
+    use_threads,
+)
 from nas.common.errors import InputError
 from nas.common.ranges import MINUTES, POSITIVE
 
 
 @command()
-@click.option("--data", required=True, type=click.Path(), help="A text file, or a directory with train/valid/test splits (e.g. data/wikitext-2).")
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(),
+    help="A text file, or a directory with train/valid/test splits (e.g. data/wikitext-2).",
+)
 @click.option("--direction", type=click.Choice(["forward", "backward"]), required=True)
 @click.option("--run-dir", required=True, type=RUN_FOLDER, help="Run directory; the model is RUN_DIR/best-lm.pt.")
 @click.option("--hidden", type=LAYER_SIZE, default=256, help="LSTM hidden size (256 keeps the file under 5 MB).")
 @click.option("--embedding", type=LAYER_SIZE, default=100, help="Character embedding size.")
 @click.option("--epochs", type=EPOCH_COUNT, default=None, help="Passes over the train splits.")
-@click.option("--time-budget", type=bounded(MINUTES), default=None, help="Minutes; training stops then and keeps the best model so far.")
+@click.option(
+    "--time-budget",
+    type=bounded(MINUTES),
+    default=None,
+    help="Minutes; training stops then and keeps the best model so far.",
+)
 @click.option("--seq-len", type=COUNT, default=250, help="Characters per truncated-BPTT sequence (flair's default).")
 @click.option("--batch-size", type=BATCH_SIZE, default=100)
 @click.option("--lr", type=bounded(POSITIVE), default=20.0, help="SGD learning rate (flair's default).")
-@click.option("--split-chars", type=COUNT, default=2_000_000, help="Characters per train split; flair validates and keeps the best model after each.")
+@click.option(
+    "--split-chars",
+    type=COUNT,
+    default=2_000_000,
+    help="Characters per train split; flair validates and keeps the best model after each.",
+)
 @click.option("--seed", type=SEED_VALUE, default=1)
-@click.option("--device", type=DEVICE, default=None,
-              help="[default: cuda where CUDA is available (flair's trainer refuses the CPU there), else cpu]")
+@click.option(
+    "--device",
+    type=DEVICE,
+    default=None,
+    help="[default: cuda where CUDA is available (flair's trainer refuses the CPU there), else cpu]",
+)
 @click.option("--threads", type=THREAD_COUNT, default=None, help="CPU threads for torch [default: torch's choice].")
 @config_option("bin/train-charlm")
-def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_len, batch_size, lr, split_chars, seed,
-         device, threads) -> None:
+def main(
+    data,
+    direction,
+    run_dir,
+    hidden,
+    embedding,
+    epochs,
+    time_budget,
+    seq_len,
+    batch_size,
+    lr,
+    split_chars,
+    seed,
+    device,
+    threads,
+) -> None:
     """Train a character language model with flair's LanguageModelTrainer, offline.
 
     The .pt plugs into `bin/train-tagger --embeddings flair:FWD.pt:BWD.pt` (or pooled-flair:).
@@ -49,27 +96,62 @@ def main(data, direction, run_dir, hidden, embedding, epochs, time_budget, seq_l
     use_threads(threads)
     if device is None:
         import torch
+
         device = "cuda" if torch.cuda.is_available() else "cpu"
     command = command_line("bin/train-charlm")
-    settings = {"data": str(absolute(data)), "direction": direction, "hidden": hidden, "embedding": embedding,
-                "epochs": epochs, "time_budget": time_budget, "seq_len": seq_len, "batch_size": batch_size, "lr": lr,
-                "split_chars": split_chars, "seed": seed, "device": device, "command": command}
+    settings = {
+        "data": str(absolute(data)),
+        "direction": direction,
+        "hidden": hidden,
+        "embedding": embedding,
+        "epochs": epochs,
+        "time_budget": time_budget,
+        "seq_len": seq_len,
+        "batch_size": batch_size,
+        "lr": lr,
+        "split_chars": split_chars,
+        "seed": seed,
+        "device": device,
+        "command": command,
+    }
     run = RunDir(run_dir)
     run.claim()
     try:
         atomic_write_json(run.path / "config.json", settings)
-        result = train_charlm(data, run_dir, direction, hidden, embedding, epochs, time_budget, seq_len, batch_size,
-                              lr, seed, device, split_chars)
+        result = train_charlm(
+            data,
+            run_dir,
+            direction,
+            hidden,
+            embedding,
+            epochs,
+            time_budget,
+            seq_len,
+            batch_size,
+            lr,
+            seed,
+            device,
+            split_chars,
+        )
     except BaseException:
         if not (run.path / "best-lm.pt").is_file():  # failed before its first model: leave nothing half-made
             run.discard()
         raise
-    provenance = {"command": command, "corpus": settings["data"], "direction": direction, "hidden": hidden,
-                  "epochs": epochs, "time_budget_min": time_budget, **result,
-                  "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    provenance = {
+        "command": command,
+        "corpus": settings["data"],
+        "direction": direction,
+        "hidden": hidden,
+        "epochs": epochs,
+        "time_budget_min": time_budget,
+        **result,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     atomic_write_json(Path(run_dir) / "provenance.json", provenance)
-    click.echo(f"{Path(run_dir) / 'best-lm.pt'}: validation {result['valid_bpc']:.3f} bits per character, "
-               f"{result['size_bytes'] / 1e6:.1f} MB")
+    click.echo(
+        f"{Path(run_dir) / 'best-lm.pt'}: validation {result['valid_bpc']:.3f} bits per character, "
+        f"{result['size_bytes'] / 1e6:.1f} MB"
+    )
 
 
 if __name__ == "__main__":

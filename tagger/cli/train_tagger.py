@@ -1,4 +1,5 @@
 """`bin/train-tagger`: train a BiRNN-CRF tagger whose recurrent layer is a searched cell (or an LSTM)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +11,19 @@ from typing import TYPE_CHECKING
 
 import click
 
-from nas.common.cli import (DEVICE, RUN_FOLDER, SEED_VALUE, check_resume_flags, command, command_line, config_option,
-                        defaults_option, flag_types, gemm_option, backend_option)
+from nas.common.cli import (
+    DEVICE,
+    RUN_FOLDER,
+    SEED_VALUE,
+    check_resume_flags,
+    command,
+    command_line,
+    config_option,
+    defaults_option,
+    flag_types,
+    gemm_option,
+    backend_option,
+)
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.common.presets import preset_values, presets_help
@@ -30,54 +42,177 @@ if TYPE_CHECKING:
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
 # Settings a config.json written before their flag existed lacks, read as the values such a run ran with
-OLDER_RUNS = {"word_vocab": 0, "gemm": "auto", "backend": "auto",  # word_vocab 0: every word vector was kept
-              "optimizer": "sgd", "precision": "fp32", "fine_tune_embeddings": False}
+OLDER_RUNS = {
+    "word_vocab": 0,
+    "gemm": "auto",
+    "backend": "auto",  # word_vocab 0: every word vector was kept
+    "optimizer": "sgd",
+    "precision": "fp32",
+    "fine_tune_embeddings": False,
+}
 
 
 @command()
 @defaults_option("--preset", lookup=lambda name: preset_values(name, "train-tagger"), help=presets_help("train-tagger"))
-@click.option("--cell", default=D.cell, help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.")
-@click.option("--corpus", type=click.Choice([*FORMATS, "column"]), help="Corpus format; column: any column file, see --columns.  [required]")
-@click.option("--data", type=click.Path(), help="Directory with the corpus files (eng.train/testa/testb, wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* for column).  [required]")
+@click.option(
+    "--cell",
+    default=D.cell,
+    help="Genotype JSON file, a shipped cell name (darts_v2, ...), or lstm for flair's BiLSTM-CRF.",
+)
+@click.option(
+    "--corpus",
+    type=click.Choice([*FORMATS, "column"]),
+    help="Corpus format; column: any column file, see --columns.  [required]",
+)
+@click.option(
+    "--data",
+    type=click.Path(),
+    help="Directory with the corpus files (eng.train/testa/testb, "
+    "wnut17train.conll/emerging.dev.conll/emerging.test.annotated, train.txt/test.txt, or *train*/*dev*/*test* "
+    "for column).  [required]",
+)
 @click.option("--columns", help="column corpus: INDEX:NAME items, e.g. 0:text,3:ner [default: 0:text,1:ner].")
-@click.option("--tag-column", help="Which named column holds the tags to learn [default: ner; chunk for conll2000; the only tag column for column].")
-@click.option("--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: iob1 for conll03, else iob2].")
-@click.option("--train-scheme", type=click.Choice(["bioes", "iob2"]), default=D.train_scheme, help="Tags the CRF learns (evaluation is always on IOB2 spans).")
-@click.option("--embeddings", default=D.embeddings, help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a character LM may be a shipped name (flair:wt2-forward:wt2-backward).")
+@click.option(
+    "--tag-column",
+    help="Which named column holds the tags to learn [default: ner; chunk for conll2000; the only tag column for "
+    "column].",
+)
+@click.option(
+    "--tag-scheme", type=click.Choice(SCHEMES), help="Tag scheme of the files [default: iob1 for conll03, else iob2]."
+)
+@click.option(
+    "--train-scheme",
+    type=click.Choice(["bioes", "iob2"]),
+    default=D.train_scheme,
+    help="Tags the CRF learns (evaluation is always on IOB2 spans).",
+)
+@click.option(
+    "--embeddings",
+    default=D.embeddings,
+    help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a "
+    "character LM may be a shipped name (flair:wt2-forward:wt2-backward).",
+)
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
-@click.option("--charlm-states", type=click.Path(file_okay=False), help="A folder for the character LMs' states of the corpus's sentences: computed once before training and reused by every epoch; saved there, so later runs on the corpus with the same LMs (other seeds and cells) read them instead [default: kept in memory for this run only].")
-@click.option("--hidden-size", type=T["hidden_size"], default=D.hidden_size, help="Hidden units per direction (with --cell lstm --match-params CELL: CELL's).")
-@click.option("--match-params", help="Equal parameters: with --cell lstm, a cell (darts_v2, FILE) whose recurrent layer at --hidden-size the LSTM's matches; with a cell, lstm:H, the LSTM of hidden size H the cell's layer matches. The hidden size is chosen, the two counts printed and kept in metrics.json.")
-@click.option("--locked-dropout", type=T["locked_dropout"], default=D.locked_dropout, help="Locked (variational) dropout on the RNN input and output.")
+@click.option(
+    "--charlm-states",
+    type=click.Path(file_okay=False),
+    help="A folder for the character LMs' states of the corpus's sentences: computed once before training and reused "
+    "by every epoch; saved there, so later runs on the corpus with the same LMs (other seeds and cells) read them "
+    "instead [default: kept in memory for this run only].",
+)
+@click.option(
+    "--hidden-size",
+    type=T["hidden_size"],
+    default=D.hidden_size,
+    help="Hidden units per direction (with --cell lstm --match-params CELL: CELL's).",
+)
+@click.option(
+    "--match-params",
+    help="Equal parameters: with --cell lstm, a cell (darts_v2, FILE) whose recurrent layer at --hidden-size the "
+    "LSTM's matches; with a cell, lstm:H, the LSTM of hidden size H the cell's layer matches. The hidden size is "
+    "chosen, the two counts printed and kept in metrics.json.",
+)
+@click.option(
+    "--locked-dropout",
+    type=T["locked_dropout"],
+    default=D.locked_dropout,
+    help="Locked (variational) dropout on the RNN input and output.",
+)
 @click.option("--word-dropout", type=T["word_dropout"], default=D.word_dropout)
 @click.option("--dropout-x", type=T["dropout_x"], default=D.dropout_x, help="Variational dropout on x inside the cell.")
 @click.option("--dropout-h", type=T["dropout_h"], default=D.dropout_h, help="Variational dropout on h inside the cell.")
-@click.option("--cell-init", type=click.Choice(CELL_INITS), default=D.cell_init, help="How the cell's weights start: lstm, uniform in ±1/√hidden as flair's LSTM; darts, ±0.04 as the DARTS code.")
-@click.option("--reproject/--no-reproject", default=D.reproject, help="A linear layer on the embeddings before the RNN (flair's reprojection).")
-@click.option("--word-vocab", type=T["word_vocab"], default=D.word_vocab, show_default=True, help="Word vectors the model keeps: those of every word of the corpus (as flair looks words up, so training and scores are the same as with all of them) and of this many first words of the vector file, its most frequent; other words tagged later get the unknown-word vector. 0: keep all (GloVe 6B: 400,000 words, 80 MB at 50d).")
-@click.option("--save-final-model", is_flag=True, help="Keep final-model.pt (the last epoch's model) beside best-model.pt; without it only the model tested is kept.")
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=D.optimizer, help="sgd: plain SGD as the papers; adamw: AdamW (weight decay 0.01), which wants a much smaller --lr, given explicitly: e.g. 5e-3 (--lr below --min-lr: lower --min-lr too). The annealing on plateau is the same for both.")
+@click.option(
+    "--cell-init",
+    type=click.Choice(CELL_INITS),
+    default=D.cell_init,
+    help="How the cell's weights start: lstm, uniform in ±1/√hidden as flair's LSTM; darts, ±0.04 as the DARTS code.",
+)
+@click.option(
+    "--reproject/--no-reproject",
+    default=D.reproject,
+    help="A linear layer on the embeddings before the RNN (flair's reprojection).",
+)
+@click.option(
+    "--word-vocab",
+    type=T["word_vocab"],
+    default=D.word_vocab,
+    show_default=True,
+    help="Word vectors the model keeps: those of every word of the corpus (as flair looks words up, so training and "
+    "scores are the same as with all of them) and of this many first words of the vector file, its most frequent; "
+    "other words tagged later get the unknown-word vector. 0: keep all (GloVe 6B: 400,000 words, 80 MB at 50d).",
+)
+@click.option(
+    "--save-final-model",
+    is_flag=True,
+    help="Keep final-model.pt (the last epoch's model) beside best-model.pt; without it only the model tested is kept.",
+)
+@click.option(
+    "--optimizer",
+    type=click.Choice(OPTIMIZERS),
+    default=D.optimizer,
+    help="sgd: plain SGD as the papers; adamw: AdamW (weight decay 0.01), which wants a much smaller --lr, given "
+    "explicitly: e.g. 5e-3 (--lr below --min-lr: lower --min-lr too). The annealing on plateau is the same for "
+    "both.",
+)
 @click.option("--lr", type=T["lr"], default=D.lr, help="Learning rate (the papers' SGD: 0.1).")
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
 @click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
 @click.option("--max-epochs", type=T["max_epochs"], default=D.max_epochs)
-@click.option("--anneal-factor", type=T["anneal_factor"], default=D.anneal_factor, help="lr factor after --patience epochs without dev improvement.")
+@click.option(
+    "--anneal-factor",
+    type=T["anneal_factor"],
+    default=D.anneal_factor,
+    help="lr factor after --patience epochs without dev improvement.",
+)
 @click.option("--patience", type=T["patience"], default=D.patience)
 @click.option("--min-lr", type=T["min_lr"], default=D.min_lr, help="Stop when the lr falls below this.")
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
-@click.option("--precision", type=click.Choice(PRECISIONS), default=D.precision, help="bf16: each batch's forward pass under torch.autocast (bf16 matmuls, fp32 weights and optimiser; CPUs with AVX512-BF16/AMX and GPUs); evaluation and the saved model stay fp32.")
-@click.option("--fine-tune-embeddings", is_flag=True, help="Train the transformer: embeddings' weights with the tagger (features only without it); the saved model holds the tuned transformer. Far slower on a CPU.")
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default=D.precision,
+    help="bf16: each batch's forward pass under torch.autocast (bf16 matmuls, fp32 weights and optimiser; CPUs with "
+    "AVX512-BF16/AMX and GPUs); evaluation and the saved model stay fp32.",
+)
+@click.option(
+    "--fine-tune-embeddings",
+    is_flag=True,
+    help="Train the transformer: embeddings' weights with the tagger (features only without it); the saved model holds "
+    "the tuned transformer. Far slower on a CPU.",
+)
 @click.option("--train-with-dev", is_flag=True, help="Train on train+dev and test the final model.")
-@click.option("--time-budget", type=float, help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always runs).")
+@click.option(
+    "--time-budget",
+    type=float,
+    help="Minutes per run: no epoch starts that, at the mean epoch time so far, would end past it (the first always "
+    "runs).",
+)
 @click.option("--seed", type=SEED_VALUE, default=D.seed, help="Seed of the first run (and of the sampled dev split).")
-@click.option("--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std.")
+@click.option(
+    "--runs", type=T["runs"], default=D.runs, help="Train this many seeds (seed, seed+1, ...) and report mean ± std."
+)
 @click.option("--device", type=DEVICE, default=D.device)
-@click.option("--threads", type=T["threads"], default=None, help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.")
+@click.option(
+    "--threads",
+    type=T["threads"],
+    default=None,
+    help="CPU threads for torch [default: torch's choice]; 1 is often fastest for small models on a busy machine.",
+)
 @gemm_option()
 @backend_option()
 @click.option("--run-dir", type=RUN_FOLDER, help="Run directory [default: runs/tagger-<time>].")
-@click.option("--dry-run", is_flag=True, help="Load and check everything and build the model; print its parameter count (stderr) and the sentence/token/entity counts as JSON, and exit.")
-@click.option("--resume", type=click.Path(file_okay=False), help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model an uninterrupted run would.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Load and check everything and build the model; print its parameter count (stderr) and the "
+    "sentence/token/entity counts as JSON, and exit.",
+)
+@click.option(
+    "--resume",
+    type=click.Path(file_okay=False),
+    help="Continue the interrupted training in this run directory (its config.json is reused); it ends with the model "
+    "an uninterrupted run would.",
+)
 @config_option("bin/train-tagger", known=[*(f.name for f in fields(TaggerConfig)), "genotype", "corpus_notes"])
 def main(run_dir, dry_run, resume, **options) -> None:
     """Train a BiRNN-CRF tagger whose recurrent layer is a frozen searched cell.
@@ -86,7 +221,7 @@ def main(run_dir, dry_run, resume, **options) -> None:
 
     \b
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
-    """
+    """  # noqa: E501 (example command lines stay whole, to copy)
     from nas.common.files import atomic_write_json
     from nas.common.runs import Interrupted, RunDir, default_run_dir
 
@@ -98,30 +233,43 @@ def main(run_dir, dry_run, resume, **options) -> None:
         run.lock()  # the one writer of the run from here on, before anything is written: a second resume is refused
         config, genotype = _resumed(run)
         run_dir = Path(resume)
-        changed = check_resume_flags(run_dir, run.config(), changeable=("max_epochs", "time_budget"), defaults=OLDER_RUNS)
+        changed = check_resume_flags(
+            run_dir, run.config(), changeable=("max_epochs", "time_budget"), defaults=OLDER_RUNS
+        )
         if changed:  # the limits it now goes on to, in config.json too, as a resumed search-lm or train-lm does
             config = replace(config, **changed)
             atomic_write_json(run_dir / "config.json", {**run.config(), **changed})
     else:
         _require("corpus", "data")
-        config = TaggerConfig(**{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
-                              command=command_line("bin/train-tagger"))
-        if click.get_current_context().get_parameter_source("pooling") == click.core.ParameterSource.COMMANDLINE and \
-                "pooled-flair" not in [kind for kind, _ in parse_spec(config.embeddings)]:
-            raise InputError(f"--pooling: only with pooled-flair embeddings; with --embeddings {config.embeddings} it "
-                             "has no effect")
-        if config.optimizer == "adamw" and \
-                click.get_current_context().get_parameter_source("lr") == click.core.ParameterSource.DEFAULT:
-            raise InputError(f"--optimizer adamw: give its --lr (the default {D.lr:g} is SGD's; AdamW diverges at "
-                             "it): e.g. --lr 5e-3")
+        config = TaggerConfig(
+            **{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
+            command=command_line("bin/train-tagger"),
+        )
+        if click.get_current_context().get_parameter_source(
+            "pooling"
+        ) == click.core.ParameterSource.COMMANDLINE and "pooled-flair" not in [
+            kind for kind, _ in parse_spec(config.embeddings)
+        ]:
+            raise InputError(
+                f"--pooling: only with pooled-flair embeddings; with --embeddings {config.embeddings} it has no effect"
+            )
+        if (
+            config.optimizer == "adamw"
+            and click.get_current_context().get_parameter_source("lr") == click.core.ParameterSource.DEFAULT
+        ):
+            raise InputError(
+                f"--optimizer adamw: give its --lr (the default {D.lr:g} is SGD's; AdamW diverges at "
+                "it): e.g. --lr 5e-3"
+            )
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     from ..evaluation import summary_table, table
     from .training import report_heading, run_training  # what tagger.train_tagger runs too
 
     given = click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE
     try:
-        trained = run_training(config, run_dir, resume=bool(resume), genotype=genotype, dry_run=dry_run,
-                               hidden_size_given=given)
+        trained = run_training(
+            config, run_dir, resume=bool(resume), genotype=genotype, dry_run=dry_run, hidden_size_given=given
+        )
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
         sys.exit(130)
@@ -163,8 +311,6 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
     from nas.cells.genotype import validate
 
     return config, validate(stored["genotype"], f"{run.path / 'config.json'} genotype")
-
-
 
 
 # -- the same from Python ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
 """`bin/train-wordvec`: word vectors with gensim, as a GloVe-style text file the tagger reads."""
+
 from __future__ import annotations
 
 import click
@@ -27,9 +28,18 @@ def main(data, out, dim, method, epochs, window, min_count, seed, threads) -> No
     from ..wordvec import train_wordvec
 
     status = StatusLine()
-    result = train_wordvec(data, out, dim, method, epochs, window, min_count, seed, threads,
-                           on_epoch=lambda k: status.show(f"{method}: epoch {k} of {epochs} done, "
-                                                          f"{status.elapsed():.0f} s"))
+    result = train_wordvec(
+        data,
+        out,
+        dim,
+        method,
+        epochs,
+        window,
+        min_count,
+        seed,
+        threads,
+        on_epoch=lambda k: status.show(f"{method}: epoch {k} of {epochs} done, {status.elapsed():.0f} s"),
+    )
     status.clear()
     click.echo(f"{out}: {result['words']} words × {dim} dimensions from {result['sentences']} sentences")
 
