@@ -60,7 +60,7 @@ from nas.common.runs import RunDir  # noqa: E402
 from nas.runs.config import SearchConfig  # noqa: E402
 from nas.lm.corpus import Corpus  # noqa: E402
 from nas.lm.evaluation import get_batch  # noqa: E402
-from nas.methods.architect import language_model_loss  # noqa: E402
+from nas.lm.model import language_model_loss  # noqa: E402
 from nas.runs.search import Searcher  # noqa: E402
 from reference.darts import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 

@@ -40,7 +40,7 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
-from nas.lm.evaluation import ppl
+from nas.common.stats import ppl
 from nas.methods.architect import is_arch, split_parameters
 from nas.methods.base import Conclusion
 from nas.runs.bilevel import BilevelSearch

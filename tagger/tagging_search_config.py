@@ -19,7 +19,8 @@ from typing import Any
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges
 from nas.methods import METHODS, method_settings
-from nas.runs.config import SearchConfig, check_early_stop, check_gate_history, flag_name
+from nas.common.flags import flag_name
+from nas.runs.config import SearchConfig, check_early_stop, check_gate_history
 from tagger.config import TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults

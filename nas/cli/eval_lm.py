@@ -49,7 +49,8 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     """
     from nas.common.files import require_file
     from nas.lm.corpus import batchify, encode, read_tokens
-    from nas.lm.evaluation import evaluate, ppl
+    from nas.common.stats import ppl
+    from nas.lm.evaluation import evaluate
     from nas.runs.train import load_for_evaluation
     from .terminal import TokenProgress
 

@@ -396,6 +396,10 @@ def main(
         raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
     if seeds is not None:  # every seed and the retraining's flags, before the first search
         seeds, select_args = parse_seeds(seeds), select_arguments(select_args)
+        from nas.common.cli import passed_on
+        from .train_lm import main as train_lm
+
+        passed_on(train_lm, "bin/train-lm", select_args, "--select-args")
     else:
         ctx = click.get_current_context()
         if ctx.get_parameter_source("seeds_per_gpu") == click.core.ParameterSource.COMMANDLINE:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from nas.common.errors import InputError
-from nas.runs.config import SearchConfig, flag_name
+from nas.common.flags import flag_name
 from .settings import BetaDartsSettings, DartsMinusSettings, MethodSettings, SdartsSettings
 
 
@@ -148,7 +148,7 @@ def method_class(name: str) -> type:
     return entry(name).load()
 
 
-def total_epochs(config: SearchConfig) -> int:
+def total_epochs(config: Any) -> int:
     """Epochs of the search loop, counted by the method's own setting (ESS: rounds)."""
     return getattr(config, entry(config.method).epochs)
 

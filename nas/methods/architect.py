@@ -15,8 +15,8 @@ computed: the first-order step asks autograd for ∇α alone, so no weight gradi
 10k×emsize included) is ever formed. The second-order step allocates w' once and w ± R·v in one
 buffer, shifted in place between the two sides.
 
-The loss is the language model's by default; a caller on another task (the tagger search,
-`tagger.tagging_search`) gives its own `loss_fn`, which runs the model on the parameters it is handed.
+The loss is the task's `loss_fn`, which runs the model on the parameters it is handed: the language
+model's (`nas.lm.model.language_model_loss`) or the tagger's (`tagger.tagging_search`).
 """
 
 from __future__ import annotations
@@ -25,22 +25,12 @@ from typing import Any, Callable
 
 import torch
 import torch.nn as nn
-from torch.func import functional_call
 
-from nas.lm.model import lm_loss
-from nas.runs.distributed import current
+from nas.common.distributed import current
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
 # loss_fn(model, parameters and buffers by name, batch, carried hidden state) -> (loss, hidden state to carry on)
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
-
-
-def language_model_loss(
-    model: nn.Module, params: dict[str, torch.Tensor], batch: Batch, hidden
-) -> tuple[torch.Tensor, Any]:
-    """The LM's NLL on (words, targets), carrying the hidden state on."""
-    logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
-    return lm_loss(logits, batch[1]), hidden
 
 
 def is_arch(name: str) -> bool:
@@ -67,7 +57,8 @@ class Architect:
         weight_wd: float = 5e-7,
         arch_names: list[str] | None = None,
         weight_clip: float | None = None,
-        loss_fn: LossFn = language_model_loss,
+        *,
+        loss_fn: LossFn,
     ):
         self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
         self.loss_fn = loss_fn

@@ -17,7 +17,7 @@ from nas.cells.cell import FrozenRNN
 from nas.cells.gates import InterGates
 from nas.cells.genotype import Genotype, validate
 from nas.methods.architect import Architect, split_parameters
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .darts import Darts
 
 
@@ -25,7 +25,7 @@ class Ess(Darts):
     wraps = True
 
     @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+    def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
         c = config
         inter = None
         if c.search_space != "intra":

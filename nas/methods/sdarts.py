@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from nas.cells.ops import Layout
 from nas.cells.search_cell import SearchRNN
 from nas.methods.base import Scoring
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .darts import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import SdartsSettings
@@ -56,7 +56,7 @@ class SdartsRS(ScheduledDarts):
     Settings = SdartsSettings
     rule = PerturbedSoftmax()  # unperturbed: the rule that reads a log's α (each layer gets its own)
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.alpha = next(
             m.alpha for m in model.modules() if isinstance(m, SearchRNN)

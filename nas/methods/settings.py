@@ -12,11 +12,11 @@ Light on purpose (no torch, no click).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from nas.common.errors import InputError
 from nas.common.ranges import NON_NEGATIVE, Range, check_ranges
-from nas.runs.config import flag_name
+from nas.common.flags import flag_name
 
 S = TypeVar("S", bound="MethodSettings")
 
@@ -24,6 +24,50 @@ S = TypeVar("S", bound="MethodSettings")
 def setting(default: float | int, allowed: Range, help: str) -> Any:
     """A field of a method's settings: its default, the range its flag and config.json must keep to, its help line."""
     return field(default=default, metadata={"range": allowed, "help": help})
+
+
+class SearchSettings(Protocol):
+    """What the methods read of a search's settings (`nas.runs.config.SearchConfig`, which the tagging search
+    fills too): the search layer's sizes, the α step's, the schedule's, and the older methods' own fields
+    (ESS's, random search's, ENAS's), besides `method_settings`, from which each method reads its own."""
+
+    method: str
+    seed: int
+    epochs: int
+    method_settings: dict[str, Any]
+    # the search layer
+    emsize: int
+    nhid: int
+    nodes: int
+    top_n: int
+    dropoutx: float
+    dropouth: float
+    attention_heads: int
+    # the α step, and the weight step's decay and clipping the second order unrolls
+    arch_lr: float
+    arch_wdecay: float
+    order: int
+    wdecay: float
+    clip: float
+    eval_batches: int | None
+    # ESS
+    search_space: str
+    cell: dict | None
+    intra_steps: int
+    inter_steps: int
+    arch_lr_intra: float
+    arch_lr_inter: float
+    history: int
+    inter_nodes: int
+    gate_squash: str
+    gate_size_match: str
+    # random search and ENAS
+    candidates: int
+    track_candidates: int
+    controller_steps: int
+    controller_lr: float
+    entropy_weight: float
+    baseline_decay: float
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from nas.common.errors import InputError  # noqa: E402
 from nas.common.files import atomic_write_bytes  # noqa: E402
 from nas.common.runs import RunDir  # noqa: E402
 from nas.methods import method_class  # noqa: E402
-from nas.methods.mixing import MixingRule  # noqa: E402
+from nas.cells.mixing import MixingRule  # noqa: E402
 from nas.pictures.layout import INCH, LABEL_FONT, LABEL_PAD, RADIUS, Graph, Layout, layered_layout  # noqa: E402
 
 TITLE_FONT, SUPTITLE_FONT = 9, 10
