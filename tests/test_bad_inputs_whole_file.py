@@ -173,7 +173,7 @@ CASES = [
     (
         "search-lm",
         f"{LM} --method darts --top-n 3 --run-dir {{out}}",
-        "--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)",
+        "--top-n: only with --method idarts",
     ),
     (
         "search-lm",

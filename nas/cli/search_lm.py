@@ -126,7 +126,12 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
     "train-lm's DARTS protocol].",
 )
 @click.option("--nodes", type=T["nodes"], default=D.nodes, help="Intermediate nodes of the cell.")
-@click.option("--top-n", type=T["top_n"], default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
+@click.option(
+    "--top-n",
+    type=T["top_n"],
+    default=None,
+    help=f"idarts: inputs kept per node when deriving the cell [default: {D.top_n}].",
+)
 @click.option("--emsize", type=T["emsize"], default=D.emsize)
 @click.option("--nhid", type=T["nhid"], default=D.nhid)
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
@@ -526,8 +531,6 @@ def _refuse_without_effect(options: dict) -> None:
     """Flags that act only with another flag's value, typed without it: refused by name, not ignored."""
     ctx = click.get_current_context()
     typed = {name for name in options if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
-    if "top_n" in typed and options["method"] != "idarts":
-        raise InputError("--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)")
     for name in ("early_stop_window", "early_stop_ratio"):
         if name in typed and options["early_stop"] != "hessian":
             raise InputError(f"--{name.replace('_', '-')}: only with --early-stop hessian")

@@ -82,7 +82,7 @@ NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rul
 
 METHODS: dict[str, Entry] = {
     "darts": Entry(_darts, "softmax per edge"),
-    "idarts": Entry(_idarts, "one softmax over all edges into a node"),
+    "idarts": Entry(_idarts, "one softmax over all edges into a node", options=("top_n",)),
     "ess": Entry(
         _ess,
         "joint intra- and inter-cell search in rounds (ESS)",

@@ -84,6 +84,10 @@ class SearchMethod:
         """The α step of batch `batch`; returns the validation hidden state to carry on."""
         return self.architects[self.phase(batch)].step(train, train_hidden, valid, valid_hidden, eta)
 
+    def before_weight_step(self) -> None:
+        """What the method changes for the weight step that follows its α step, undone by its next `step_alpha`
+        and by `after_batches` (SDARTS-RS draws its perturbation of the mixing weights here); DARTS: nothing."""
+
     def after_batches(self, validation: Scoring) -> None:
         """The method's own phase after an epoch's batches, before its validation (ENAS trains its controller here)."""
 

@@ -12,7 +12,7 @@ Light on purpose (no torch, no click).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, TypeVar
 
 from nas.common.errors import InputError
 from nas.common.ranges import NON_NEGATIVE, Range, check_ranges
@@ -26,10 +26,12 @@ def setting(default: float | int, allowed: Range, help: str) -> Any:
     return field(default=default, metadata={"range": allowed, "help": help})
 
 
-class SearchSettings(Protocol):
-    """What the methods read of a search's settings (`nas.runs.config.SearchConfig`, which the tagging search
-    fills too): the search layer's sizes, the α step's, the schedule's, and the older methods' own fields
-    (ESS's, random search's, ENAS's), besides `method_settings`, from which each method reads its own."""
+@dataclass(frozen=True)
+class SearchSettings:
+    """What a search method reads of a search's settings, whichever task it searches on: the search layer's
+    sizes, the α step's settings, the epochs its schedule spans, and the older methods' own fields (ESS's,
+    random search's, ENAS's), besides `method_settings`, from which each method reads its own. The LM
+    search takes them from its `nas.runs.config.SearchConfig` (`of`), the tagging search from its own config."""
 
     method: str
     seed: int
@@ -53,8 +55,8 @@ class SearchSettings(Protocol):
     # ESS
     search_space: str
     cell: dict | None
-    intra_steps: int
-    inter_steps: int
+    intra_steps: int | None
+    inter_steps: int | None
     arch_lr_intra: float
     arch_lr_inter: float
     history: int
@@ -68,6 +70,11 @@ class SearchSettings(Protocol):
     controller_lr: float
     entropy_weight: float
     baseline_decay: float
+
+    @classmethod
+    def of(cls, config: Any) -> "SearchSettings":
+        """The fields of `config` (a `SearchConfig`) that a method reads."""
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 - eigenvalue: the dominant eigenvalue of the Hessian of the validation loss in α (`nas.runs.health`);
 - op_share: each op's share of α's mixing mass and of the derived cell over training;
 - valid_ppl: validation and training perplexity over training;
-- curves: the training and validation curves of any run (search, train-lm, tagger; `nas.common.curves`).
+- curves: the training and validation curves of any run (search, train-lm, tagger; `nas.pictures.curves`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 
 from nas.cells.genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
 from nas.cells.ops import OPS  # noqa: E402
-from nas.common.curves import Curves, Series, run_kind  # noqa: E402
+from nas.pictures.curves import Curves, Series, run_kind  # noqa: E402
 from nas.common.errors import InputError  # noqa: E402
 from nas.common.files import atomic_write_bytes  # noqa: E402
 from nas.common.runs import RunDir  # noqa: E402

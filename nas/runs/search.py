@@ -35,6 +35,7 @@ from nas.runs.search_model import build_search_model
 from nas.methods import method_class, total_epochs
 from nas.methods.architect import Batch, split_parameters
 from nas.methods.base import Conclusion
+from nas.methods.settings import SearchSettings
 from nas.runs.bilevel import BilevelSearch
 from nas.runs.config import SearchConfig
 from nas.common.distributed import current, sync_batch_norm
@@ -98,7 +99,9 @@ class Searcher(BilevelSearch, LMLoop):
         self.model = sync_batch_norm(build_search_model(c, len(corpus.vocab))).to(self.device)
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
-        self.method = method_class(c.method)(c, self.model, self.full_epoch(), loss_fn=language_model_loss)
+        self.method = method_class(c.method)(
+            SearchSettings.of(c), self.model, self.full_epoch(), loss_fn=language_model_loss
+        )
         self.graphs = StepGraphs() if self.records_steps() else None
         self.validation = Validation(
             self.model,
@@ -252,6 +255,7 @@ class Searcher(BilevelSearch, LMLoop):
     ) -> tuple:
         """The bilevel step as GPU work alone, for recording: (loss, NLL, gradient norm, hidden, hidden_valid)."""
         hidden_valid = self.alpha_step(words, targets, detach_hidden(hidden), valid, hidden_valid, lr)
+        self.method.before_weight_step()
         loss, nll, norm, hidden = self.weight_update(words, targets, hidden)
         return loss, nll, norm, hidden, hidden_valid
 
