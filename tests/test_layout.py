@@ -239,3 +239,23 @@ def test_docs_layout_names_every_module_and_nothing_that_is_gone():
     paths = set(re.findall(r"((?:nas|tagger|tests|bench|reference)/[\w/.-]+\.(?:py|cpp))", text))
     problems += [f"named but absent: {path}" for path in sorted(paths) if not (ROOT / path).exists()]
     assert not problems, problems
+
+
+CORE = ("nas.cells.ops", "nas.cells.mixing", "nas.methods.architect")  # docs/layout.md, "Where to look first"
+
+
+def test_the_core_imports_only_torch():
+    """The op table, what a mixing rule is, and the α step (first and second order) read in plain torch: they
+    import torch, the standard library and one another, nothing of the project's plumbing or speed layer."""
+    project = import_graph(ROOT, PACKAGES)
+    bad = sorted(f"{m} → {t}" for m in CORE for t in project[m] if t not in CORE)
+    assert not bad, bad
+    import sys
+
+    foreign = {
+        name.split(".")[0]
+        for m in CORE
+        for name in imported_names(ROOT / Path(*m.split(".")).with_suffix(".py"), m)
+        if name.split(".")[0] not in ("nas", "torch", "__future__")
+    }
+    assert foreign <= set(sys.stdlib_module_names), sorted(foreign - set(sys.stdlib_module_names))

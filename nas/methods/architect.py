@@ -21,16 +21,17 @@ model's (`nas.lm.model.language_model_loss`) or the tagger's (`tagger.tagging_se
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn as nn
 
-from nas.common.distributed import current
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
 # loss_fn(model, parameters and buffers by name, batch, carried hidden state) -> (loss, hidden state to carry on)
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
+# average(tensors) -> their means over the data-parallel ranks (the tensors themselves on one process)
+Average = Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]]
 
 
 def is_arch(name: str) -> bool:
@@ -59,13 +60,14 @@ class Architect:
         weight_clip: float | None = None,
         *,
         loss_fn: LossFn,
+        average: Average,
     ):
         self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
         self.loss_fn = loss_fn
         self.weights, arch = split_parameters(model)
         self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
-        self.average = current().average  # data parallel: every gradient below is the mean over ranks
+        self.average = average  # data parallel: every gradient below is the mean over ranks
         self._buffers: dict[str, torch.Tensor] = {}
 
     def _loss(self, weights: dict[str, torch.Tensor], batch: Batch, hidden) -> tuple[torch.Tensor, object]:

@@ -19,6 +19,7 @@ import torch.nn as nn
 from nas.cells.attention import SearchAttention
 from nas.cells.genotype import Genotype
 from nas.cells.search_cell import SearchRNN
+from nas.common.distributed import current
 from nas.methods.architect import Architect, Batch, LossFn
 from nas.methods.settings import SearchSettings
 
@@ -68,7 +69,14 @@ class SearchMethod:
         c = self.config
         return {
             "all": Architect(
-                model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip, loss_fn=self.loss_fn
+                model,
+                c.arch_lr,
+                c.arch_wdecay,
+                c.order,
+                c.wdecay,
+                weight_clip=c.clip,
+                loss_fn=self.loss_fn,
+                average=current().average,
             )
         }
 
