@@ -386,10 +386,7 @@ def main(
         bin/search-lm --data data/ptb --method beta-darts --beta-lambda-end 50 --epochs 2 --max-batches-per-epoch 50 --out beta.json
     """  # noqa: E501 (example command lines stay whole, to copy)
     from nas.common.splits import find_splits
-    from nas.runs.candidates import RayScoring, check_scoring
     from nas.fast import backends, gemm
-    from nas.runs.search import Searcher
-    from .terminal import Terminal, run_loop
 
     seeds, select_args = _seed_flags(seeds, resume, select_args)
     settings = take_method_settings(options)
@@ -405,10 +402,19 @@ def main(
     config.backend = backends.use(config.backend, config.device, config.compile)
     if seeds is not None:
         return _search_seeds(config, run, seeds, workers, seeds_per_gpu, ray_address, select_budget, select_args, out)
+    _search(config, run, bool(resume), workers, ray_address, out)
+
+
+def _search(config: SearchConfig, run: RunDir, resume: bool, workers: int, ray_address: str | None, out) -> None:
+    """One search in `run` (its candidates scored on Ray workers with --workers or --ray-address), then its report."""
+    from nas.runs.candidates import RayScoring, check_scoring
+    from nas.runs.search import Searcher
+    from .terminal import Terminal, run_loop
+
     candidates_on_ray = workers > 1 or bool(ray_address)
     if candidates_on_ray:
         check_scoring(config.method, workers, ray_address)
-    searcher = Searcher.open(config, run, bool(resume))
+    searcher = Searcher.open(config, run, resume)
     if candidates_on_ray:
         if searcher.ranks.parallel:
             raise InputError("--workers without --seeds: not under torchrun (the ranks already share the work)")
