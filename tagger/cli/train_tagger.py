@@ -202,10 +202,23 @@ OLDER_RUNS = {
     "--anneal-factor",
     type=T["anneal_factor"],
     default=D.anneal_factor,
-    help="lr factor after --patience epochs without dev improvement.",
+    help="--scheduler anneal: lr factor after --patience epochs without dev improvement.",
 )
-@click.option("--patience", type=T["patience"], default=D.patience)
-@click.option("--min-lr", type=T["min_lr"], default=D.min_lr, help="Stop when the lr falls below this.")
+@click.option(
+    "--patience",
+    type=T["patience"],
+    default=D.patience,
+    help="--scheduler anneal: after more than this many epochs in a row without a better dev F1 (a tie broken by a "
+    "lower dev loss, as flair does), the lr is multiplied by --anneal-factor; the training stops once it falls below "
+    "--min-lr (flair's early stopping: there is no other).",
+)
+@click.option(
+    "--min-lr",
+    type=T["min_lr"],
+    default=D.min_lr,
+    help="--scheduler anneal: the training stops when the annealed lr falls below this (metrics.json's stopped says "
+    "why a run ended).",
+)
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
 @click.option(
     "--precision",
