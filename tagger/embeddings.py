@@ -119,7 +119,9 @@ def _char_lm(kind: str, spec: str, pooling: str):
     path = Path(spec)
     if not path.exists() and "/" not in spec and not path.suffix:
         path = _named_char_lm(kind, spec)
-    embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path))
+    # flair reads its CLEF-HIPE models' text lower-cased, as they were trained
+    lower = "impresso-hipe" in spec.lower()
+    embedding = FlairEmbeddings(load_charlm(path, has_decoder=False), name=str(path), is_lower=lower)
     return PooledFlairEmbeddings(embedding, pooling=pooling) if kind == "pooled-flair" else embedding
 
 
