@@ -29,6 +29,7 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
     corpus = config.get("corpus") or "columns"
     test, dev = metrics["test"], metrics.get("dev")
     memory = metrics.get("pooled_memory")
+    knows = " and ".join((["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))
     lines = ["---", "library_name: flair", MARKER]
     if corpus in HUB_DATASETS:
         lines.append(f"datasets: [{HUB_DATASETS[corpus]}]")
@@ -99,16 +100,7 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
         "## Use it",
         "",
         "```python",
-        *(
-            [
-                "import tagger  # teaches flair's loaders "
-                + " and ".join(
-                    (["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else [])
-                )
-            ]
-            if cell or memory
-            else []
-        ),
+        "import tagger  # flair's loaders then run no pickled code" + (f", and know {knows}" if knows else ""),
         "from flair.data import Sentence",
         "from flair.models import SequenceTagger",
         "",
