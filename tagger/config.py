@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from nas.common.devices import GEMM_BACKENDS, PRECISIONS, backend_problem, device_problem, precision_problem
+from nas.common.devices import STORED_CHOICES
 from nas.common.errors import InputError
 from nas.common.ranges import (
     BATCH,
@@ -117,6 +118,9 @@ class TaggerConfig:
         "time_budget": MINUTES,
         "word_vocab": NON_NEGATIVE_INT,
     }
+
+    # The settings of a choice checked in a stored config.json (nas.common.ranges.check_stored)
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {**STORED_CHOICES, "optimizer": OPTIMIZERS, "cell_init": CELL_INITS}
 
     def check(self) -> None:
         """Every check bin/train-tagger makes, in its words (the command and `tagger.train_tagger` both run it): each

@@ -35,6 +35,7 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
     corpus = config.get("corpus") or "columns"
     test, dev = metrics["test"], metrics.get("dev")
     memory = metrics.get("pooled_memory")
+    knows = " and ".join((["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))
     lines = ["---", "library_name: flair", "pipeline_tag: token-classification", MARKER]
     if corpus in LANGUAGES:
         lines.append(f"language: [{LANGUAGES[corpus]}]")
@@ -110,16 +111,7 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
         "## Use it",
         "",
         "```python",
-        *(
-            [
-                "import tagger  # teaches flair's loaders "
-                + " and ".join(
-                    (["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else [])
-                )
-            ]
-            if cell or memory
-            else []
-        ),
+        "import tagger  # flair's loaders then run no pickled code" + (f", and know {knows}" if knows else ""),
         "from flair.data import Sentence",
         "from flair.models import SequenceTagger",
         "",

@@ -19,7 +19,10 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
   `bin/evaluate` warn about a model whose training did not finish.
 
 The epoch's row of flair's loss.tsv is written before its checkpoint, and a resume drops the rows
-of epochs after the checkpoint's (`trim_loss_table`), so a kill between the two loses neither.
+of epochs after the checkpoint's (`trim_loss_table`), so a kill between the two loses neither. A
+resume changes nothing of the run until its first checkpoint is written (`nas.common.runs`): its
+config.json and the trimmed loss.tsv are written with it, and a failure first puts back what it
+appended and the best-model.pt it replaced.
 Ctrl-C stops at the end of the epoch, after its checkpoint (`nas.common.runs.Interrupted`); a second
 Ctrl-C stops at once, keeping the last checkpoint.
 
@@ -42,7 +45,6 @@ from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
 from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
 
 from nas.common.errors import InputError
-from nas.common.files import atomic_write_text
 from nas.common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
 
 from . import model_file
@@ -86,7 +88,9 @@ def trim_loss_table(folder: Path, epochs_done: int) -> None:
     header, *rows = path.read_text(encoding="utf-8").split("\n")
     rows = rows[:-1]  # what follows the last newline: nothing, or a row torn by a kill
     kept = [row for row in rows if row.split("\t")[0].isdigit() and int(row.split("\t")[0]) <= epochs_done]
-    atomic_write_text(path, "\n".join([header, *kept]) + "\n")  # flair writes EPOCH first
+    run = RunDir(folder)  # held, and written with the resume's first checkpoint (nas.common.runs)
+    run.cut_torn(LOSS_TABLE)
+    run.defer_trim(LOSS_TABLE, ("\n".join([header, *kept]) + "\n").encode("utf-8"))  # flair writes EPOCH first
 
 
 class AppendingLog(TrainerPlugin):
@@ -200,6 +204,7 @@ class TrainingState(TrainerPlugin):
     @TrainerPlugin.hook
     def _training_exception(self, **kw) -> None:
         self.failed = True
+        self.run.roll_back()  # a resume that fails before its first checkpoint leaves the run as it was
 
     @TrainerPlugin.hook
     def _training_finally(self, **kw) -> None:
@@ -257,6 +262,7 @@ class TrainingState(TrainerPlugin):
 
     def _save_model(self, path: Path) -> None:
         if is_main_process():
+            self.run.keep_until_written(path.name)
             with holding(self.model, self.memory):
                 self.model.save(path)
         _barrier()

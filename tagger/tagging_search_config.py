@@ -16,8 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from nas.common.devices import STORED_CHOICES
 from nas.common.errors import InputError
-from nas.common.ranges import check_ranges
+from nas.common.ranges import check_ranges, check_stored
 from nas.methods import METHODS, method_settings
 from nas.runs.config import SearchConfig, check_early_stop, check_gate_history, flag_name
 from tagger.config import SGD_LR, TaggerConfig
@@ -122,6 +123,7 @@ class TaggingSearchConfig:
                 f"{path}: {unknown[0]!r} is not a setting of bin/search-tagger (a config of another "
                 "command, or edited?)"
             )
+        check_stored(cls, stored, str(path), STORED_CHOICES)
         config = cls.from_dict(stored, **limits)
         try:
             config.check()

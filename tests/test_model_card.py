@@ -44,7 +44,7 @@ def test_a_trained_tagger_has_a_card_whose_figures_are_its_metrics(tiny_tagger):
     assert f"{metrics['rnn_parameters']:,} recurrent parameters" in card and "DARTS_V2" in card
     assert (
         'SequenceTagger.load("best-model.pt")' in card
-        and "import tagger  # teaches flair's loaders the searched cell" in card
+        and "import tagger  # flair's loaders then run no pickled code, and know the searched cell" in card
     )
 
 

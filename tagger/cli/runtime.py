@@ -62,10 +62,18 @@ def run_config(model: Path, corpus: str | None = None) -> dict:
     """The config.json of the run that trained the model (beside it, or one level up for --runs),
     when that run used this corpus format (or none is given); {} otherwise."""
     from nas.common.files import read_json
+    from nas.common.ranges import check_stored
+
+    from ..config import TaggerConfig
 
     folder = model if model.is_dir() else model.parent
     for candidate in (folder / "config.json", folder.parent / "config.json"):
         if candidate.is_file():
             config = read_json(candidate)
-            return config if isinstance(config, dict) and corpus in (None, config.get("corpus")) else {}
+            if not isinstance(config, dict):
+                return {}
+            check_stored(
+                TaggerConfig, config, str(candidate), TaggerConfig.CHOICES, TaggerConfig.RANGES
+            )  # before any is used
+            return config if corpus in (None, config.get("corpus")) else {}
     return {}

@@ -25,7 +25,7 @@ from nas.common.cli import (
     backend_option,
 )
 from nas.common.errors import InputError
-from nas.common.ranges import check_ranges
+from nas.common.ranges import check_ranges, check_stored
 from nas.common.presets import preset_values, presets_help
 
 from nas.common.devices import PRECISIONS
@@ -275,7 +275,6 @@ def main(run_dir, dry_run, resume, **options) -> None:
     \b
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """  # noqa: E501 (example command lines stay whole, to copy)
-    from nas.common.files import atomic_write_json
     from nas.common.runs import Interrupted, RunDir, default_run_dir
 
     genotype = None
@@ -288,9 +287,9 @@ def main(run_dir, dry_run, resume, **options) -> None:
         changed = check_resume_flags(
             run_dir, run.config(), changeable=("max_epochs", "time_budget"), defaults=OLDER_RUNS
         )
-        if changed:  # the limits it now goes on to, in config.json too, as a resumed search-lm or train-lm does
+        if changed:  # the limits it now goes on to, in config.json from its first checkpoint, as search-lm's
             config = replace(config, **changed)
-            atomic_write_json(run_dir / "config.json", {**run.config(), **changed})
+            run.defer_config({**run.config(), **changed})
     else:
         _require("corpus", "data")
         settings = {f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options}
@@ -356,6 +355,7 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
         raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
     for name, value in OLDER_RUNS.items():  # a run started before the flag existed
         stored.setdefault(name, value)
+    check_stored(TaggerConfig, stored, str(run.path / "config.json"), TaggerConfig.CHOICES)  # field by field, first
     try:
         config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
     except TypeError as err:
