@@ -18,6 +18,7 @@ from nas.common.cli import (
     backend_option,
     bounded,
     check_resume_flags,
+    stored_settings,
     command,
     command_line,
     config_option,
@@ -396,7 +397,8 @@ def main(
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
         config, run = _fresh_config(paths, run_dir, order, cell_spec, limits, options, settings)
-    config.validate()
+    with stored_settings(Path(resume) / "config.json" if resume else None):
+        config.validate()
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
     config.backend = backends.use(config.backend, config.device, config.compile)

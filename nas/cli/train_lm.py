@@ -14,6 +14,7 @@ from nas.common.cli import (
     THREAD_COUNT,
     backend_option,
     check_resume_flags,
+    stored_settings,
     command,
     command_line,
     config_option,
@@ -181,7 +182,8 @@ def main(
         stored = run.config()
         config = RetrainConfig.from_dict(stored, run.path / "config.json", epochs=epochs, time_budget=time_budget)
         check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("threads",))
-        config.validate()
+        with stored_settings(run.path / "config.json"):
+            config.validate()
     else:
         config = _fresh_config(
             cell, match_cell, nhid, epochs, time_budget, options, data, train_file, valid_file, test_file
