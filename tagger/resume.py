@@ -42,6 +42,7 @@ import torch
 from flair.distributed_utils import is_main_process
 from flair.trainers.plugins.base import TrainerPlugin
 from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
+from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
 
 from nas.common.errors import InputError
 from nas.common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
@@ -122,7 +123,7 @@ class AppendingLog(TrainerPlugin):
 class TrainingState(TrainerPlugin):
     """Checkpoints, the best model and the completion mark of one training (see the module's docstring).
 
-    Attach it after the annealing and loss-table plugins: its `after_evaluation` must see the
+    Attach it after the schedule (annealing or linear) and loss-table plugins: its `after_evaluation` must see the
     scheduler stepped and the epoch's row written. `state` is the checkpoint to continue from (None:
     a fresh start); `on_epoch(self)` runs after each checkpoint (tests stop a run with it); `memory`
     is the pooled-Flair memory each model file is saved with (`tagger.pooled_memory.pool_memory`).
@@ -131,7 +132,7 @@ class TrainingState(TrainerPlugin):
     def __init__(
         self,
         folder: Path,
-        annealing: AnnealingPlugin,
+        schedule: AnnealingPlugin | LinearSchedulerPlugin,
         timer,
         best_by_dev: bool,
         keep_best: bool,
@@ -143,7 +144,7 @@ class TrainingState(TrainerPlugin):
         super().__init__()
         self.memory = memory or []  # the pooled-Flair memory every model file is saved with (tagger.pooled_memory)
         self.run = RunDir(folder)
-        self.annealing, self.timer, self.state, self.on_epoch = annealing, timer, state, on_epoch
+        self.schedule, self.timer, self.state, self.on_epoch = schedule, timer, state, on_epoch
         self.best_by_dev, self.keep_best, self.dev_f1_untrained = best_by_dev, keep_best, dev_f1_untrained
         self.best = (0.0 if best_by_dev else math.inf) if state is None else state["best_score"]
         self.epoch = 0 if state is None else state["epoch"]
@@ -157,8 +158,8 @@ class TrainingState(TrainerPlugin):
         if self.state is None:
             return
         self.trainer.optimizer.load_state_dict(self.state["optimizer"])
-        self.annealing.scheduler.load_state_dict(self.state["scheduler"])
-        self.annealing.store_learning_rate()
+        self.schedule.scheduler.load_state_dict(self.state["scheduler"])
+        self.schedule.store_learning_rate()
         self.timer.train_seconds[:] = self.state["timer"]["train"]
         self.timer.epoch_seconds[:] = self.state["timer"]["epoch"]
         self.timer.dev_f1[:] = self.state["timer"].get("dev_f1", [])
@@ -248,7 +249,7 @@ class TrainingState(TrainerPlugin):
             "epoch": self.epoch,
             "model": self.model.state_dict(),
             "optimizer": self.trainer.optimizer.state_dict(),
-            "scheduler": self.annealing.scheduler.state_dict(),
+            "scheduler": self.schedule.scheduler.state_dict(),
             "best_score": self.best,
             "dev_f1_untrained": self.dev_f1_untrained,
             "timer": {

@@ -21,7 +21,7 @@ from nas.common.errors import InputError
 from nas.common.ranges import check_ranges, check_stored
 from nas.methods import METHODS, method_settings
 from nas.runs.config import SearchConfig, check_early_stop, check_gate_history, flag_name
-from tagger.config import TaggerConfig
+from tagger.config import SGD_LR, TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
 S = SearchConfig  # search-lm's defaults of the methods' own settings
@@ -57,7 +57,7 @@ class TaggingSearchConfig:
     dropout_x: float = T.dropout_x
     dropout_h: float = T.dropout_h
     reproject: bool = T.reproject
-    lr: float = T.lr
+    lr: float = SGD_LR
     batch_size: int = T.batch_size
     eval_batch_size: int = T.eval_batch_size
     clip: float = T.clip

@@ -244,7 +244,7 @@ def gemm_option() -> Callable:
         type=click.Choice(GEMM_BACKENDS),
         default="auto",
         help="CPU float32 matrix products: onednn (oneDNN for all but the smallest), mkl (torch.mm), "
-        "auto (onednn on AMD CPUs with AVX-512, else mkl). A fixed rule, never a timing, so a "
+        "auto (onednn on AMD CPUs with AVX-512, else mkl; $NAS_GEMM, where set). A fixed rule, never a timing, so a "
         "seed fixes a run; config.json keeps what auto chose, and --resume runs with it.",
     )
 

@@ -1,5 +1,5 @@
-"""Set-up shared by the tagger commands before any model or embedding is built: never download,
-keep stdout for the command's result, and choose the device and thread count.
+"""Set-up shared by the tagger commands before any model or embedding is built: no download where a
+command only loads saved models, stdout kept for the command's result, the device and thread count.
 
 flair and torch load inside these functions, when a command's work starts, never on import."""
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 
 def offline() -> None:
-    """Belt and braces: Hugging Face libraries must never reach for the network."""
+    """For the commands that load saved models (which hold their transformers whole): Hugging Face libraries
+    never reach for the network. The commands that build embeddings from names do not call it: those resolve
+    through flair's and Hugging Face's caches and downloads (`tagger.embeddings`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
