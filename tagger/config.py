@@ -120,7 +120,12 @@ class TaggerConfig:
     }
 
     # The settings of a choice checked in a stored config.json (nas.common.ranges.check_stored)
-    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {**STORED_CHOICES, "optimizer": OPTIMIZERS, "cell_init": CELL_INITS}
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {
+        **STORED_CHOICES,
+        "optimizer": OPTIMIZERS,
+        "scheduler": SCHEDULERS,
+        "cell_init": CELL_INITS,
+    }
 
     def check(self) -> None:
         """Every check bin/train-tagger makes, in its words (the command and `tagger.train_tagger` both run it): each
