@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import harness
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -46,7 +48,7 @@ def main() -> None:
     args, extra = parser.parse_known_args()
     extra = [a for a in extra if a != "--"]
     if not Path(args.data).is_dir():
-        print(json.dumps({"skipped": f"{args.data}: no such directory"}))
+        harness.report({"skipped": f"{args.data}: no such directory"})
         return
     models = [("darts_v2", ["--cell", "darts_v2"]), ("lstm", ["--cell", "lstm", "--match-cell", "darts_v2"])]
     if args.searched:
@@ -85,28 +87,25 @@ def main() -> None:
 def report(name: str, run: Path, start: float, process: subprocess.Popen, budget: float) -> None:
     """Wait for one bin/train-lm run and print its JSON line."""
     if process.wait() != 0:
-        print(json.dumps({"model": name, "error": f"bin/train-lm exited {process.returncode}"}), flush=True)
+        harness.report({"model": name, "error": f"bin/train-lm exited {process.returncode}"})
         return
     m = json.loads((run / "metrics.json").read_text(encoding="utf-8"))
-    print(
-        json.dumps(
-            {
-                "model": name,
-                "cell": m["cell"],
-                "params": m["params"],
-                "rnn_params": m["rnn_params"],
-                "emsize": m["emsize"],
-                "nhid": m["nhid"],
-                "valid_ppl": m["best_valid_ppl"],
-                "test_ppl": m["test_ppl"],
-                "epochs": m["epochs"],
-                "budget_min": budget,
-                "train_valid_s": round(m["seconds"], 1),
-                "wall_s": round(time.perf_counter() - start, 1),
-                "run_dir": str(run),
-            }
-        ),
-        flush=True,
+    harness.report(
+        {
+            "model": name,
+            "cell": m["cell"],
+            "params": m["params"],
+            "rnn_params": m["rnn_params"],
+            "emsize": m["emsize"],
+            "nhid": m["nhid"],
+            "valid_ppl": m["best_valid_ppl"],
+            "test_ppl": m["test_ppl"],
+            "epochs": m["epochs"],
+            "budget_min": budget,
+            "train_valid_s": round(m["seconds"], 1),
+            "wall_s": round(time.perf_counter() - start, 1),
+            "run_dir": str(run),
+        }
     )
 
 

@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import ROOT, gemm_peaks, report
+from harness import ROOT, report
 
 import torch  # noqa: E402
 
@@ -108,7 +108,6 @@ def main() -> None:
     record = {
         "bench": "pooled_flair",
         "loadavg_start": open("/proc/loadavg").read().split()[:3],
-        "gemm_peaks_gflops": gemm_peaks(),
         "cell": args.cell,
         "hidden_size": args.hidden_size,
         "epochs": args.epochs,

@@ -22,7 +22,6 @@ Prints one JSON line: median seconds per variant and model, the load average at 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -110,10 +109,10 @@ def main() -> None:
                 "exit_s": round(statistics.median(t for _, t in done), 2),
                 "first_line_runs_s": [round(f, 2) for f, _ in done],
             }
-    import torch
+    from harness import report
 
-    record.update(python=sys.version.split()[0], torch=torch.__version__, loadavg_end=loadavg())
-    print(json.dumps(record), flush=True)
+    record.update(loadavg_end=loadavg())
+    report(record)
 
 
 if __name__ == "__main__":

@@ -237,27 +237,26 @@ def main() -> None:
                 if result.returncode != 0:
                     sys.exit(f"{pipeline} {name} failed:\n{result.stderr[-2000:]}")
                 done.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        from harness import report
+
         for (name, pipeline), done in runs.items():
-            print(
-                json.dumps(
-                    {
-                        "embeddings": name,
-                        "pipeline": pipeline,
-                        "sentences": done[0]["sentences"],
-                        "sentences_per_s": round(statistics.median(r["sentences"] / r["seconds"] for r in done), 1),
-                        "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in done), 1),
-                        "rss_after_load_mb": round(statistics.median(r["rss_after_load_mb"] for r in done), 1),
-                        "rss_growth_mb": round(
-                            statistics.median(r["peak_rss_mb"] - r["rss_after_load_mb"] for r in done), 1
-                        ),
-                        "runs": len(done),
-                        "threads": done[0]["threads"],
-                        "batch_size": args.batch_size,
-                        "cell": args.cell,
-                        "hidden_size": args.hidden_size,
-                    }
-                ),
-                flush=True,
+            report(
+                {
+                    "embeddings": name,
+                    "pipeline": pipeline,
+                    "sentences": done[0]["sentences"],
+                    "sentences_per_s": round(statistics.median(r["sentences"] / r["seconds"] for r in done), 1),
+                    "peak_rss_mb": round(statistics.median(r["peak_rss_mb"] for r in done), 1),
+                    "rss_after_load_mb": round(statistics.median(r["rss_after_load_mb"] for r in done), 1),
+                    "rss_growth_mb": round(
+                        statistics.median(r["peak_rss_mb"] - r["rss_after_load_mb"] for r in done), 1
+                    ),
+                    "runs": len(done),
+                    "threads": done[0]["threads"],
+                    "batch_size": args.batch_size,
+                    "cell": args.cell,
+                    "hidden_size": args.hidden_size,
+                }
             )
 
 

@@ -13,6 +13,10 @@ import torch
 # Tiny test tensors are much faster on one thread, and subprocesses inherit this through OMP_NUM_THREADS.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
+# Tests never touch the network: Hugging Face's libraries read these on import, and tagger.embeddings keeps flair's
+# names from downloading under them too (tests lay out the caches they need). Subprocesses inherit them.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60, vocab: int = 40) -> Path:
@@ -69,4 +73,14 @@ def gemm_backend(request, monkeypatch):
 
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: request.param == "onednn")
     monkeypatch.setattr(gemm, "packing_pays", lambda counts, K, N: request.param == "onednn")
+    return request.param
+
+
+@pytest.fixture(params=["onednn", "mkl"])
+def gemm_rule(request, monkeypatch):
+    """Runs a test under each GEMM rule (`nas.fast.gemm.use`), forced whatever the host (`auto` gives oneDNN's on
+    an AMD CPU with AVX-512, MKL's elsewhere), so one host runs what every host would; the rule is put back after."""
+    from nas.fast import gemm
+
+    monkeypatch.setattr(gemm, "_backend", request.param)
     return request.param

@@ -39,6 +39,28 @@ def test_tagger_epoch_matches_the_lstm_to_the_cell_and_times_both():
     assert record["darts_v2_epoch_s"] >= 0 and record["flair_lstm_predict_sentences_per_s"] > 0
     assert record["flair_stock_epoch_s"] > 0 and record["epoch_time_ratio_vs_flair_stock"] > 0
     assert record["flair_stock_predict_sentences_per_s"] > 0 and record["predict_speed_ratio_vs_flair_stock"] > 0
+    machine = record["machine"]  # every benchmark's line names the machine it ran on (bench/harness.py)
+    assert machine["cpu_model"] and set(machine["isa"]) == {"avx2", "avx512f", "avx512_bf16", "amx_tile", "amx_bf16"}
+    assert set(machine["gemm_peaks_gflop_s"]) == {"mkl_torch_mm", "onednn"} and machine["gemm_peak_threads"] == 1
+    assert min(machine["gemm_peaks_gflop_s"].values()) > 0 and machine["gemm_rule"] in ("onednn", "mkl")
+    assert machine["torch"] == record["torch"]
+
+
+def test_the_machine_is_read_from_cpuinfo():
+    sys.path.insert(0, str(BENCH))
+    from harness import cpu_info
+
+    intel = (
+        "vendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n"
+        "model name\t: Intel(R) Xeon(R) Platinum 8481C\nflags\t\t: fpu avx2 avx512f amx_tile amx_bf16\n"
+    )
+    assert cpu_info(intel) == {
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8481C",
+        "cpu_vendor": "GenuineIntel",
+        "cpu_family_model": "6/143",
+        "isa": {"avx2": True, "avx512f": True, "avx512_bf16": False, "amx_tile": True, "amx_bf16": True},
+        "logical_cpus": cpu_info("")["logical_cpus"],
+    }
 
 
 def test_tagger_learning_records_dev_f1_at_each_evaluation(tmp_path):

@@ -9,7 +9,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from nas.common.errors import InputError
 from nas.fast import gemm
+
+# whether this torch has oneDNN, never which rule the host gets: tests force the rule
+ONEDNN_BUILD = pytest.mark.skipif(not gemm._AVAILABLE, reason="a torch without oneDNN")
 
 
 def _layouts(rows: int, cols: int) -> dict[str, torch.Tensor]:
@@ -23,10 +27,19 @@ def _layouts(rows: int, cols: int) -> dict[str, torch.Tensor]:
     }
 
 
+@pytest.fixture
+def every_shape_on_the_rule(gemm_rule, monkeypatch):
+    """Each GEMM rule forced (`gemm_rule`), oneDNN's taking even these small shapes (no `MIN_ONEDNN`)."""
+    monkeypatch.setattr(gemm, "MIN_ONEDNN", 0)
+    return gemm_rule
+
+
 @pytest.mark.parametrize("x_layout", ["contiguous", "transposed", "gapped"])
 @pytest.mark.parametrize("w_layout", ["contiguous", "transposed", "gapped"])
 @pytest.mark.parametrize("shape", [(6, 7, 40), (50, 40, 5)])  # (n, K, N): the second turns round
-def test_product_equals_torch_for_every_layout(x_layout: str, w_layout: str, shape: tuple[int, int, int]):
+def test_product_equals_torch_for_every_layout(
+    x_layout: str, w_layout: str, shape: tuple[int, int, int], every_shape_on_the_rule
+):
     n, K, N = shape
     x, w = _layouts(n, K)[x_layout], _layouts(N, K)[w_layout]
     expected = x @ w.t()
@@ -42,7 +55,7 @@ def test_product_equals_torch_for_every_layout(x_layout: str, w_layout: str, sha
     torch.testing.assert_close(gemm.product(x, w, bias=bias), expected + bias, rtol=1e-5, atol=1e-5)
 
 
-def test_weight_gradient_of_a_wide_output_is_turned_round():
+def test_weight_gradient_of_a_wide_output_is_turned_round(every_shape_on_the_rule):
     """gᵀ·x with g (rows, 10×K): the product oneDNN would copy g for is computed as (xᵀ·g)ᵀ, same values."""
     g, x = torch.randn(64, 300), torch.randn(64, 30)
     got = gemm.product(g.t(), x.t())
@@ -50,7 +63,7 @@ def test_weight_gradient_of_a_wide_output_is_turned_round():
     torch.testing.assert_close(got, g.t() @ x, rtol=1e-5, atol=1e-5)
 
 
-def test_linear_gradients_equal_f_linear():
+def test_linear_gradients_equal_f_linear(every_shape_on_the_rule):
     torch.manual_seed(0)
     x = torch.randn(5, 4, 6, requires_grad=True)
     layer = gemm.Linear(6, 11)
@@ -73,7 +86,7 @@ def test_linear_is_plain_f_linear_in_float64():
     torch.testing.assert_close(gemm.linear(x, w), F.linear(x, w))
 
 
-def test_packed_weights_give_the_same_products_and_their_cache_survives_copies():
+def test_packed_weights_give_the_same_products_and_their_cache_survives_copies(every_shape_on_the_rule):
     x, w = torch.randn(9, 20), torch.randn(30, 20)
     packed = gemm.pack(w)
     torch.testing.assert_close(gemm.product(x, packed), x @ w.t(), rtol=1e-5, atol=1e-5)
@@ -118,6 +131,16 @@ def test_auto_is_onednn_on_amd_cpus_with_avx512_and_torch_mm_elsewhere():
     assert gemm.host_backend() in ("onednn", "mkl")
 
 
+def test_nas_gemm_sets_autos_rule_on_any_host_and_a_bad_value_is_one_line(monkeypatch):
+    for rule in ("onednn", "mkl"):
+        monkeypatch.setenv("NAS_GEMM", rule)
+        assert gemm.host_backend() == gemm.resolve("auto") == rule
+        assert gemm.host_backend(AMD) == "onednn"  # a CPU's own rule, given its cpuinfo
+    monkeypatch.setenv("NAS_GEMM", "fastest")
+    with pytest.raises(InputError, match=r"^\$NAS_GEMM='fastest': expected onednn or mkl"):
+        gemm.resolve("auto")
+
+
 @pytest.mark.skipif(not gemm._AVAILABLE, reason="no oneDNN here")
 def test_a_loop_weight_is_packed_from_the_rows_the_rule_puts_on_onednn_and_only_where_that_pays(monkeypatch):
     """A 64 × 128 weight (2^13 multiply-adds a row): products of 128 rows or more run on oneDNN. Over
@@ -140,9 +163,10 @@ def test_a_loop_weight_is_packed_from_the_rows_the_rule_puts_on_onednn_and_only_
     assert gemm.pack_for_steps(w, counts) == (w, None, gemm.NEVER)
 
 
-@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+@ONEDNN_BUILD
 @pytest.mark.parametrize("on_onednn", [False, True])
 def test_an_unpacked_product_follows_the_rule_and_equals_torch(on_onednn: bool, monkeypatch):
+    monkeypatch.setattr(gemm, "_backend", "onednn")
     calls = []
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: calls.append(packed) or on_onednn)
     onednn = []
@@ -153,11 +177,13 @@ def test_an_unpacked_product_follows_the_rule_and_equals_torch(on_onednn: bool, 
     assert calls == [False] and len(onednn) == int(on_onednn)
 
 
-@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+@ONEDNN_BUILD
 def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeypatch):
     """The first-order α step passes the weights detached: the products' inputs (which depend on α)
     still need their gradients, also where the product runs on oneDNN's packed weight."""
     import nas.fast.step_weights as step_weights
+
+    monkeypatch.setattr(gemm, "_backend", "onednn")
 
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)
@@ -171,12 +197,14 @@ def test_a_step_weight_that_needs_no_gradient_still_passes_its_input_one(monkeyp
     assert sw.pairs == []  # no weight gradient to form
 
 
-@pytest.mark.skipif(not gemm.uses_onednn(torch.zeros(1)), reason="no oneDNN here")
+@ONEDNN_BUILD
 @pytest.mark.parametrize("stacked", [False, True])
 def test_step_weight_on_packed_weights_gives_torch_matmuls_values_and_gradients(stacked: bool, monkeypatch):
     """StepWeight's per-step products on oneDNN (forced here; the GEMM rule decides in use)
     equal torch.matmul's, and so do its one-GEMM gradients, over steps whose row counts shrink."""
     import nas.fast.step_weights as step_weights
+
+    monkeypatch.setattr(gemm, "_backend", "onednn")
 
     monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: True)
     torch.manual_seed(0)

@@ -5,6 +5,7 @@ from pip's default isolated build (no torch, so no kernels built) compiles them 
 import configparser
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 import torch
 
 import tagger_data as td
-from nas.fast import kernels
+from nas.fast import isa_builds, kernels
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("nas", "tagger")
@@ -79,16 +80,17 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
     }  # the checkout's resources/, installed inside nas
     # built without isolation beside torch (the README's way), the wheel carries the C++ kernels
     kernels_built_here = kernels.compiled() is not None
-    if kernels_built_here:
-        assert len(list((site / "nas" / "fast").glob("_fused_kernels*.so"))) == 1
+    if kernels_built_here:  # one build per ISA level (nas.fast.isa_builds), none for this machine's own
+        builds = sorted(p.name.split(".")[0] for p in (site / "nas" / "fast").glob("_fused_kernels*.so"))
+        assert builds == sorted(isa_builds.MODULES[level] for level in isa_builds.levels_for(platform.machine()))
 
     elsewhere = tmp_path / "elsewhere"  # no checkout on the path: the installed copy or nothing
     expected = td.write_conll03(elsewhere / "data")
     td.write_vectors(elsewhere / "vectors.txt")
     env = {**{k: v for k, v in os.environ.items() if k != "NAS_RESOURCES"}, "PYTHONPATH": str(site)}
 
-    def run(argv):
-        return subprocess.run(argv, capture_output=True, text=True, cwd=elsewhere, env=env, timeout=300)
+    def run(argv, **extra):
+        return subprocess.run(argv, capture_output=True, text=True, cwd=elsewhere, env={**env, **extra}, timeout=300)
 
     where = run(
         [
@@ -111,6 +113,12 @@ def test_the_wheel_works_installed_away_from_the_checkout(tmp_path):
             [sys.executable, "-c", "from nas.fast import kernels; assert kernels.compiled(), kernels._kernels_error"]
         )
         assert loads.returncode == 0, loads.stderr
+        # the widest build the CPU runs, chosen at run time (ATen's level, which ATEN_CPU_CAPABILITY lowers as
+        # on an older CPU), each equal to the op-by-op layer, with no line
+        for level in isa_builds.runnable(torch.backends.cpu.get_cpu_capability()):
+            layer = run([sys.executable, "-c", FUSED_LAYER], ATEN_CPU_CAPABILITY=level.lower())
+            assert layer.returncode == 0 and layer.stderr == "", layer.stderr
+            assert Path(layer.stdout.split()[1]).name.startswith(isa_builds.MODULES[level] + "."), (level, layer.stdout)
 
     # the installed console script, the default cell (darts_v2, shipped) and shipped character LMs
     dry = run(
@@ -243,7 +251,12 @@ def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(
     # without a compiler, an empty cache: the PyTorch ops, and one line that says why
     _, lines, _ = fused_layer(NAS_KERNELS_CACHE=str(tmp_path / "empty"), CXX="no-such-compiler")
     assert lines == [
-        "nas.fast: the C++ kernels could not be compiled on first use (no C++ compiler "
-        "(no-such-compiler) on PATH); the frozen cell runs PyTorch ops, the search cell its autograd "
-        "path (docs/install.md)"
+        "nas.fast: the C++ kernels could not be compiled on first use (no C++ compiler (no-such-compiler) on "
+        "PATH); the frozen cell runs PyTorch ops and the search cell its autograd path (the same results, "
+        "slower); to build them, install a C++ compiler ($CXX, else c++) and ninja (pip install ninja), then run "
+        "nas-build-kernels (bin/build-kernels in a checkout)"
     ]
+
+    # the command that builds them ahead of first use: ready at once where the cache has them
+    ready = subprocess.run([str(venv / "bin" / "nas-build-kernels")], capture_output=True, text=True, env=env)
+    assert ready.returncode == 0 and ready.stdout == f"C++ kernels ready: compiled for this processor ({module})\n"

@@ -24,6 +24,7 @@ oneDNN would otherwise form anew in each call (a cost that weighs most on small 
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import sys
 from typing import Callable, NamedTuple, Sequence, TypeVar
@@ -31,6 +32,8 @@ from typing import Callable, NamedTuple, Sequence, TypeVar
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from nas.common.errors import InputError
 
 # Products of fewer multiply-adds (rows·K·N) run on torch.mm under `onednn`: below about 2^20 oneDNN's
 # per-call overhead makes it the slower on the hosts measured (64 × 64 × 128: 0.8× torch.mm's speed, docs/speed.md).
@@ -41,13 +44,22 @@ PACK_ROWS = 2048
 _AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 _PACKING = hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 _T = TypeVar("_T")
+GEMM_ENV = "NAS_GEMM"  # `auto`'s rule where set (`host_backend`)
 _backend: str | None = None  # "onednn" or "mkl" (`use`); None until then: the host's rule
 
 
 def host_backend(cpuinfo: str | None = None) -> str:
     """`auto`'s backend, from the CPU's vendor and flags (/proc/cpuinfo, or `cpuinfo`'s text): `onednn` on
     an AMD CPU with AVX-512, where MKL's sgemm runs its AVX2 path at about half oneDNN's speed; `mkl`
-    elsewhere (on Intel CPUs MKL runs AVX-512 itself and ties with oneDNN; other CPUs are unmeasured)."""
+    elsewhere (on Intel CPUs MKL runs AVX-512 itself and ties with oneDNN; other CPUs are unmeasured).
+
+    `$NAS_GEMM` (`onednn` or `mkl`), when set, is `auto`'s rule in place of this host's: hosts of both
+    vendors then run the same products (and the suite runs under each rule so, on any host)."""
+    forced = os.environ.get(GEMM_ENV, "").strip() if cpuinfo is None else ""
+    if forced:
+        if forced not in ("onednn", "mkl"):
+            raise InputError(f"${GEMM_ENV}={forced!r}: expected onednn or mkl (or unset: the host's rule)")
+        return forced
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
