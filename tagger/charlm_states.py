@@ -118,6 +118,14 @@ class StateTable:
                 f"{path}: damaged character-LM states (sentences, lengths and states disagree); "
                 "delete it to recompute them"
             )
+        width = self.embedding.embedding_length
+        if states.dim() != 2 or (len(states) and states.shape[1] != width) or states.is_complex():
+            raise InputError(
+                f"{path}: field 'states': shape {tuple(states.shape)}, but this LM's states are {width} wide; "
+                "delete the file to recompute them"
+            )
+        if not bool(torch.isfinite(states).all()):
+            raise InputError(f"{path}: field 'states': values that are not finite; delete the file to recompute them")
         rows = torch.split(states, lengths.tolist())
         self.states.update(zip(sentences, rows))
         return len(rows)

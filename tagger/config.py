@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from nas.common.devices import GEMM_BACKENDS, PRECISIONS, backend_problem, device_problem, precision_problem
+from nas.common.devices import STORED_CHOICES
 from nas.common.errors import InputError
 from nas.common.ranges import (
     BATCH,
@@ -29,9 +30,20 @@ from nas.common.ranges import (
 
 # How a cell's weights start (tagger.model.cell_init_range): lstm ±1/√hidden, darts ±0.04
 CELL_INITS = ("lstm", "darts")
-# The optimiser of the training (tagger.train.OPTIMIZERS): SGD as the papers, or AdamW (decoupled weight decay, torch's
-# default 0.01)
+# The optimiser of the training (tagger.train.optimizer_class): SGD as the papers, or AdamW (decoupled weight decay,
+# torch's default 0.01)
 OPTIMIZERS = ("sgd", "adamw")
+# How the learning rate moves: anneal, × --anneal-factor on a dev plateau and a stop below --min-lr (the papers,
+# flair's `train`); linear, warm-up over a fraction of the steps, then linear decay to 0 (flair's `fine_tune`)
+SCHEDULERS = ("anneal", "linear")
+SGD_LR = 0.1  # the papers' (Jiang et al. 2019 §3.2)
+# Fine-tuning a transformer (--fine-tune-embeddings) as flair's `ModelTrainer.fine_tune` does by default: AdamW, the
+# transformer at 5e-5, a linear schedule warming up over 10% of the steps, 10 epochs. One deviation, the head: flair's
+# lr is the transformer's (decoder_learning_rate unset), which leaves a BiRNN-CRF head untrained (6 F1 after an epoch of
+# CoNLL-2000 in docs/experiments/training-options); it gets 5e-3, the AdamW lr this head was measured to train at.
+FINE_TUNE = {"optimizer": "adamw", "embeddings_lr": 5e-5, "lr": 5e-3, "scheduler": "linear", "max_epochs": 10}
+WARMUP_FRACTION = 0.1
+MAX_EPOCHS = 150  # with the annealing, which usually stops sooner
 
 
 @dataclass
@@ -59,11 +71,16 @@ class TaggerConfig:
     reproject: bool = True
     word_vocab: int = 100_000  # word vectors kept: the corpus's words and this many of the file's first (0: all)
     save_final_model: bool = False  # final-model.pt beside best-model.pt (always kept when it is the model tested)
-    optimizer: str = "sgd"
-    lr: float = 0.1
+    # Left unset (None), the next five follow the optimiser and --fine-tune-embeddings (check() fills them in): SGD,
+    # lr 0.1, annealing, 150 epochs; with --fine-tune-embeddings, FINE_TUNE. AdamW without fine-tuning needs its lr.
+    optimizer: str | None = None
+    lr: float | None = None  # the whole model's, or the tagger's head's where embeddings_lr is the transformer's
+    embeddings_lr: float | None = None  # the fine-tuned transformer's lr (None: lr)
+    scheduler: str | None = None
+    warmup_fraction: float | None = None  # the linear schedule's warm-up: this fraction of all steps
     batch_size: int = 32
     eval_batch_size: int = 64
-    max_epochs: int = 150
+    max_epochs: int | None = None
     anneal_factor: float = 0.25
     patience: int = 2
     min_lr: float = 1e-4
@@ -92,6 +109,8 @@ class TaggerConfig:
         "seed": SEED,
         **dict.fromkeys(("locked_dropout", "word_dropout", "dropout_x", "dropout_h"), RATE),
         "lr": POSITIVE,
+        "embeddings_lr": POSITIVE,
+        "warmup_fraction": RATE,
         "clip": POSITIVE,
         "min_lr": NON_NEGATIVE,
         "anneal_factor": FACTOR,
@@ -100,8 +119,13 @@ class TaggerConfig:
         "word_vocab": NON_NEGATIVE_INT,
     }
 
+    # The settings of a choice checked in a stored config.json (nas.common.ranges.check_stored)
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {**STORED_CHOICES, "optimizer": OPTIMIZERS, "cell_init": CELL_INITS}
+
     def check(self) -> None:
-        """Every number in its declared range, and a device this machine has."""
+        """Every check bin/train-tagger makes, in its words (the command and `tagger.train_tagger` both run it): each
+        number in its declared range, a device this machine has, settings that work together. The settings left
+        unset (None) that follow the optimiser are then filled in, so the object says what will run."""
         from .embeddings import parse_spec
 
         check_ranges(self, self.RANGES)
@@ -110,20 +134,53 @@ class TaggerConfig:
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")
-        if self.optimizer not in OPTIMIZERS:
-            raise InputError(f"--optimizer {self.optimizer}: expected one of {', '.join(OPTIMIZERS)}")
-        if self.precision not in PRECISIONS or precision_problem(self.device, self.precision):
-            raise InputError(f"--precision {self.precision}: {precision_problem(self.device, self.precision)}")
-        if self.lr < self.min_lr:
+        kinds = [kind for kind, _ in parse_spec(self.embeddings)]
+        if self.pooling != "min" and "pooled-flair" not in kinds:
             raise InputError(
-                f"--lr {self.lr:g}: below --min-lr {self.min_lr:g}, where the training stops at once; "
-                f"give a lower --min-lr (e.g. {self.lr / 1000:g})"
+                f"--pooling: only with pooled-flair embeddings; with --embeddings {self.embeddings} it has no effect"
             )
-        if self.fine_tune_embeddings and "transformer" not in [kind for kind, _ in parse_spec(self.embeddings)]:
+        if self.fine_tune_embeddings and "transformer" not in kinds:
             raise InputError(
                 f"--fine-tune-embeddings: only with a transformer: item in --embeddings (got "
                 f"{self.embeddings}); word vectors and character LMs stay frozen"
             )
+        if self.embeddings_lr is not None and not self.fine_tune_embeddings:
+            raise InputError(
+                f"--embeddings-lr {self.embeddings_lr:g}: only with --fine-tune-embeddings (frozen embeddings have no "
+                "learning rate)"
+            )
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            raise InputError(f"--optimizer {self.optimizer}: expected one of {', '.join(OPTIMIZERS)}")
+        if self.scheduler is not None and self.scheduler not in SCHEDULERS:
+            raise InputError(f"--scheduler {self.scheduler}: expected one of {', '.join(SCHEDULERS)}")
+        defaults = FINE_TUNE if self.fine_tune_embeddings else {"optimizer": "sgd", "scheduler": "anneal"}
+        optimizer = self.optimizer or defaults["optimizer"]
+        if optimizer == "adamw" and self.lr is None and not self.fine_tune_embeddings:
+            raise InputError(
+                f"--optimizer adamw: give its --lr (the default {SGD_LR:g} is SGD's; AdamW diverges at it): e.g. --lr "
+                "5e-3"
+            )
+        scheduler = self.scheduler or defaults["scheduler"]
+        if self.warmup_fraction is not None and scheduler != "linear":
+            raise InputError(f"--warmup-fraction {self.warmup_fraction:g}: only with --scheduler linear")
+        self.optimizer, self.scheduler = optimizer, scheduler
+        if self.lr is None:
+            self.lr = FINE_TUNE["lr"] if self.fine_tune_embeddings and optimizer == "adamw" else SGD_LR
+        if self.embeddings_lr is None and self.fine_tune_embeddings and optimizer == "adamw":
+            self.embeddings_lr = FINE_TUNE["embeddings_lr"]
+        if scheduler == "linear" and self.warmup_fraction is None:
+            self.warmup_fraction = WARMUP_FRACTION
+        if self.max_epochs is None:
+            self.max_epochs = FINE_TUNE["max_epochs"] if scheduler == "linear" else MAX_EPOCHS
+        if scheduler == "anneal" and min(self.lr, self.embeddings_lr or self.lr) < self.min_lr:
+            low = min(self.lr, self.embeddings_lr or self.lr)
+            flag = "--lr" if low == self.lr else "--embeddings-lr"
+            raise InputError(
+                f"{flag} {low:g}: below --min-lr {self.min_lr:g}, where the training stops at once; "
+                f"give a lower --min-lr (e.g. {low / 1000:g}), or --scheduler linear"
+            )
+        if self.precision not in PRECISIONS or precision_problem(self.device, self.precision):
+            raise InputError(f"--precision {self.precision}: {precision_problem(self.device, self.precision)}")
         if self.gemm not in GEMM_BACKENDS:
             raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
         problem = backend_problem(self.backend, self.device)

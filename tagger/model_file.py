@@ -6,8 +6,9 @@ torch's default protocol, which torch's weights-only unpickler reads: the state 
 plain containers and two data classes, flair's `Dictionary` (tags, characters) and `io.BytesIO` (a
 transformer's tokenizer files), which `load` allows and nothing else, so nothing in a file can name
 code to run. flair's own `SequenceTagger.load` reads the same file unchanged (an `lstm` tagger is
-stored as a plain `SequenceTagger`), but it unpickles without restriction: give it only files you
-trust, and load others with `load` (`tagger.load_tagger`).
+stored as a plain `SequenceTagger`). flair itself unpickles without restriction; once `tagger` is
+imported, its loaders read every local model file through `read_for_flair` (`teach_flair_safe_loading`):
+a file that needs pickled code to load is refused in one line, never run.
 
 A `Dictionary`'s lookup cache (`item2idx_not_encoded`, a `defaultdict` flair builds on first use)
 is left out of the file; flair rebuilds it. Files of format 1 (earlier versions of this toolkit,
@@ -24,7 +25,7 @@ from typing import Any
 
 
 from nas.common.errors import InputError
-from nas.common.files import atomic_torch_save, safe_torch_load
+from nas.common.files import MAX_JSON_DEPTH, atomic_torch_save, nesting_depth, safe_torch_load
 from nas.lm.model_file import FORMAT as LM_FORMAT
 
 MARKER, VERSION = "nas_tagger_format", 2
@@ -43,13 +44,22 @@ def save(path: str | os.PathLike, state: dict) -> None:
 
 def load(path: str | os.PathLike) -> dict:
     """Read a model state with weights_only=True; a file of another kind is an InputError."""
-    from flair.data import Dictionary
-
-    data = safe_torch_load(path, allowed=(Dictionary, io.BytesIO))
+    data = safe_torch_load(path, allowed=_allowed())
+    if nesting_depth(data) > MAX_JSON_DEPTH:  # flair rebuilds a model by recursion
+        raise InputError(f"{path}: a model state nested more than {MAX_JSON_DEPTH} levels deep; not a model file")
     if isinstance(data, dict) and MARKER in data:
         if data[MARKER] != VERSION:
             raise InputError(f"{path}: tagger model format {data[MARKER]!r}; this toolkit reads format {VERSION}")
-        return {k: v for k, v in data.items() if k != MARKER}
+        state = {k: v for k, v in data.items() if k != MARKER}
+        problem = state_problem(state)
+        if problem:
+            raise InputError(f"{path}: {problem}")
+        return state
+    if isinstance(data, dict) and data.get("format") == STATES_FORMAT:
+        raise InputError(
+            f"{path}: character-LM states (the cache of a character LM's outputs that --charlm-states keeps), "
+            "not a tagger model"
+        )
     if isinstance(data, dict) and data.get("format") == _FORMAT_1 and data.get("version") == 1:
         state = _decode_format_1(data["state"])
         if data.get("model_card"):
@@ -65,6 +75,121 @@ def load(path: str | os.PathLike) -> dict:
     if isinstance(data, dict) and data.get("format") == LM_FORMAT:
         raise InputError(f"{path}: a language model (bin/train-lm), not a tagger: evaluate it with bin/eval-lm")
     raise InputError(f"{path}: not a tagger model of this toolkit (no '{MARKER}' marker)")
+
+
+STATES_FORMAT = "nas_charlm_states"  # tagger.charlm_states.FORMAT, told apart from a model
+
+
+def state_problem(state: dict) -> str | None:
+    """What is wrong with a tagger's model state, field by field ("field 'X': ..."), before flair
+    rebuilds it (None: nothing): its embeddings, their names, the pooled-Flair memory, the tags and
+    the weights."""
+    import torch
+    from flair.data import Dictionary
+
+    if "embeddings" not in state:
+        return "field 'embeddings': missing (the model was saved without its embeddings, which it cannot tag without)"
+    if not isinstance(state.get("tag_dictionary"), Dictionary):
+        kind = type(state.get("tag_dictionary")).__name__
+        return f"field 'tag_dictionary': must be flair's Dictionary of tags, got {kind}"
+    weights = state.get("state_dict")
+    if not isinstance(weights, dict) or not all(isinstance(v, torch.Tensor) for v in weights.values()):
+        return "field 'state_dict': must map names to tensors (the model's weights)"
+    todo = [("embeddings", state["embeddings"])]
+    while todo:
+        where, params = todo.pop()
+        if not isinstance(params, dict) or not isinstance(params.get("__cls__"), str):
+            return f"field {where!r}: must be flair's saved embeddings (an object naming its '__cls__')"
+        name = params.get("name")
+        if "name" in params and not (isinstance(name, str) and name.strip()):
+            return f"field '{where}.name': must be a name (a non-empty string), got {name!r}"
+        if params.get("memory") is not None:
+            problem = _memory_problem(params["memory"])
+            if problem:
+                return f"field '{where}.memory{problem}"
+        members = params.get("embeddings")
+        if params["__cls__"] == "StackedEmbeddings":
+            if not isinstance(members, list) or not members:
+                return f"field '{where}.embeddings': must be a list of embeddings"
+            todo += [(f"{where}.embeddings[{k}]", member) for k, member in enumerate(members)]
+    return None
+
+
+def _memory_problem(memory: Any) -> str | None:
+    """What is wrong with a saved pooled-Flair memory ("'" closes the field, then the problem)."""
+    import torch
+
+    if not isinstance(memory, dict):
+        return f"': must be an object of words, vectors and counts, got {type(memory).__name__}"
+    words, vectors, counts = memory.get("words"), memory.get("vectors"), memory.get("counts")
+    if not isinstance(words, list):
+        return f".words': must be a list of words, got {type(words).__name__}"
+    for k, word in enumerate(words):
+        if not isinstance(word, str) or not word:
+            return f".words[{k}]': must be a word (a non-empty string), got {word!r}"
+    if len(set(words)) < len(words):
+        seen: set[str] = set()
+        twice = next(w for w in words if w in seen or seen.add(w))
+        return f".words': {twice!r} is there twice (each word has one pooled vector)"
+    if not isinstance(vectors, torch.Tensor) or not vectors.is_floating_point() or vectors.dim() != 2:
+        return ".vectors': must be a 2-D tensor of floats"
+    if len(vectors) != len(words):
+        return f".vectors': {len(vectors)} vectors for {len(words)} words"
+    bad = (~torch.isfinite(vectors)).sum().item()
+    if bad:
+        return f".vectors': {bad} {'value that is' if bad == 1 else 'values that are'} not finite (NaN or inf)"
+    if not isinstance(counts, torch.Tensor) or counts.is_floating_point() or counts.shape != (len(words),):
+        return f".counts': must be {len(words)} integer counts, one per word"
+    if len(counts) and counts.min().item() < 1:
+        return f".counts': a count of {counts.min().item()} (a word in the memory occurred at least once)"
+    return None
+
+
+def _allowed() -> tuple[type, ...]:
+    from flair.data import Dictionary
+
+    return (Dictionary, io.BytesIO)
+
+
+def read_for_flair(path: str | os.PathLike) -> dict:
+    """A model file read for flair's own loaders, as `load` reads it: tensors, plain containers,
+    flair's `Dictionary` and `BytesIO`; also a file flair saved itself that needs nothing more. A
+    file whose pickle names anything else is an InputError, and none of its code runs."""
+    data = safe_torch_load(path, allowed=_allowed(), flair_files=True)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: not a flair model file (it holds a {type(data).__name__}, not a model state)")
+    data.pop(MARKER, None)
+    return data
+
+
+def teach_flair_safe_loading() -> None:
+    """Make flair's `Model.load` (behind `SequenceTagger.load`, `Classifier.load` and the rest) and
+    its `load_torch_state` read model files through `read_for_flair`, never with `weights_only=False`.
+
+    A local file is read before flair's lookup, so that `Classifier.load`, which tries each model
+    class in turn and reports any failure as "not found on the ModelHub", says why the file was
+    refused; a model name flair downloads is read through the same function once fetched. Called
+    once, when `tagger.model` is imported."""
+    import flair.file_utils
+    import flair.nn.model
+    from flair.nn import Model
+
+    if getattr(flair.nn.model.load_torch_state, "reads_safely", False):
+        return
+
+    def load_torch_state(model_file: str) -> dict:
+        return read_for_flair(model_file)
+
+    load_torch_state.reads_safely = True
+    flair.nn.model.load_torch_state = flair.file_utils.load_torch_state = load_torch_state
+    flair_load = Model.__dict__["load"].__func__
+
+    def load(cls, model_path):
+        if not isinstance(model_path, dict) and os.path.isfile(model_path):
+            model_path = read_for_flair(model_path)
+        return flair_load(cls, model_path)
+
+    Model.load = classmethod(load)
 
 
 def _without_caches(obj: Any) -> Any:

@@ -19,7 +19,10 @@ and its best dev score is a local variable. So `TrainingState`, a trainer plugin
   `bin/evaluate` warn about a model whose training did not finish.
 
 The epoch's row of flair's loss.tsv is written before its checkpoint, and a resume drops the rows
-of epochs after the checkpoint's (`trim_loss_table`), so a kill between the two loses neither.
+of epochs after the checkpoint's (`trim_loss_table`), so a kill between the two loses neither. A
+resume changes nothing of the run until its first checkpoint is written (`nas.common.runs`): its
+config.json and the trimmed loss.tsv are written with it, and a failure first puts back what it
+appended and the best-model.pt it replaced.
 Ctrl-C stops at the end of the epoch, after its checkpoint (`nas.common.runs.Interrupted`); a second
 Ctrl-C stops at once, keeping the last checkpoint.
 
@@ -39,9 +42,9 @@ import torch
 from flair.distributed_utils import is_main_process
 from flair.trainers.plugins.base import TrainerPlugin
 from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
+from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
 
 from nas.common.errors import InputError
-from nas.common.files import atomic_write_text
 from nas.common.runs import Interrupted, RunDir, StopFlag, rng_state, set_rng_state
 
 from . import model_file
@@ -85,7 +88,9 @@ def trim_loss_table(folder: Path, epochs_done: int) -> None:
     header, *rows = path.read_text(encoding="utf-8").split("\n")
     rows = rows[:-1]  # what follows the last newline: nothing, or a row torn by a kill
     kept = [row for row in rows if row.split("\t")[0].isdigit() and int(row.split("\t")[0]) <= epochs_done]
-    atomic_write_text(path, "\n".join([header, *kept]) + "\n")  # flair writes EPOCH first
+    run = RunDir(folder)  # held, and written with the resume's first checkpoint (nas.common.runs)
+    run.cut_torn(LOSS_TABLE)
+    run.defer_trim(LOSS_TABLE, ("\n".join([header, *kept]) + "\n").encode("utf-8"))  # flair writes EPOCH first
 
 
 class AppendingLog(TrainerPlugin):
@@ -118,7 +123,7 @@ class AppendingLog(TrainerPlugin):
 class TrainingState(TrainerPlugin):
     """Checkpoints, the best model and the completion mark of one training (see the module's docstring).
 
-    Attach it after the annealing and loss-table plugins: its `after_evaluation` must see the
+    Attach it after the schedule (annealing or linear) and loss-table plugins: its `after_evaluation` must see the
     scheduler stepped and the epoch's row written. `state` is the checkpoint to continue from (None:
     a fresh start); `on_epoch(self)` runs after each checkpoint (tests stop a run with it); `memory`
     is the pooled-Flair memory each model file is saved with (`tagger.pooled_memory.pool_memory`).
@@ -127,7 +132,7 @@ class TrainingState(TrainerPlugin):
     def __init__(
         self,
         folder: Path,
-        annealing: AnnealingPlugin,
+        schedule: AnnealingPlugin | LinearSchedulerPlugin,
         timer,
         best_by_dev: bool,
         keep_best: bool,
@@ -139,7 +144,7 @@ class TrainingState(TrainerPlugin):
         super().__init__()
         self.memory = memory or []  # the pooled-Flair memory every model file is saved with (tagger.pooled_memory)
         self.run = RunDir(folder)
-        self.annealing, self.timer, self.state, self.on_epoch = annealing, timer, state, on_epoch
+        self.schedule, self.timer, self.state, self.on_epoch = schedule, timer, state, on_epoch
         self.best_by_dev, self.keep_best, self.dev_f1_untrained = best_by_dev, keep_best, dev_f1_untrained
         self.best = (0.0 if best_by_dev else math.inf) if state is None else state["best_score"]
         self.epoch = 0 if state is None else state["epoch"]
@@ -153,8 +158,8 @@ class TrainingState(TrainerPlugin):
         if self.state is None:
             return
         self.trainer.optimizer.load_state_dict(self.state["optimizer"])
-        self.annealing.scheduler.load_state_dict(self.state["scheduler"])
-        self.annealing.store_learning_rate()
+        self.schedule.scheduler.load_state_dict(self.state["scheduler"])
+        self.schedule.store_learning_rate()
         self.timer.train_seconds[:] = self.state["timer"]["train"]
         self.timer.epoch_seconds[:] = self.state["timer"]["epoch"]
         self.timer.dev_f1[:] = self.state["timer"].get("dev_f1", [])
@@ -199,6 +204,7 @@ class TrainingState(TrainerPlugin):
     @TrainerPlugin.hook
     def _training_exception(self, **kw) -> None:
         self.failed = True
+        self.run.roll_back()  # a resume that fails before its first checkpoint leaves the run as it was
 
     @TrainerPlugin.hook
     def _training_finally(self, **kw) -> None:
@@ -243,7 +249,7 @@ class TrainingState(TrainerPlugin):
             "epoch": self.epoch,
             "model": self.model.state_dict(),
             "optimizer": self.trainer.optimizer.state_dict(),
-            "scheduler": self.annealing.scheduler.state_dict(),
+            "scheduler": self.schedule.scheduler.state_dict(),
             "best_score": self.best,
             "dev_f1_untrained": self.dev_f1_untrained,
             "timer": {
@@ -256,6 +262,7 @@ class TrainingState(TrainerPlugin):
 
     def _save_model(self, path: Path) -> None:
         if is_main_process():
+            self.run.keep_until_written(path.name)
             with holding(self.model, self.memory):
                 self.model.save(path)
         _barrier()

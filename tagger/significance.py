@@ -37,6 +37,7 @@ read off its resamples.
 from __future__ import annotations
 
 import functools
+import math
 import statistics
 import warnings
 from dataclasses import dataclass
@@ -82,6 +83,10 @@ def seed_level_test(a: list[float], b: list[float]) -> SeedTest:
     """
     if len(a) != len(b):
         raise ValueError(f"seed-level test: {len(a)} scores of A against {len(b)} of B; pair them by seed")
+    for name, scores in (("A", a), ("B", b)):
+        bad = next((k for k, x in enumerate(scores) if not math.isfinite(x)), None)
+        if bad is not None:  # deepsig would answer "undecided" with ε_min NaN
+            raise ValueError(f"seed-level test: score {bad + 1} of {name} is {scores[bad]}, not a finite number")
     difference = statistics.fmean(x - y for x, y in zip(a, b)) if a else None
     if len(a) < 2:
         return SeedTest(len(a), difference, None, None, "1 seed" if a else "no seed")

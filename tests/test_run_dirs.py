@@ -74,8 +74,12 @@ def test_a_torn_last_log_line_is_left_out_with_a_warning_and_trimmed_away(tmp_pa
     assert [r.getMessage() for r in caplog.records] == [
         f"warning: {tmp_path / 'log.jsonl'}: line 3 is torn (the run was killed while writing it); left out"
     ]
-    run.trim_log(1)  # a resume from the checkpoint of epoch 1
-    assert (tmp_path / "log.jsonl").read_text() == '{"epoch": 1, "valid_ppl": 10.0}\n'
+    run.trim_log(1)  # a resume from the checkpoint of epoch 1: the torn line is cut at once
+    assert run.read_log() == [{"epoch": 1, "valid_ppl": 10.0}]
+    assert (tmp_path / "log.jsonl").read_text() == '{"epoch": 1, "valid_ppl": 10.0}\n{"epoch": 2, "valid_ppl": 5.0}\n'
+    run.log({"epoch": 2, "valid_ppl": 4.0})  # the epoch again
+    run.save_checkpoint({"epoch": 2})  # the resume's first checkpoint writes the trimmed log with it
+    assert (tmp_path / "log.jsonl").read_text() == '{"epoch": 1, "valid_ppl": 10.0}\n{"epoch": 2, "valid_ppl": 4.0}\n'
 
 
 def test_a_broken_line_before_the_last_is_an_error_naming_it(tmp_path):

@@ -86,6 +86,28 @@ def test_bin_tag_writes_the_same_bytes_without_the_unused_libraries(pooled_model
     assert set(HEAVY_SUBMODULES) <= _imported(full.stderr)  # what the stand-ins save, and that the switch works
 
 
+def test_bin_evaluate_scores_the_same_without_the_unused_libraries(pooled_model, tmp_path):
+    """seqeval, which bin/evaluate scores with, is imported beside the stand-ins too: it pulled in scikit-learn."""
+    model, _ = pooled_model
+    scores = []
+    for full in (False, True):
+        out = tmp_path / f"full-{full}"
+        run = subprocess.run(
+            [
+                sys.executable, "-X", "importtime", str(REPO / "bin" / "evaluate"), "--model", str(model), "--corpus",
+                "conll03", "--data", str(model.parent / "data"), "--out", str(out),
+            ],
+            capture_output=True, text=True, timeout=600, env=dict(os.environ, NAS_TAGGER_FULL_IMPORT=str(int(full))),
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+        scores.append((run.stdout, (out / "test.conll").read_bytes()))  # the report and the predictions
+        if not full:
+            assert not _imported(run.stderr) & set(HEAVY_SUBMODULES), sorted(
+                _imported(run.stderr) & set(HEAVY_SUBMODULES)
+            )
+    assert scores[0] == scores[1] and scores[0][0]
+
+
 def test_a_process_that_imported_torch_already_keeps_the_usual_import(pooled_model):
     """A test, or Python code calling a command's main in-process: no stand-ins put into its modules."""
     from tagger.light_import import StandIn, without_unused_libraries

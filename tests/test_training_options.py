@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -208,7 +209,9 @@ def test_fine_tuned_transformer_weights_change_and_the_reloaded_model_predicts_t
     assert result.exit_code == 0, result.output
     assert json.loads((tmp_path / "run" / "config.json").read_text())["fine_tune_embeddings"] is True
     card = (tmp_path / "run" / "README.md").read_text()
-    assert "(the transformer fine-tuned with the tagger)" in card and "with AdamW, lr 0.001;" in card
+    assert "(the transformer fine-tuned with the tagger)" in card and (
+        "with AdamW, lr 0.001 (transformer 5e-05), linear schedule with 10% warm-up;" in card
+    )
     saved = tmp_path / "run" / json.loads((tmp_path / "run" / "metrics.json").read_text())["model"]
     model = load_tagger(saved)
     tuned = dict(model.embeddings.embeddings[0].model.named_parameters())
@@ -274,3 +277,117 @@ def _cut_and_resume(data: Path, bert: Path, tmp_path: Path) -> None:
     straight, cut = _weights(tmp_path / "straight" / "final-model.pt"), _weights(tmp_path / "cut" / "final-model.pt")
     assert straight.keys() == cut.keys() and any("encoder.layer" in name for name in straight)
     assert all(torch.equal(straight[name], cut[name]) for name in straight)
+
+
+def _config(data: Path, vectors: Path, **settings):
+    from tagger.config import TaggerConfig
+
+    return TaggerConfig(corpus="conll03", data=str(data), embeddings=f"glove:{vectors}", **settings)
+
+
+def test_the_config_refuses_what_the_command_refuses_in_the_same_words(tiny, tmp_path):
+    """One set of checks: the settings object refuses as the command does, a --config of another optimiser's run
+    included (its lr was that optimiser's)."""
+    import tagger
+    from nas.common.errors import InputError
+    from nas.common.files import atomic_write_json
+    from tagger.cli.train_tagger import main
+
+    data, vectors = tiny
+    given = ["--data", str(data), "--embeddings", f"glove:{vectors}", "--run-dir", str(tmp_path / "run")]
+    for settings, flags in [
+        ({"optimizer": "adamw"}, ["--optimizer", "adamw"]),
+        ({"pooling": "mean"}, ["--pooling", "mean"]),
+        ({"embeddings_lr": 1e-5}, ["--embeddings-lr", "1e-5"]),
+        ({"warmup_fraction": 0.2}, ["--warmup-fraction", "0.2"]),
+        ({"optimizer": "adamw", "lr": 5e-5}, ["--optimizer", "adamw", "--lr", "5e-5"]),
+    ]:
+        with pytest.raises(InputError) as refused:
+            tagger.train_tagger(_config(data, vectors, **settings), tmp_path / "run")
+        said = _train(*given, *flags).stderr
+        assert said == f"error: {refused.value}\n", (settings, said)
+        assert not (tmp_path / "run").exists()
+    assert "--optimizer adamw: give its --lr (the default 0.1 is SGD's" in _train(*given, "--optimizer", "adamw").stderr
+    # an SGD run's config.json, and --optimizer adamw typed over it: its lr 0.1 is SGD's, not taken for AdamW's
+    sgd = _config(data, vectors, hidden_size=8, max_epochs=1)
+    sgd.check()
+    atomic_write_json(tmp_path / "sgd.json", {**asdict(sgd), "command": "bin/train-tagger --corpus conll03"})
+    over = ["--config", str(tmp_path / "sgd.json"), "--run-dir", str(tmp_path / "run")]
+    result = CliRunner().invoke(main, [*over, "--optimizer", "adamw"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: --optimizer adamw: give its --lr"), result.output
+    result = CliRunner().invoke(main, [*over, "--optimizer", "adamw", "--lr", "5e-3", "--dry-run"])
+    assert result.exit_code == 0, result.output
+
+
+def _learning_rates(monkeypatch) -> list:
+    """The lr of each parameter group at each optimiser step of the trainings that follow."""
+    seen = []
+    step = torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):
+        seen.append([group["lr"] for group in self.param_groups])
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+    return seen
+
+
+def test_the_linear_schedule_warms_up_then_decays_to_zero(tiny, tmp_path, monkeypatch, restore_flair_logging):
+    data, vectors = tiny
+    seen = _learning_rates(monkeypatch)
+    result = _train(
+        "--data", str(data), "--embeddings", f"glove:{vectors}", "--optimizer", "adamw", "--lr", "0.01",
+        "--scheduler", "linear", "--warmup-fraction", "0.5", "--max-epochs", "2", "--run-dir", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    # 24 sentences, batches of 8: 6 steps. flair's plugin counts (24 + 8 - 1) / 8 = 3.875 steps an epoch, int(7.75) = 7
+    # in all, int(3.5) = 3 of warm-up: step k runs at 0.01 * k/3, then at 0.01 * (7 - k)/4
+    assert [lr for (lr,) in seen] == pytest.approx([0.0, 0.01 / 3, 0.02 / 3, 0.01, 0.0075, 0.005])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["stopped"]["reason"] == "max_epochs"
+    assert (tmp_path / "run" / "training.log").read_text().splitlines()[-1] == (
+        "stopped: after epoch 2: --max-epochs reached"
+    )
+
+
+def test_fine_tuning_takes_flairs_defaults_with_the_head_at_its_own_rate(
+    tiny, tmp_path, monkeypatch, restore_flair_logging
+):
+    data, _ = tiny
+    bert = _tiny_bert(tmp_path / "bert")
+    seen = _learning_rates(monkeypatch)
+    run = tmp_path / "run"
+    result = _train(
+        "--data", str(data), "--embeddings", f"transformer:{bert}", "--fine-tune-embeddings", "--run-dir", str(run)
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    stored = json.loads((run / "config.json").read_text())
+    assert {k: stored[k] for k in ("optimizer", "lr", "embeddings_lr", "scheduler", "warmup_fraction")} == {
+        "optimizer": "adamw",
+        "lr": 5e-3,
+        "embeddings_lr": 5e-5,
+        "scheduler": "linear",
+        "warmup_fraction": 0.1,
+    }
+    # --max-epochs 1 (TINY): 3 steps, int(3.875) = 3 counted, int(0.3) = 0 of warm-up; flair's parameter groups: the
+    # head, then the transformer
+    assert [pytest.approx(lrs) for lrs in seen] == [[5e-3 * (3 - k) / 3, 5e-5 * (3 - k) / 3] for k in range(3)]
+    without = _train("--data", str(data), "--embeddings", f"transformer:{bert}", "--dry-run")
+    assert without.exit_code == 0  # features only: SGD, annealing, as before
+
+
+def test_a_run_annealed_below_the_floor_says_why_it_stopped(tiny, tmp_path, restore_flair_logging):
+    data, vectors = tiny
+    run = tmp_path / "run"
+    result = _train(
+        "--data", str(data), "--embeddings", f"glove:{vectors}", "--min-lr", "0.06", "--patience", "0",
+        "--anneal-factor", "0.5", "--max-epochs", "20", "--run-dir", str(run),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((run / "metrics.json").read_text())
+    epochs = metrics["epochs"]  # the first epoch without a better dev score halves 0.1 to 0.05, below the floor
+    assert epochs < 20 and metrics["dev_f1_by_epoch"][-1] <= max(metrics["dev_f1_by_epoch"][:-1])
+    said = f"after epoch {epochs}: the learning rate was annealed to 0.05, below --min-lr 0.06"
+    assert metrics["stopped"] == {"reason": "min_lr", "after_epoch": epochs, "said": said}
+    assert (run / "training.log").read_text().splitlines()[-1] == f"stopped: {said}"
+    assert f"- Training stopped {said}" in (run / "README.md").read_text()

@@ -18,6 +18,7 @@ from nas.common.cli import (
     backend_option,
     bounded,
     check_resume_flags,
+    stored_settings,
     command,
     command_line,
     config_option,
@@ -463,7 +464,8 @@ def main(
             **resolved,
         )
         run = RunDir(run_dir or default_run_dir("search"))
-    config.validate()
+    with stored_settings(Path(resume) / "config.json" if resume else None):
+        config.validate()
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
     config.backend = backends.use(config.backend, config.device, config.compile)

@@ -14,6 +14,7 @@ from nas.common.cli import (
     THREAD_COUNT,
     backend_option,
     check_resume_flags,
+    stored_settings,
     command,
     command_line,
     config_option,
@@ -183,7 +184,8 @@ def main(
         stored = run.config()
         config = RetrainConfig.from_dict(stored, run.path / "config.json", epochs=epochs, time_budget=time_budget)
         check_resume_flags(run.path, stored, changeable=("epochs", "time_budget"), runtime=("threads",))
-        config.validate()
+        with stored_settings(run.path / "config.json"):
+            config.validate()
     else:
         if (cell != "lstm" or nhid is not None) and click.get_current_context().get_parameter_source(
             "match_cell"

@@ -12,11 +12,14 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shlex
+import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable, Collection, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Collection, Iterator, Mapping
 
 import click
 
@@ -68,7 +71,7 @@ class Command(click.Command):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        with guard.guarding(), locks.holding():
+        with guard.guarding(), locks.holding(), _exit_on_sigterm():
             return self._main(args, prog_name, complete_var, standalone_mode, **extra)
 
     def _main(
@@ -96,6 +99,26 @@ class Command(click.Command):
             if err.filename is None or isinstance(err, BrokenPipeError):
                 raise
             _fail(f"{err.filename}: {err.strerror}")
+
+
+@contextmanager
+def _exit_on_sigterm() -> Iterator[None]:
+    """SIGTERM (`kill`, a job scheduler) ends the command as an exception would, exit 143: what it was
+    writing is removed (`nas.common.files.atomic_open`) and its run left as a failure leaves it, never
+    a temp file beside an output. Only in the main thread, where Python runs signal handlers."""
+
+    def terminated(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, terminated)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _message(err: click.ClickException | InputError) -> str:
@@ -278,6 +301,8 @@ def output_problem(path: Path, kind: str) -> str | None:
     """Why `path` cannot be written as a `kind` ("file", "folder" or "file or folder"); None if it can."""
     if not str(path):
         return "an empty path"
+    if path.is_symlink() and not path.exists():  # written through, or made as a folder: "File exists"
+        return "a symbolic link loop" if _loops(path) else f"a symbolic link to nothing ({os.readlink(path)})"
     if path.exists():
         if path.is_dir():
             return "a folder, not a file" if kind == "file" else _unwritable(path)
@@ -290,6 +315,14 @@ def output_problem(path: Path, kind: str) -> str | None:
     if not ancestor.is_dir():
         return f"cannot be made: {ancestor} is a file"
     return _unwritable(ancestor)
+
+
+def _loops(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
 
 
 def _unwritable(folder: Path) -> str | None:
@@ -476,6 +509,7 @@ def check_resume_flags(
     with the settings it started with, or it would not be the run it was. `defaults`: the settings
     an older run's config.json lacks, read as the values it ran with."""
     stored = {**(defaults or {}), **stored}
+    locks.lock(run_dir)  # the one writer of the run before anything is said of what it changes
     ctx = click.get_current_context()
     changed = {}
     for param in ctx.command.params:
@@ -499,6 +533,24 @@ def check_resume_flags(
     for name, (flag, given) in changed.items():
         click.echo(f"{flag} {given}: the run goes on to it (it had {stored.get(name)})", err=True)
     return {name: given for name, (_, given) in changed.items()}
+
+
+@contextmanager
+def stored_settings(source: str | os.PathLike | None) -> Iterator[None]:
+    """Checks of a resumed run's settings (`source`: its config.json; None: not a resume) name the setting
+    of that file, not a flag the user never typed ("--nodes: ..." was an edited "nodes")."""
+    try:
+        yield
+    except InputError as err:
+        found = re.match(r"--([a-z][a-z0-9-]*)(.*)", str(err), re.S)
+        if source is None or found is None:
+            raise
+        name = found[1].replace("-", "_")
+        ctx = click.get_current_context(silent=True)
+        typed = ctx is not None and name in ctx.params
+        if typed and ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            raise
+        raise InputError(f"{source}: setting {name!r}{found[2]}") from None
 
 
 def _same(stored: Any, given: Any) -> bool:

@@ -13,6 +13,8 @@ GEMM_BACKENDS = ("auto", "onednn", "mkl")
 BACKENDS = ("auto", "torch", "cpu-fused", "cuda-graphs", "cuda-loop")
 # The training step's precision (nas.common.runs.autocast): bf16 runs it under torch.autocast
 PRECISIONS = ("fp32", "bf16")
+# The settings of these choices every run's config.json holds, checked when a run is resumed
+STORED_CHOICES = {"precision": PRECISIONS, "gemm": GEMM_BACKENDS, "backend": BACKENDS}
 _FORM = re.compile(r"cpu|cuda(?::(\d+))?")
 
 

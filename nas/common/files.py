@@ -9,7 +9,7 @@ import os
 import shutil
 import stat
 import tempfile
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator, Sequence
 
@@ -81,6 +81,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         handle.write(data)
 
 
+def atomic_write_all(files: dict[Path, bytes]) -> None:
+    """Several files replaced together: each is written to its temp file first, and only when all are
+    written are they renamed over their paths, so a write the disk refuses leaves every one as it was."""
+    with ExitStack() as stack:
+        for path, data in files.items():
+            stack.enter_context(atomic_open(path, binary=True, size=len(data))).write(data)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
@@ -95,6 +103,59 @@ def atomic_torch_save(path: str | os.PathLike, obj: Any) -> None:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def open_in_place(path: str | os.PathLike, flags: int = os.O_WRONLY | os.O_APPEND | os.O_CREAT) -> int:
+    """A descriptor of `path` to write in place (a log appended to, a lock), never through a link: a
+    symbolic link there (one to nothing included) or a file with other names (hard links), whose
+    writes would land in a file outside the run, is an InputError, as is anything but a regular file."""
+    try:  # O_TRUNC after the checks, which a hard link to a user's file fails
+        fd = os.open(path, (flags & ~os.O_TRUNC) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP or os.path.islink(path):
+            raise InputError(f"{path}: {link_problem(path)}") from None
+        if err.errno == errno.EISDIR:
+            raise InputError(f"{path}: a folder, not a file; remove it and run again") from None
+        raise
+    problem = in_place_problem(os.fstat(fd))
+    if problem:
+        os.close(fd)
+        raise InputError(f"{path}: {problem}")
+    if flags & os.O_TRUNC:
+        os.ftruncate(fd, 0)
+    return fd
+
+
+def link_problem(path: str | os.PathLike) -> str:
+    return (
+        f"a symbolic link (to {os.readlink(path)}), not a file of its own; writing it would write there: "
+        "remove it and run again"
+    )
+
+
+def in_place_problem(stats: os.stat_result) -> str | None:
+    """Why a file with these stats must not be written in place (None: it may)."""
+    if not stat.S_ISREG(stats.st_mode):
+        return "not a regular file; remove it and run again"
+    if stats.st_nlink > 1:
+        return (
+            f"a hard link (one file under {stats.st_nlink} names); writing it would change the others too: "
+            "remove it and run again"
+        )
+    return None
+
+
+def require_own_file(path: str | os.PathLike) -> None:
+    """An InputError unless `path` is missing or a regular file of its own (see `open_in_place`)."""
+    try:
+        stats = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(stats.st_mode):
+        raise InputError(f"{path}: {link_problem(path)}")
+    problem = in_place_problem(stats)
+    if problem:
+        raise InputError(f"{path}: {problem}")
 
 
 def file_problem(path: str | os.PathLike) -> str | None:
@@ -122,32 +183,44 @@ def require_file(path: str | os.PathLike, context: str = "") -> None:
         raise InputError(f"{path}: {problem}{f' ({context})' if context else ''}")
 
 
-def safe_torch_load(path: str | os.PathLike, map_location: Any = "cpu", allowed: Sequence[type] = ()) -> Any:
+def safe_torch_load(
+    path: str | os.PathLike, map_location: Any = "cpu", allowed: Sequence[type] = (), flair_files: bool = False
+) -> Any:
     """Load tensors and plain containers only (weights_only=True), and instances of the `allowed`
     data classes (built from their saved attributes, no code of the file's choosing): a crafted
-    pickle never runs."""
+    pickle never runs. A file flair saved itself is refused by name, unless `flair_files` (flair's
+    own loaders, which `tagger.model_file` routes here): then it loads on the same terms."""
     import torch
 
     path = Path(path)
     require_file(path)
     guard.note_read(path)
-    if _saved_by_flair(path):
+    if not flair_files and _saved_by_flair(path):
         raise InputError(
-            f"{path}: a model saved by flair itself, which this toolkit does not load (loading it runs "
-            "pickled code): load it with flair's own loader, e.g. SequenceTagger.load (only for files "
-            "you trust), or train one with this toolkit, whose model files load without running code"
+            f"{path}: a model saved by flair itself, which this toolkit's commands do not read: in Python, "
+            "`import tagger` first, then flair's SequenceTagger.load reads it without running pickled code "
+            "(or refuses it); or train one with this toolkit"
         )
     fast = _restricted_pickle(allowed) if _plain_torch_zip(path) else None
     if fast is not None:
         try:
-            return torch.load(path, map_location=map_location, weights_only=False, pickle_module=fast)
-        except Exception:  # refused or damaged: torch's weights-only loader says why, in its own words
+            with open(path, "rb") as handle:  # a handle: torch reads a path named *.safetensors as safetensors
+                return torch.load(handle, map_location=map_location, weights_only=False, pickle_module=fast)
+        except _Refused as refused:
+            kinds = ["tensors", "plain containers", *(cls.__name__ for cls in allowed)]
+            raise InputError(
+                f"{path}: refused: its pickle names {refused.args[0]}, code that loading it would run (this "
+                f"toolkit builds only {', '.join(kinds[:-1])} and {kinds[-1]})"
+            ) from None
+        except Exception:  # damaged: torch's weights-only loader says why, in its own words
             pass
     try:
-        with torch.serialization.safe_globals(list(allowed)):
-            return torch.load(path, map_location=map_location, weights_only=True)
+        if _torchscript(_zip_names(path)):  # torch.load would warn and hand it to torch.jit.load
+            raise ValueError("TorchScript")
+        with torch.serialization.safe_globals(list(allowed)), open(path, "rb") as handle:
+            return torch.load(handle, map_location=map_location, weights_only=True)
     except Exception as err:  # torch raises many types for foreign or corrupt files
-        raise InputError(f"{path}: not a model file of this toolkit, or corrupt ({_load_problem(err)})") from None
+        raise InputError(f"{path}: {unreadable_model(path, err)}") from None
 
 
 def _restricted_pickle(allowed: Sequence[type]) -> Any:
@@ -173,7 +246,7 @@ def _restricted_pickle(allowed: Sequence[type]) -> Any:
         def find_class(self, module: str, name: str) -> Any:
             found = names.get(f"{module}.{name}")
             if found is None:
-                raise pickle.UnpicklingError(f"global {module}.{name} is not allowed")
+                raise _Refused(f"{module}.{name}")
             return found
 
     module = types.ModuleType("restricted_pickle")
@@ -181,21 +254,48 @@ def _restricted_pickle(allowed: Sequence[type]) -> Any:
     return module
 
 
+class _Refused(Exception):
+    """A global the restricted unpickler does not build (its name: args[0])."""
+
+
+def _zip_names(path: Path) -> list[str] | None:
+    """The members of a zip file (None: not a zip file, or damaged)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return archive.namelist()
+    except Exception:  # damaged in any way: the weights-only loader's own error
+        return None
+
+
+def _torchscript(names: list[str] | None) -> bool:
+    return names is not None and any(n == "constants.pkl" or n.endswith("/constants.pkl") for n in names)
+
+
 def _plain_torch_zip(path: Path) -> bool:
     """A torch zip file of one pickle and its tensors: not TorchScript (which torch.load would hand
     to torch.jit.load unless weights_only), not the legacy format, not a .safetensors file."""
-    import zipfile
+    names = _zip_names(path)
+    return names is not None and sum(n.endswith("/data.pkl") for n in names) == 1 and not _torchscript(names)
 
-    if path.name.endswith(".safetensors"):
-        return False
-    try:
-        with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-    except Exception:  # damaged in any way: the weights-only loader's own error
-        return False
-    return sum(n.endswith("/data.pkl") for n in names) == 1 and not any(
-        n == "constants.pkl" or n.endswith("/constants.pkl") for n in names
-    )
+
+def unreadable_model(path: Path, err: Exception) -> str:
+    """What a file the weights-only loader refused is, in words: a safetensors file, a TorchScript
+    program, or a file that is not a model (or is damaged), with the loader's reason."""
+    with open(path, "rb") as handle:
+        head = handle.read(9)
+    if len(head) == 9 and head[8:9] == b"{" and int.from_bytes(head[:8], "little") < (100 << 20):
+        return (
+            "a safetensors file (bare tensors, without the model's settings and vocabulary), not a model file of "
+            "this toolkit (a torch file that its commands and tagger.load_tagger write)"
+        )
+    if _torchscript(_zip_names(path)):
+        return (
+            "a TorchScript program (torch.jit.save), not a model file of this toolkit; it holds code, which this "
+            "toolkit does not run"
+        )
+    return f"not a model file of this toolkit, or corrupt ({_load_problem(err)})"
 
 
 PICKLE_PEEK = 16 << 20  # bytes of a model file's pickle looked at, never unpickled
@@ -234,7 +334,7 @@ def _load_problem(err: Exception) -> str:
             p.strip() for p in text.split("\n\n")[1:] if p.strip() and not p.startswith("Check the documentation")
         ]
         return "refused by the weights-only loader: " + (reasons[0].splitlines()[0][:200] if reasons else "not tensors")
-    if isinstance(err, OSError) and err.errno == errno.EINVAL:
+    if (isinstance(err, OSError) and err.errno == errno.EINVAL) or "failed finding central directory" in text:
         return "truncated or damaged"
     return (text.splitlines()[0] if text else type(err).__name__)[:200]
 
@@ -299,12 +399,18 @@ def _bounded_int(digits: str) -> int:
     return int(digits)
 
 
+def nesting_depth(data: Any) -> int:
+    """`_depth` for loaded files of any kind (a model state): above MAX_JSON_DEPTH means too deep."""
+    return _depth(data)
+
+
 def _depth(data: Any) -> int:
-    """How deeply lists and objects nest in `data` (a scalar: 0), without recursion."""
+    """How deeply lists, tuples and objects (dicts) nest in `data` (a scalar: 0), without recursion;
+    counted up to one level past MAX_JSON_DEPTH."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         item, level = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, (list, tuple)) else None
         if children is None:
             continue
         deepest = max(deepest, level)

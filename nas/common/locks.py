@@ -3,7 +3,9 @@
 The lock is an `flock` on `RUN_DIR/.lock`, which the system releases when the process ends, however it
 ends (a kill -9 included), so a dead writer never blocks the run. The file holds the writer's pid, to
 name it to a second writer, which is refused. A command that ends removes the file; one left behind
-with the lock free is a writer's that was killed: the next writer says so and takes it over.
+with the lock free is a writer's that was killed: the next writer says so and takes it over. A lock
+file that is a symbolic or hard link is refused (`nas.common.files.open_in_place`): its pid would be
+written into the file it leads to.
 
 Light on purpose (no torch). A command (`nas.common.cli.Command`) opens `holding()`; outside one (a
 library caller, a test) nothing is locked, as `nas.common.guard` refuses nothing there.
@@ -15,25 +17,42 @@ import fcntl
 import logging
 import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .errors import InputError
+from .files import open_in_place, require_own_file
 
 LOCK_FILE = ".lock"
+IN_PLACE = ("log.jsonl", "loss.tsv", "training.log")  # files of a run appended to, not replaced whole
 
 log = logging.getLogger(__name__)
 
 _held: dict[str, int] | None = None  # within a command: real path of a run directory -> the locked file's descriptor
+_at_end: list[Callable[[], None]] = []  # within a command: what to do as it ends, before the locks go
+
+
+def at_end(action: Callable[[], None]) -> None:
+    """Run `action` when the command ends (however it ends), while it still holds its locks; outside
+    a command, never."""
+    if _held is not None:
+        _at_end.append(action)
 
 
 @contextmanager
 def holding() -> Iterator[None]:
     """Hold the locks `lock` takes until the block ends (one command), then remove their files and release them."""
-    global _held
+    global _held, _at_end
     outer, _held = _held, {}
+    outer_actions, _at_end = _at_end, []
     try:
         yield
     finally:
+        for action in _at_end:
+            try:
+                action()
+            except Exception as err:  # the command's own error, if any, is the one to say
+                log.warning(f"warning: {err}")
+        _at_end = outer_actions
         for folder, fd in _held.items():
             _release(folder, fd)
         _held = outer
@@ -47,9 +66,11 @@ def lock(folder: str | os.PathLike) -> None:
     real = os.path.realpath(folder)
     if real in _held:
         return
-    path = os.path.join(real, LOCK_FILE)
+    path = os.path.join(folder, LOCK_FILE)  # named as given in messages; the same file as under `real`
+    for name in IN_PLACE:  # the writer appends to these: they must be the run's own, not links elsewhere
+        require_own_file(os.path.join(folder, name))
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = open_in_place(path, os.O_RDWR | os.O_CREAT)  # never through a link to a file elsewhere
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

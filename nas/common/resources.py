@@ -19,7 +19,16 @@ PACKAGE = "nas.resources"
 def resources_dir() -> Path:
     """$NAS_RESOURCES, else `resources/` of the checkout this code runs from, else the installed package."""
     if os.environ.get("NAS_RESOURCES"):
-        return Path(os.environ["NAS_RESOURCES"])
+        given = Path(os.environ["NAS_RESOURCES"])
+        if not (given / "cells").is_dir():  # else every shipped name is "not a shipped cell (shipped: )"
+            what = (
+                "no such folder" if not given.exists() else "not a folder" if not given.is_dir() else "no cells/ in it"
+            )
+            raise InputError(
+                f"NAS_RESOURCES={given}: {what}; it names a resources/ folder (cells/, charlm/), or unset it "
+                "for the toolkit's own"
+            )
+        return given
     root = Path(__file__).resolve().parents[2]  # nas/common/ -> the checkout
     if (root / "setup.cfg").is_file() and (root / "resources" / "cells").is_dir():
         return root / "resources"

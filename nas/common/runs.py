@@ -12,10 +12,16 @@ The log and the checkpoint of an epoch: the log line is written first, then the 
 a resume drops the log lines of epochs after the checkpoint's (`trim_log`). A kill between the
 two therefore loses neither: the epoch is run again and logged again. A last log line torn by a
 kill is left out, with a warning.
+
+A resume changes nothing of the run until its first checkpoint is written (`defer`): its new
+config.json and the trimmed logs are held and written with that checkpoint, all or none
+(`nas.common.files.atomic_write_all`); until then the logs it appends to are only appended to, and
+a resume that fails first (a full disk) cuts them back to what they held (`roll_back`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
@@ -30,13 +36,14 @@ from typing import Any
 import torch
 
 from . import guard, locks
+from .locks import IN_PLACE
 from .devices import PRECISIONS  # noqa: F401 - the vocabulary of autocast() below, kept in nas.common.devices
 from .errors import InputError
 from .files import (
     DISK_REFUSED,
-    atomic_torch_save,
+    atomic_write_all,
     atomic_write_json,
-    atomic_write_text,
+    open_in_place,
     parse_json,
     read_json,
     safe_torch_load,
@@ -63,6 +70,29 @@ def autocast(device: torch.device, precision: str):
 
 def default_run_dir(kind: str) -> Path:
     return Path("runs") / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+class _Pending:
+    """A resume's changes held until its first checkpoint: files to write whole, by name, and the
+    sizes of the in-place files when the resume began (what they are cut back to, and where the
+    lines it appended begin)."""
+
+    def __init__(self, folder: Path):
+        self.files: dict[str, bytes] = {}
+        self.kept: dict[str, bytes] = {}  # an in-place file's trimmed lines, before what the resume appends
+        self.sizes = {name: _size(folder / name) for name in IN_PLACE}
+        self.backups: dict[str, Path] = {}  # files replaced before the checkpoint -> their old content's name
+
+
+COMMITTING = {"checkpoint.pt", "metrics.json"}  # the writes that make a resume's held changes the run's
+_pending: dict[str, _Pending] = {}  # real path of a run directory -> its resume's held changes
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return None
 
 
 class RunDir:
@@ -124,7 +154,8 @@ class RunDir:
 
     def lock(self) -> None:
         """Be the one writer of this folder until the command ends (`nas.common.locks`): a second
-        command starting or resuming a run here is refused, naming the process that writes it."""
+        command starting or resuming a run here is refused, naming the process that writes it; so is
+        a run whose files written in place are links to files elsewhere."""
         locks.lock(self.path)
 
     def discard(self) -> None:
@@ -155,7 +186,7 @@ class RunDir:
         """Append one line; a write the disk refuses leaves the log as it was (no torn line)."""
         path = self.path / "log.jsonl"
         line = (json.dumps(record) + "\n").encode("utf-8")
-        with open(path, "ab", buffering=0) as handle:
+        with os.fdopen(open_in_place(path), "ab", buffering=0) as handle:
             size = handle.tell()
             try:
                 rest = memoryview(line)
@@ -171,6 +202,10 @@ class RunDir:
         """The logged records. A last line without its newline (the run was killed while writing it)
         is left out with a warning; any other line that is not a JSON record is an InputError."""
         path = self.path / "log.jsonl"
+        held = _pending.get(os.path.realpath(self.path))
+        if held is not None and "log.jsonl" in held.kept:  # a resume's: its trimmed lines, and those it wrote
+            text = (held.kept["log.jsonl"] + self._appended("log.jsonl", held)).decode("utf-8")
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
         if not path.is_file():
             return []
         records, number = [], 0
@@ -189,16 +224,116 @@ class RunDir:
 
     def trim_log(self, epochs_done: int) -> None:
         """Keep the log lines of the epochs the checkpoint holds: drop those written after it (a kill
-        came between an epoch's log line and its checkpoint) and a torn last line."""
+        came between an epoch's log line and its checkpoint) and a torn last line. Held with the
+        resume's other changes (`defer`) until its first checkpoint."""
         guard.own(self.path)
         kept = [r for r in self.read_log() if r.get("epoch", 0) <= epochs_done]
-        atomic_write_text(self.path / "log.jsonl", "".join(json.dumps(r) + "\n" for r in kept))
+        self.cut_torn("log.jsonl")
+        self.defer_trim("log.jsonl", "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
+
+    # -- a resume's changes, held until its first checkpoint ---------------------------------------
+
+    def _held(self) -> _Pending:
+        real = os.path.realpath(self.path)
+        if real not in _pending:
+            _pending[real] = _Pending(self.path)
+            locks.at_end(self.roll_back)  # a command that ends before the first checkpoint leaves the run as it was
+        return _pending[real]
+
+    def cut_torn(self, name: str) -> None:
+        """Cut the in-place file `name` after its last newline: a line torn by a kill, which the lines a
+        resume appends would otherwise continue."""
+        path = self.path / name
+        if not path.is_file():
+            return
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            os.truncate(path, data.rfind(b"\n") + 1)
+
+    def keep_until_written(self, name: str) -> None:
+        """A file of the run (best-model.pt) that a resume replaces before its first checkpoint: kept
+        under another name (a hard link: no space) and put back if the resume fails first."""
+        held = _pending.get(os.path.realpath(self.path))
+        path = self.path / name
+        if held is None or name in held.backups or not path.is_file():
+            return
+        backup = self.path / f".{name}.kept.tmp"  # a kill leaves it among the temp files a resume removes
+        backup.unlink(missing_ok=True)
+        os.link(path, backup)
+        held.backups[name] = backup
+
+    def defer(self, name: str, data: bytes) -> None:
+        """Write the run's file `name` (its config.json) with the resume's first checkpoint, not now."""
+        self._held().files[name] = data
+
+    def defer_config(self, config: dict) -> None:
+        self.defer("config.json", (json.dumps(config, indent=2, sort_keys=False) + "\n").encode("utf-8"))
+
+    def defer_trim(self, name: str, kept: bytes) -> None:
+        """The in-place file `name` is to keep `kept` (its lines up to the checkpoint) and what the resume
+        appends after it: written so with the resume's first checkpoint, until then appended to as it is."""
+        self._held().kept[name] = kept
+
+    def write(self, files: dict[str, bytes]) -> None:
+        """Write these files of the run (by name) together; the run's checkpoint or its metrics (its end)
+        with the changes a resume held, all or none. Another file a resume writes before its first
+        checkpoint (best.pt) is put back if that fails. A write the disk refuses leaves the run as the
+        resume found it (`roll_back`)."""
+        held = _pending.get(os.path.realpath(self.path))
+        if held is not None and not COMMITTING & set(files):
+            for name in files:
+                self.keep_until_written(name)
+            held = None
+        elif held is not None:
+            files = {**held.files, **{n: k + self._appended(n, held) for n, k in held.kept.items()}, **files}
+        try:
+            atomic_write_all({self.path / name: data for name, data in files.items()})
+        except BaseException:
+            self.roll_back()
+            raise
+        if held is not None:
+            _pending.pop(os.path.realpath(self.path), None)
+            for backup in held.backups.values():
+                backup.unlink(missing_ok=True)
+
+    def _appended(self, name: str, held: _Pending) -> bytes:
+        """What the resume appended to the in-place file `name` (after the size it had)."""
+        path = self.path / name
+        if not path.is_file():
+            return b""
+        with open(path, "rb") as handle:
+            handle.seek(held.sizes.get(name) or 0)
+            return handle.read()
+
+    def roll_back(self) -> None:
+        """A resume that failed before its first checkpoint: the in-place files go back to the size
+        they had (cutting needs no space), and what it held is dropped; the run is as it found it."""
+        held = _pending.pop(os.path.realpath(self.path), None)
+        if held is None:
+            return
+        for name, backup in held.backups.items():
+            target = self.path / name
+            if target.is_file() and os.path.samefile(backup, target):  # never replaced: rename would do nothing
+                backup.unlink()
+            else:
+                os.replace(backup, target)
+        for name, size in held.sizes.items():
+            path = self.path / name
+            try:
+                if size is None:
+                    path.unlink(missing_ok=True)
+                elif path.is_file() and path.stat().st_size > size:
+                    os.truncate(path, size)
+            except OSError:
+                pass
 
     def save_metrics(self, metrics: dict) -> None:
-        atomic_write_json(self.path / "metrics.json", metrics)
+        self.write({"metrics.json": (json.dumps(metrics, indent=2, sort_keys=False) + "\n").encode("utf-8")})
 
     def save_checkpoint(self, state: dict, name: str = "checkpoint.pt") -> None:
-        atomic_torch_save(self.path / name, state)
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        self.write({name: buffer.getvalue()})
 
     def load_checkpoint(self, name: str = "checkpoint.pt", map_location: Any = "cpu") -> dict:
         path = self.path / name

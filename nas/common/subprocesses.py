@@ -16,6 +16,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from .files import open_in_place
+
 IMPORT_ROOT = Path(__file__).resolve().parents[2]  # the folder this toolkit's packages are imported from
 _LAUNCHER = re.compile(r"(?<![\w./-])bin/([a-z][a-z0-9]*(?:-[a-z0-9]+)*)")
 
@@ -40,7 +42,7 @@ def run_module(module: str, args: list[str], log: Path, on_line: Callable[[str],
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [*_toolkit_path(), env.get("PYTHONPATH")]))
     command = [sys.executable, "-m", module, *args]
-    with open(log, "wb") as handle:
+    with os.fdopen(open_in_place(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as handle:  # not via a link
         if on_line is None:
             return subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env).returncode
         env["PYTHONUNBUFFERED"] = "1"

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from nas.common.errors import InputError
 from nas.runs.config import SearchConfig, flag_name
-from .settings import BetaDartsSettings, DartsMinusSettings, MethodSettings, SdartsSettings
+from .settings import BetaDartsSettings, DartsMinusSettings, DrnasSettings, GdasSettings, MethodSettings, SdartsSettings
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,18 @@ def _sdarts_rs() -> type:
     return SdartsRS
 
 
+def _gdas() -> type:
+    from .gdas import Gdas
+
+    return Gdas
+
+
+def _drnas() -> type:
+    from .drnas import Drnas
+
+    return Drnas
+
+
 NO_ALPHA_STEP = "this method has no α step to take in first or second order (it draws its architectures)"
 NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rule follows its best candidate)"
 
@@ -132,6 +144,16 @@ METHODS: dict[str, Entry] = {
         _sdarts_rs,
         "DARTS whose weight step sees randomly perturbed mixing weights (SDARTS-RS, Chen & Hsieh 2020)",
         settings=SdartsSettings,
+    ),
+    "gdas": Entry(
+        _gdas,
+        "one op per edge sampled by a hard Gumbel-softmax, τ annealed (GDAS, Dong & Yang 2019)",
+        settings=GdasSettings,
+    ),
+    "drnas": Entry(
+        _drnas,
+        "mixing weights drawn from a Dirichlet whose concentration α learns (DrNAS, Chen et al. 2021)",
+        settings=DrnasSettings,
     ),
 }
 

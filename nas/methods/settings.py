@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable, TypeVar
 
 from nas.common.errors import InputError
-from nas.common.ranges import NON_NEGATIVE, Range, check_ranges
+from nas.common.ranges import NON_NEGATIVE, POSITIVE, Range, check_ranges
 from nas.runs.config import flag_name
 
 S = TypeVar("S", bound="MethodSettings")
@@ -86,3 +86,23 @@ class SdartsSettings(MethodSettings):
         "edge's softmax weights for the weight step, in the first epoch",
     )
     epsilon_end: float = setting(0.3, Range(0, 1), "sdarts-rs: ε in the last epoch (linear in between)")
+
+
+@dataclass(frozen=True)
+class GdasSettings(MethodSettings):
+    """GDAS (`nas.methods.gdas`): the Gumbel-softmax temperature, linear over the epochs (the paper: 10 → 0.1)."""
+
+    tau_max: float = setting(10.0, POSITIVE, "gdas: temperature τ of the Gumbel-softmax in the first epoch")
+    tau_min: float = setting(0.1, POSITIVE, "gdas: τ in the last epoch (linear in between)")
+
+
+@dataclass(frozen=True)
+class DrnasSettings(MethodSettings):
+    """DrNAS (`nas.methods.drnas`): the weight of the KL regulariser (0: the authors' default ℓ2 one, --arch-wdecay)."""
+
+    dirichlet_kl: float = setting(
+        0.0,
+        NON_NEGATIVE,
+        "drnas: weight λ of Σ KL(Dir(ELU(α)+1) ‖ Dir(1)) added to α's loss (the authors' 'kl' "
+        "regulariser, 1e-3 in their code; 0: their default 'l2' one, which is --arch-wdecay)",
+    )

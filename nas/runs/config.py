@@ -10,12 +10,13 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from nas.common.devices import GEMM_BACKENDS, backend_problem, device_problem
+from nas.common.devices import GEMM_BACKENDS, STORED_CHOICES, backend_problem, device_problem
 from nas.common.errors import InputError
 from nas.common.ranges import (
     AT_LEAST_1,
     BATCH,
     EPOCHS,
+    ITERATIONS,
     MANY,
     MINUTES,
     NODES,
@@ -27,6 +28,7 @@ from nas.common.ranges import (
     SIZE,
     Range,
     check_ranges,
+    check_stored,
 )
 
 
@@ -97,6 +99,7 @@ class LMConfig:
     command: str = ""
 
     COMMAND: ClassVar[str] = ""  # the command that starts and resumes runs of this config
+    CHOICES: ClassVar[dict[str, tuple[str, ...]]] = STORED_CHOICES
     # The allowed values of the numeric settings: validate() checks them, the commands' flag types come from them.
     RANGES: ClassVar[dict[str, Range]] = {
         "epochs": EPOCHS,
@@ -133,6 +136,7 @@ class LMConfig:
                 f"{source}: the config of a {other} run, not of a {cls.COMMAND} run "
                 f"(continue it with {other} --resume {Path(source).parent})"
             )
+        check_stored(cls, stored, str(source), cls.CHOICES)  # field by field, before any is used
         config = cls(**{f.name: stored[f.name] for f in fields(cls) if f.name in stored})
         check_ranges(config, cls.RANGES, lambda name: f"{source}: setting {name!r}")  # the file's, not a flag's
         return replace(config, **{k: v for k, v in limits.items() if v is not None})
@@ -220,7 +224,7 @@ class SearchConfig(LMConfig):
         "entropy_weight": NON_NEGATIVE,
         "baseline_decay": Range(0, 1, high_open=True),
         "track_candidates": MANY,
-        "hessian_iterations": NON_NEGATIVE_INT,
+        "hessian_iterations": ITERATIONS,
         "early_stop_window": AT_LEAST_1,
         "early_stop_ratio": Range(0, 1, low_open=True, high_open=True),
         "time_budget": MINUTES,

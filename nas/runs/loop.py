@@ -32,7 +32,6 @@ from typing import Any, Callable, TypeVar
 import torch
 
 from nas.common.errors import InputError, WriteRefused
-from nas.common.files import atomic_write_json
 from nas.common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, set_rng_state
 from nas.lm.corpus import Corpus, batchify
 from nas.lm.evaluation import get_batch
@@ -194,8 +193,8 @@ class TrainingLoop:
         self.run_dir.start(asdict(self.config), afresh, checkpoint=self.state())
 
     def resume(self) -> None:
-        """Continue from the checkpoint; config.json then holds the limits the run now goes on to.
-        A run killed before it wrote a checkpoint starts afresh."""
+        """Continue from the checkpoint; config.json holds the limits the run now goes on to from its
+        next checkpoint on. A run killed before it wrote a checkpoint starts afresh."""
         self.kept = True
         if not self.run_dir.checkpoint.is_file():
             self.start(afresh=True)
@@ -203,8 +202,8 @@ class TrainingLoop:
         self.run_dir.clean_temp_files()
         self.load_state(self.run_dir.load_checkpoint(map_location=self.device))
         self.run_dir.trim_log(self.epoch)
-        if self.ranks.main:
-            atomic_write_json(self.run_dir.path / "config.json", asdict(self.config))
+        if self.ranks.main:  # written with the resume's first checkpoint (nas.common.runs)
+            self.run_dir.defer_config(asdict(self.config))
 
     def save_checkpoint(self) -> None:
         self.run_dir.save_checkpoint(self.state())

@@ -19,6 +19,7 @@ import click
 
 from nas.common.cli import RUN_FOLDER, SEED_VALUE, THREAD_COUNT, command
 from nas.common.errors import InputError
+from nas.common.files import atomic_write_text
 from nas.common.subprocesses import IMPORT_ROOT, last_error, run_module
 
 FULL = {
@@ -210,7 +211,7 @@ def _demo(
     else:
         lm_dir, tag_dir, tag_corpus = Path(data) / lm_name, Path(data) / corpus, corpus
         raw = root / "raw.txt"
-        raw.write_text(_raw_from_lm_test(lm_dir), encoding="utf-8")
+        atomic_write_text(raw, _raw_from_lm_test(lm_dir))
         embeddings = embeddings or "glove:glove-6b-50d"
 
     cell = root / "cell.json"
@@ -321,7 +322,7 @@ def _demo(
         "seconds": round(time.time() - started, 1),
         "directory": str(root),
     }
-    (root / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(root / "summary.json", json.dumps(summary, indent=2) + "\n")
     click.echo(f"\nfound cell:        {genotype['nodes']}")
     click.echo(f"search valid ppl:  {summary['search_valid_ppl']:.1f}")
     click.echo(

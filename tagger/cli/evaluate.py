@@ -131,7 +131,7 @@ def main(
     problem = None if out else output_problem(target, "folder")
     if problem:
         raise InputError(f"{target}: {problem} (the default --out; give another)")
-    without_unused_libraries(model_path)  # before flair's import (tagger.light_import)
+    without_unused_libraries(model_path, scoring=True)  # before flair's and seqeval's import (tagger.light_import)
     spec = columns if columns is not None else run.get("columns")  # an empty --columns is refused, not the run's
     gold = load_corpus(
         corpus,

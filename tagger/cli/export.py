@@ -31,15 +31,16 @@ def main(model, out, rebuild_memory, data) -> None:
     """Write the tagger of MODEL (a bin/train-tagger run directory or a model file, also one saved by
     an earlier version of this toolkit) as one flair model file, after loading it safely.
 
-    An lstm tagger loads with flair alone; a tagger on a searched cell loads with flair's own
-    loaders once this toolkit's tagger.model is imported (its class holds the cell). The file says
+    Load it with flair's own loaders after `import tagger`, which makes them read model files
+    without running pickled code (plain flair runs whatever a model file's pickle names: give it
+    only files you trust); a tagger on a searched cell needs the import anyway. The file says
     what it needs under "requires" (flair's version; for a cell, this toolkit's and the genotype),
     and a model card in the Hugging Face shape is written beside it (OUT with suffix .md) from the
     run directory's config.json and metrics.json:
 
     \b
         bin/export runs/chunk-lstm --out chunker.pt
-        python -c 'from flair.models import SequenceTagger; SequenceTagger.load("chunker.pt")'
+        python -c 'import tagger; from flair.models import SequenceTagger; SequenceTagger.load("chunker.pt")'
         python -c 'import tagger; from flair.models import SequenceTagger; SequenceTagger.load("ner-darts.pt")'
 
     The word memory of pooled Flair embeddings is saved with the model. A model saved without it
@@ -67,12 +68,13 @@ def main(model, out, rebuild_memory, data) -> None:
     from ..pooled_memory import pooled_embeddings
 
     how = (
-        "flair.models.SequenceTagger.load after `import tagger` (its searched cell needs this toolkit)"
+        "its searched cell needs this toolkit"
         if tagger.genotype is not None
-        else "flair.models.SequenceTagger.load after `import tagger` (which restores its pooled-Flair memory)"
+        else "which restores its pooled-Flair memory"
         if pooled_embeddings(tagger)
-        else "flair.models.SequenceTagger.load"
+        else "which reads it without running pickled code"
     )
+    how = f"flair.models.SequenceTagger.load after `import tagger` ({how})"
     click.echo(f"wrote {target}: load it with {how}", err=True)
     click.echo(
         f"wrote its model card {card}"

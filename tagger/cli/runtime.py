@@ -1,5 +1,5 @@
-"""Set-up shared by the tagger commands before any model or embedding is built: never download,
-keep stdout for the command's result, and choose the device and thread count.
+"""Set-up shared by the tagger commands before any model or embedding is built: no download where a
+command only loads saved models, stdout kept for the command's result, the device and thread count.
 
 flair and torch load inside these functions, when a command's work starts, never on import."""
 
@@ -12,7 +12,9 @@ from pathlib import Path
 
 
 def offline() -> None:
-    """Belt and braces: Hugging Face libraries must never reach for the network."""
+    """For the commands that load saved models (which hold their transformers whole): Hugging Face libraries
+    never reach for the network. The commands that build embeddings from names do not call it: those resolve
+    through flair's and Hugging Face's caches and downloads (`tagger.embeddings`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -60,10 +62,18 @@ def run_config(model: Path, corpus: str | None = None) -> dict:
     """The config.json of the run that trained the model (beside it, or one level up for --runs),
     when that run used this corpus format (or none is given); {} otherwise."""
     from nas.common.files import read_json
+    from nas.common.ranges import check_stored
+
+    from ..config import TaggerConfig
 
     folder = model if model.is_dir() else model.parent
     for candidate in (folder / "config.json", folder.parent / "config.json"):
         if candidate.is_file():
             config = read_json(candidate)
-            return config if isinstance(config, dict) and corpus in (None, config.get("corpus")) else {}
+            if not isinstance(config, dict):
+                return {}
+            check_stored(
+                TaggerConfig, config, str(candidate), TaggerConfig.CHOICES, TaggerConfig.RANGES
+            )  # before any is used
+            return config if corpus in (None, config.get("corpus")) else {}
     return {}

@@ -164,11 +164,10 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     from nas.cli.terminal import Terminal, run_loop
     from nas.runs.health import summary_lines
     from nas.fast import backends, gemm
-    from tagger.cli.runtime import flair_logs_to_stderr, offline, use_device
+    from tagger.cli.runtime import flair_logs_to_stderr, use_device
 
     from ..tagging_search import TaggingSearch
 
-    offline()
     if resume:
         run = RunDir(resume)
         run.config()  # a folder that holds no run is said so, and not locked

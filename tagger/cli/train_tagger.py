@@ -25,16 +25,24 @@ from nas.common.cli import (
     backend_option,
 )
 from nas.common.errors import InputError
-from nas.common.ranges import check_ranges
+from nas.common.ranges import check_ranges, check_stored
 from nas.common.presets import preset_values, presets_help
 
 from nas.common.devices import PRECISIONS
 
-from ..config import CELL_INITS, OPTIMIZERS, TaggerConfig
+from ..config import (
+    CELL_INITS,
+    FINE_TUNE,
+    MAX_EPOCHS,
+    OPTIMIZERS,
+    SCHEDULERS,
+    SGD_LR,
+    WARMUP_FRACTION,
+    TaggerConfig,
+)
 from ..corpus_formats import FORMATS
-from ..embeddings import POOLINGS, parse_spec
+from ..embeddings import POOLINGS
 from ..tag_schemes import SCHEMES
-from .runtime import offline
 
 if TYPE_CHECKING:
     from nas.cells.genotype import Genotype
@@ -49,6 +57,9 @@ OLDER_RUNS = {
     "optimizer": "sgd",
     "precision": "fp32",
     "fine_tune_embeddings": False,
+    "scheduler": "anneal",
+    "embeddings_lr": None,
+    "warmup_fraction": None,
 }
 
 
@@ -89,8 +100,10 @@ OLDER_RUNS = {
 @click.option(
     "--embeddings",
     default=D.embeddings,
-    help="Comma-separated glove:PATH_OR_NAME, flair:FWD.pt:BWD.pt, pooled-flair:FWD.pt:BWD.pt, transformer:DIR; a "
-    "character LM may be a shipped name (flair:wt2-forward:wt2-backward).",
+    help="Comma-separated glove:PATH_OR_NAME, flair:FWD:BWD, pooled-flair:FWD:BWD, transformer:DIR_OR_ID; a "
+    "character LM is a .pt file, a shipped name (wt2-forward) or flair's (news-forward), a transformer a model "
+    "directory or a Hugging Face id (bert-base-cased): names come from flair's and Hugging Face's caches and "
+    "downloads (none with HF_HUB_OFFLINE=1).",
 )
 @click.option("--pooling", type=click.Choice(POOLINGS), default=D.pooling, help="Pooling of pooled-flair embeddings.")
 @click.option(
@@ -149,23 +162,63 @@ OLDER_RUNS = {
 @click.option(
     "--optimizer",
     type=click.Choice(OPTIMIZERS),
-    default=D.optimizer,
     help="sgd: plain SGD as the papers; adamw: AdamW (weight decay 0.01), which wants a much smaller --lr, given "
-    "explicitly: e.g. 5e-3 (--lr below --min-lr: lower --min-lr too). The annealing on plateau is the same for "
-    "both.",
+    "explicitly: e.g. 5e-3 (--lr below --min-lr: lower --min-lr too) [default: sgd; adamw with "
+    "--fine-tune-embeddings].",
 )
-@click.option("--lr", type=T["lr"], default=D.lr, help="Learning rate (the papers' SGD: 0.1).")
+@click.option(
+    "--lr",
+    type=T["lr"],
+    help="Learning rate of the model, or of the tagger's head when --embeddings-lr is the transformer's [default: "
+    f"{SGD_LR:g}, the papers' SGD; {FINE_TUNE['lr']:g} with --fine-tune-embeddings and AdamW].",
+)
+@click.option(
+    "--embeddings-lr",
+    type=T["embeddings_lr"],
+    help="With --fine-tune-embeddings: the transformer's own learning rate, as flair's fine_tune sets it [default: "
+    f"{FINE_TUNE['embeddings_lr']:g} with AdamW, flair's; --lr with SGD].",
+)
+@click.option(
+    "--scheduler",
+    type=click.Choice(SCHEDULERS),
+    help="anneal: lr × --anneal-factor after --patience epochs without dev improvement, stop below --min-lr (the "
+    "papers, flair's train); linear: warm-up over --warmup-fraction of the steps, then linear decay to 0 at the "
+    "last step of --max-epochs (flair's fine_tune) [default: anneal; linear with --fine-tune-embeddings].",
+)
+@click.option(
+    "--warmup-fraction",
+    type=T["warmup_fraction"],
+    help=f"--scheduler linear: the fraction of all steps the lr rises over [default: {WARMUP_FRACTION:g}, flair's].",
+)
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
 @click.option("--eval-batch-size", type=T["eval_batch_size"], default=D.eval_batch_size)
-@click.option("--max-epochs", type=T["max_epochs"], default=D.max_epochs)
+@click.option(
+    "--max-epochs",
+    type=T["max_epochs"],
+    help=f"Epochs at most [default: {MAX_EPOCHS} (the annealing usually stops sooner); {FINE_TUNE['max_epochs']} "
+    "with --scheduler linear, flair's fine_tune].",
+)
 @click.option(
     "--anneal-factor",
     type=T["anneal_factor"],
     default=D.anneal_factor,
-    help="lr factor after --patience epochs without dev improvement.",
+    help="--scheduler anneal: lr factor after --patience epochs without dev improvement.",
 )
-@click.option("--patience", type=T["patience"], default=D.patience)
-@click.option("--min-lr", type=T["min_lr"], default=D.min_lr, help="Stop when the lr falls below this.")
+@click.option(
+    "--patience",
+    type=T["patience"],
+    default=D.patience,
+    help="--scheduler anneal: after more than this many epochs in a row without a better dev F1 (a tie broken by a "
+    "lower dev loss, as flair does), the lr is multiplied by --anneal-factor; the training stops once it falls below "
+    "--min-lr (flair's early stopping: there is no other).",
+)
+@click.option(
+    "--min-lr",
+    type=T["min_lr"],
+    default=D.min_lr,
+    help="--scheduler anneal: the training stops when the annealed lr falls below this (metrics.json's stopped says "
+    "why a run ended).",
+)
 @click.option("--clip", type=T["clip"], default=D.clip, help="Gradient norm clipping.")
 @click.option(
     "--precision",
@@ -222,10 +275,8 @@ def main(run_dir, dry_run, resume, **options) -> None:
     \b
         bin/train-tagger --cell darts_v2 --corpus conll2000 --data data/conll2000 --embeddings glove:glove-6b-50d --hidden-size 128 --max-epochs 2 --run-dir runs/chunk-darts
     """  # noqa: E501 (example command lines stay whole, to copy)
-    from nas.common.files import atomic_write_json
     from nas.common.runs import Interrupted, RunDir, default_run_dir
 
-    offline()
     genotype = None
     if resume:
         run = RunDir(resume)
@@ -236,31 +287,16 @@ def main(run_dir, dry_run, resume, **options) -> None:
         changed = check_resume_flags(
             run_dir, run.config(), changeable=("max_epochs", "time_budget"), defaults=OLDER_RUNS
         )
-        if changed:  # the limits it now goes on to, in config.json too, as a resumed search-lm or train-lm does
+        if changed:  # the limits it now goes on to, in config.json from its first checkpoint, as search-lm's
             config = replace(config, **changed)
-            atomic_write_json(run_dir / "config.json", {**run.config(), **changed})
+            run.defer_config({**run.config(), **changed})
     else:
         _require("corpus", "data")
+        settings = {f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options}
         config = TaggerConfig(
-            **{f.name: options[f.name] for f in fields(TaggerConfig) if f.name in options},
+            **{**settings, **_follow_the_typed_optimizer()},
             command=command_line("bin/train-tagger"),
         )
-        if click.get_current_context().get_parameter_source(
-            "pooling"
-        ) == click.core.ParameterSource.COMMANDLINE and "pooled-flair" not in [
-            kind for kind, _ in parse_spec(config.embeddings)
-        ]:
-            raise InputError(
-                f"--pooling: only with pooled-flair embeddings; with --embeddings {config.embeddings} it has no effect"
-            )
-        if (
-            config.optimizer == "adamw"
-            and click.get_current_context().get_parameter_source("lr") == click.core.ParameterSource.DEFAULT
-        ):
-            raise InputError(
-                f"--optimizer adamw: give its --lr (the default {D.lr:g} is SGD's; AdamW diverges at "
-                "it): e.g. --lr 5e-3"
-            )
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     from ..evaluation import summary_table, table
     from .training import report_heading, run_training  # what tagger.train_tagger runs too
@@ -278,6 +314,24 @@ def main(run_dir, dry_run, resume, **options) -> None:
         return
     click.echo(report_heading(trained))
     click.echo(table(trained.metrics["test"]) if config.runs == 1 else summary_table(trained.metrics["test"]))
+
+
+def _follow_the_typed_optimizer() -> dict:
+    """The settings a --config file or --preset filled that follow an optimiser (or fine-tuning) other than the one
+    typed, unset (None) so that the config resolves them for the typed one: an SGD run's lr 0.1 is not AdamW's."""
+    ctx = click.get_current_context()
+    filled, command_line = ctx.default_map or {}, click.core.ParameterSource.COMMANDLINE
+    before = {"optimizer": "sgd", "fine_tune_embeddings": False}  # what a file or preset without them ran with
+    if not any(
+        ctx.get_parameter_source(name) == command_line and str(filled.get(name, was)) != str(ctx.params[name])
+        for name, was in before.items()
+    ):
+        return {}
+    return {
+        name: None
+        for name in ("optimizer", "lr", "embeddings_lr", "scheduler", "warmup_fraction", "max_epochs")
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.DEFAULT_MAP
+    }
 
 
 def _require(*names: str) -> None:
@@ -301,6 +355,7 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
         raise InputError(f"{run.path}: the training is finished (metrics.json); nothing to resume")
     for name, value in OLDER_RUNS.items():  # a run started before the flag existed
         stored.setdefault(name, value)
+    check_stored(TaggerConfig, stored, str(run.path / "config.json"), TaggerConfig.CHOICES)  # field by field, first
     try:
         config = TaggerConfig(**{f.name: stored[f.name] for f in fields(TaggerConfig) if f.name in stored})
     except TypeError as err:

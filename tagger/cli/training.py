@@ -60,9 +60,8 @@ def run_training(
 
     from ..corpora import load_corpus, parse_columns
     from ..embeddings import absolute_spec, build_embeddings
-    from .runtime import flair_logs_to_stderr, offline, use_device
+    from .runtime import flair_logs_to_stderr, use_device
 
-    offline()
     config.check()
     if not resume and not dry_run and RunDir(run_dir).holds_run():
         if (run_dir / "metrics.json").exists():
