@@ -50,6 +50,9 @@ for task, (read, speed, quality) in TASKS.items():
             f"| {task} | {precision} | {speed}: {', '.join(f'{r[0]:.4g}' for r in rows)} | {quality}: "
             f"{', '.join(f'{r[1]:.4g}' for r in rows)} |"
         )
-    if all((p, s) in got for p in ("fp32", "bf16") for s in (1, 2)):
-        ratio = [got[("bf16", s)][0] / got[("fp32", s)][0] for s in (1, 2)]
-        print(f"| {task} | bf16/fp32 | speed ratio per seed: {', '.join(f'{r:.3f}' for r in ratio)} ({speed}) | |")
+    both = [s for s in (1, 2) if ("fp32", s) in got and ("bf16", s) in got]
+    if both:
+        ratio = [got[("bf16", s)][0] / got[("fp32", s)][0] for s in both]
+        faster = [r if speed == "tok/s" else 1 / r for r in ratio]  # s/epoch: time, so its inverse
+        seeds = ", ".join(map(str, both))
+        print(f"| {task} | bf16 ÷ fp32 | speed {', '.join(f'{r:.2f}×' for r in faster)} (seeds {seeds}) | |")
