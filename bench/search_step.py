@@ -60,7 +60,7 @@ from nas.common.runs import RunDir  # noqa: E402
 from nas.runs.config import SearchConfig  # noqa: E402
 from nas.lm.corpus import Corpus  # noqa: E402
 from nas.lm.evaluation import get_batch  # noqa: E402
-from nas.methods.architect import language_model_loss  # noqa: E402
+from nas.lm.model import language_model_loss  # noqa: E402
 from nas.runs.search import Searcher  # noqa: E402
 from reference.darts import ReferenceArchitect, ReferenceSearchRNN  # noqa: E402
 
@@ -84,8 +84,9 @@ def make_searcher(config: SearchConfig, corpus: Corpus, run_dir: Path, reference
         """The reference cell where Darts builds a SearchRNN: it takes the method's name, not its rule."""
         return ReferenceSearchRNN(ninp, nhid, steps, config.method, *rest, **options)
 
-    def reference_architect(model, *args, loss_fn, **options) -> ReferenceArchitect:
-        """The reference α step where Darts builds an Architect: it knows only the language model's loss."""
+    def reference_architect(model, *args, loss_fn, average, **options) -> ReferenceArchitect:
+        """The reference α step where Darts builds an Architect: it knows only the language model's loss, on one
+        process."""
         assert loss_fn is language_model_loss, "the reference α step is the language model's"
         return ReferenceArchitect(model, *args, **options)
 

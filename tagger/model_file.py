@@ -28,6 +28,8 @@ from nas.common.errors import InputError
 from nas.common.files import MAX_JSON_DEPTH, atomic_torch_save, nesting_depth, safe_torch_load
 from nas.lm.model_file import FORMAT as LM_FORMAT
 
+from .pooled_memory import memory_problem
+
 MARKER, VERSION = "nas_tagger_format", 2
 CHECKPOINT_FORMAT = "nas-tagger-checkpoint"  # a training's checkpoint.pt (tagger.resume), told apart from a model
 _FORMAT_1 = "nas-tagger-model"  # format 1: {"format": _FORMAT_1, "version": 1, "state": re-encoded state}
@@ -45,8 +47,7 @@ def save(path: str | os.PathLike, state: dict) -> None:
 def load(path: str | os.PathLike) -> dict:
     """Read a model state with weights_only=True; a file of another kind is an InputError."""
     data = safe_torch_load(path, allowed=_allowed())
-    if nesting_depth(data) > MAX_JSON_DEPTH:  # flair rebuilds a model by recursion
-        raise InputError(f"{path}: a model state nested more than {MAX_JSON_DEPTH} levels deep; not a model file")
+    _check_depth(data, path)
     if isinstance(data, dict) and MARKER in data:
         if data[MARKER] != VERSION:
             raise InputError(f"{path}: tagger model format {data[MARKER]!r}; this toolkit reads format {VERSION}")
@@ -104,7 +105,7 @@ def state_problem(state: dict) -> str | None:
         if "name" in params and not (isinstance(name, str) and name.strip()):
             return f"field '{where}.name': must be a name (a non-empty string), got {name!r}"
         if params.get("memory") is not None:
-            problem = _memory_problem(params["memory"])
+            problem = memory_problem(params["memory"])
             if problem:
                 return f"field '{where}.memory{problem}"
         members = params.get("embeddings")
@@ -115,34 +116,9 @@ def state_problem(state: dict) -> str | None:
     return None
 
 
-def _memory_problem(memory: Any) -> str | None:
-    """What is wrong with a saved pooled-Flair memory ("'" closes the field, then the problem)."""
-    import torch
-
-    if not isinstance(memory, dict):
-        return f"': must be an object of words, vectors and counts, got {type(memory).__name__}"
-    words, vectors, counts = memory.get("words"), memory.get("vectors"), memory.get("counts")
-    if not isinstance(words, list):
-        return f".words': must be a list of words, got {type(words).__name__}"
-    for k, word in enumerate(words):
-        if not isinstance(word, str) or not word:
-            return f".words[{k}]': must be a word (a non-empty string), got {word!r}"
-    if len(set(words)) < len(words):
-        seen: set[str] = set()
-        twice = next(w for w in words if w in seen or seen.add(w))
-        return f".words': {twice!r} is there twice (each word has one pooled vector)"
-    if not isinstance(vectors, torch.Tensor) or not vectors.is_floating_point() or vectors.dim() != 2:
-        return ".vectors': must be a 2-D tensor of floats"
-    if len(vectors) != len(words):
-        return f".vectors': {len(vectors)} vectors for {len(words)} words"
-    bad = (~torch.isfinite(vectors)).sum().item()
-    if bad:
-        return f".vectors': {bad} {'value that is' if bad == 1 else 'values that are'} not finite (NaN or inf)"
-    if not isinstance(counts, torch.Tensor) or counts.is_floating_point() or counts.shape != (len(words),):
-        return f".counts': must be {len(words)} integer counts, one per word"
-    if len(counts) and counts.min().item() < 1:
-        return f".counts': a count of {counts.min().item()} (a word in the memory occurred at least once)"
-    return None
+def _check_depth(data: Any, path: str | os.PathLike) -> None:
+    if nesting_depth(data) > MAX_JSON_DEPTH:  # flair rebuilds a model by recursion: a RecursionError
+        raise InputError(f"{path}: a model state nested more than {MAX_JSON_DEPTH} levels deep; not a model file")
 
 
 def _allowed() -> tuple[type, ...]:
@@ -156,6 +132,7 @@ def read_for_flair(path: str | os.PathLike) -> dict:
     flair's `Dictionary` and `BytesIO`; also a file flair saved itself that needs nothing more. A
     file whose pickle names anything else is an InputError, and none of its code runs."""
     data = safe_torch_load(path, allowed=_allowed(), flair_files=True)
+    _check_depth(data, path)
     if not isinstance(data, dict):
         raise InputError(f"{path}: not a flair model file (it holds a {type(data).__name__}, not a model state)")
     data.pop(MARKER, None)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from contextlib import contextmanager
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 DEFAULT_MAX_WORDS = 20_000
 MEMORY, NAME = "memory", "name"  # keys of the saved memory and name in the embedding's parameters
@@ -112,24 +112,47 @@ def memory_state(embedding) -> dict:
     }
 
 
-def restore_memory(embedding, state: dict) -> None:
-    """Give `embedding` the memory `memory_state` read (checked: a damaged one is a ValueError)."""
+def memory_problem(memory: Any) -> str | None:
+    """What is wrong with a saved memory (None: nothing), as the rest of its field's name and the problem
+    (".vectors': 2 values that are not finite"): distinct non-empty words, one finite vector each,
+    counts of at least 1."""
     import torch
 
-    words, vectors, counts = state.get("words"), state.get("vectors"), state.get("counts")
+    if not isinstance(memory, dict):
+        return f"': must be an object of words, vectors and counts, got {type(memory).__name__}"
+    words, vectors, counts = memory.get("words"), memory.get("vectors"), memory.get("counts")
+    if not isinstance(words, list):
+        return f".words': must be a list of words, got {type(words).__name__}"
+    for k, word in enumerate(words):
+        if not isinstance(word, str) or not word:
+            return f".words[{k}]': must be a word (a non-empty string), got {word!r}"
+    if len(set(words)) < len(words):
+        seen: set[str] = set()
+        twice = next(w for w in words if w in seen or seen.add(w))
+        return f".words': {twice!r} is there twice (each word has one pooled vector)"
+    if not isinstance(vectors, torch.Tensor) or not vectors.is_floating_point() or vectors.dim() != 2:
+        return ".vectors': must be a 2-D tensor of floats"
+    if len(vectors) != len(words):
+        return f".vectors': {len(vectors)} vectors for {len(words)} words"
+    bad = (~torch.isfinite(vectors)).sum().item()
+    if bad:
+        return f".vectors': {bad} {'value that is' if bad == 1 else 'values that are'} not finite (NaN or inf)"
+    if not isinstance(counts, torch.Tensor) or counts.is_floating_point() or counts.shape != (len(words),):
+        return f".counts': must be {len(words)} integer counts, one per word"
+    if len(counts) and counts.min().item() < 1:
+        return f".counts': a count of {counts.min().item()} (a word in the memory occurred at least once)"
+    return None
+
+
+def restore_memory(embedding, state: dict) -> None:
+    """Give `embedding` the memory `memory_state` read (checked: a damaged one is a ValueError)."""
     width = embedding.context_embeddings.embedding_length
-    if not (
-        isinstance(words, list)
-        and all(isinstance(w, str) for w in words)
-        and isinstance(vectors, torch.Tensor)
-        and isinstance(counts, torch.Tensor)
-        and vectors.shape == (len(words), width)
-        and counts.shape == (len(words),)
-    ):
-        raise ValueError(
-            f"damaged pooled-Flair memory: {len(words) if isinstance(words, list) else '?'} words, "
-            f"vectors {tuple(getattr(vectors, 'shape', ()))}, expected width {width}"
-        )
+    problem = memory_problem(state)
+    if problem is None and state["vectors"].shape[1] != width:
+        problem = f".vectors': {state['vectors'].shape[1]} wide, the embedding {width}"
+    if problem:
+        raise ValueError(f"damaged pooled-Flair memory: field 'memory{problem}")
+    words, vectors, counts = state["words"], state["vectors"], state["counts"]
     embedding.word_embeddings = dict(zip(words, vectors.float()))
     embedding.word_count = dict(zip(words, counts.tolist()))
     embedding.missing_memory = False

@@ -40,11 +40,11 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
-from nas.lm.evaluation import ppl
+from nas.common.stats import ppl
 from nas.methods.architect import is_arch, split_parameters
 from nas.methods.base import Conclusion
 from nas.runs.bilevel import BilevelSearch
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from nas.runs.loop import NonFinite
 from nas.methods import method_class
 from nas.cells.recurrence import reverse_padded
@@ -82,7 +82,7 @@ class BiSearchRNN(nn.Module):
         self.directions = nn.ModuleList([forward, backward])
 
     @classmethod
-    def of(cls, method: type, config: SearchConfig) -> "BiSearchRNN":
+    def of(cls, method: type, config: SearchSettings) -> "BiSearchRNN":
         """The layer search method `method` builds from `config` (emsize: the input size), once per direction."""
         return cls(method.layer(config, None), method.layer(config, None))
 
@@ -181,7 +181,7 @@ class TaggingSearch(BilevelSearch):
         self.train_sentences = to_sentences(weight_split, corpus.tag_type)
         self.alpha_sentences = to_sentences(alpha_split, corpus.tag_type)
         self.dev_sentences = to_sentences(corpus.dev, corpus.tag_type)
-        method, settings = method_class(c.method), c.search_config(embeddings.embedding_length)
+        method, settings = method_class(c.method), c.search_settings(embeddings.embedding_length)
         self.layer = BiSearchRNN.of(method, settings)
         self.model = build_model(c.tagger(), corpus, embeddings, None, rnn=self.layer)
         self.model.embeddings.requires_grad_(False)  # features, as in train-tagger: neither weights nor α

@@ -4,7 +4,7 @@ Light on purpose (no torch, no flair), so `--help` and a bad flag answer at once
 settings keep `bin/train-tagger`'s names and defaults, except the hidden size: I-DARTS searched
 its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (Liu et al. 2019);
 the methods' own settings (ESS, random search, ENAS) keep `bin/search-lm`'s names and defaults,
-and `search_config` hands them to the method as the `SearchConfig` it reads; the settings that
+and `search_settings` hands them to the method as the `SearchSettings` it reads; the settings that
 methods declare for themselves (`nas.methods.settings`) are `method_settings`, as in `SearchConfig`.
 The search's health (HEALTH_SETTINGS: the Hessian check and DARTS-ES) keeps `bin/search-lm`'s names,
 defaults and checks.
@@ -20,7 +20,9 @@ from nas.common.devices import STORED_CHOICES
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges, check_stored
 from nas.methods import METHODS, method_settings
-from nas.runs.config import SearchConfig, check_early_stop, check_gate_history, flag_name
+from nas.methods.settings import SearchSettings
+from nas.common.flags import flag_name
+from nas.runs.config import SearchConfig, check_early_stop, check_gate_history
 from tagger.config import SGD_LR, TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
@@ -135,30 +137,29 @@ class TaggingSearchConfig:
         """The tagger settings as `tagger.train.build_model` reads them."""
         return TaggerConfig(**{f.name: getattr(self, f.name) for f in fields(TaggerConfig) if hasattr(self, f.name)})
 
-    def search_config(self, input_size: int) -> SearchConfig:
-        """The settings the search method reads, as `bin/search-lm` would hold them for a layer of
-        `input_size` inputs and --hidden-size units: the weights step as flair's trainer does (no weight
-        decay), candidates score on all the held-apart sentences, no attention."""
-        return SearchConfig(
+    def search_settings(self, input_size: int) -> SearchSettings:
+        """The settings the search method reads, for a layer of `input_size` inputs and --hidden-size units:
+        the weights step as flair's trainer does (no weight decay), candidates score on all the held-apart
+        sentences, no attention, no fixed cell."""
+        return SearchSettings(
             emsize=input_size,
             nhid=self.hidden_size,
             dropoutx=self.dropout_x,
             dropouth=self.dropout_h,
-            lr=self.lr,
             wdecay=0.0,
             clip=self.clip,
-            batch_size=self.batch_size,
             seed=self.seed,
             method=self.method,
             order=self.order,
             nodes=self.nodes,
             arch_lr=self.arch_lr,
             arch_wdecay=self.arch_wdecay,
-            top_n=self.top_n,
             eval_batches=None,
-            device=self.device,
+            eval_batch_size=self.eval_batch_size,
             epochs=self.epochs,
             method_settings=self.method_settings,
+            attention_heads=S.attention_heads,
+            cell=None,
             **{name: getattr(self, name) for name in METHOD_SETTINGS},
         )
 

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nas.runs import distributed  # noqa: E402
+from nas.common import distributed  # noqa: E402
 from nas.cli.search_lm import main as search_lm  # noqa: E402
 from nas.cli.train_lm import main as train_lm  # noqa: E402
 from nas.common.splits import find_splits

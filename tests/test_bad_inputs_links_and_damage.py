@@ -80,7 +80,11 @@ CASES = [
     ("search-lm", f"{LM} --out {{fx}}/loop", "--out: {fx}/loop: a symbolic link loop"),
     ("export", "{fx}/nope.pt --out {fx}/loop", "--out: {fx}/loop: a symbolic link loop"),
     ("tag", "{fx}/text.txt --model {fx}/nope.pt --out {fx}/dangling", "--out: {fx}/dangling: a symbolic link to"),
-    ("evaluate", "--model {fx}/nope.pt --corpus conll03 --data {fx}/tagdata --out {fx}/loop", "--out: {fx}/loop: a"),
+    (
+        "evaluate",
+        "--model {fx}/nope.pt --corpus conll03 --data {fx}/tagdata --out {fx}/loop",
+        "--out: {fx}/loop: a symbolic link loop",
+    ),
     ("train-wordvec", "--data {fx}/text.txt --out {fx}/loop", "--out: {fx}/loop: a symbolic link loop"),
     ("train-lm", f"{LM} --run-dir {{fx}}/loop", "--run-dir: {fx}/loop: a symbolic link loop"),
     ("train-tagger", f"{TAGGER} --run-dir {{fx}}/dangling", "--run-dir: {fx}/dangling: a symbolic link to nothing"),
@@ -588,3 +592,44 @@ def test_the_transfer_report_gives_no_t_test_p_for_the_same_difference_at_every_
     row = {"corpus": "c", "cell": "x", "vs_lstm": vs, "vs_random": None}
     lines = seed_test_markdown([row])
     assert lines[-1].endswith("| n/a (the same Δ each seed) |"), lines[-1]
+
+
+@pytest.mark.parametrize("damage", ["width", "nan"])
+def test_character_lm_states_of_the_wrong_width_are_refused_when_read_not_after_an_epoch(tmp_path, damage):
+    """A states file of this LM (its digest) whose states are 3 wide, or hold NaN: one line naming the file
+    and the field when it is read, before any training (flair failed on it after a whole epoch)."""
+    from test_charlm_states import _flair, _sentences
+
+    from nas.common.errors import InputError
+    from tagger.charlm_states import FORMAT, VERSION, StateTable, reuse_states
+
+    embedding = _flair(td.tiny_char_lm(tmp_path / "fwd.pt", True))
+    sentences = _sentences(2, 0)
+    width = 3 if damage == "width" else embedding.embedding_length
+    lengths = [len(s) for s in sentences]
+    states = torch.zeros(sum(lengths), width)
+    if damage == "nan":
+        states[1, 0] = math.nan
+    folder = tmp_path / "states"
+    folder.mkdir()
+    table = StateTable(embedding)
+    path = table.file(folder)
+    torch.save(
+        {
+            "format": FORMAT,
+            "version": VERSION,
+            "lm": table.digest,
+            "sentences": ["\n".join(t.text for t in s.tokens) for s in sentences],
+            "lengths": torch.tensor(lengths),
+            "states": states,
+        },
+        path,
+    )
+    expected = (
+        f"{path}: field 'states': shape ({sum(lengths)}, 3), but this LM's states are {embedding.embedding_length} wide"
+        if damage == "width"
+        else f"{path}: field 'states': values that are not finite"
+    )
+    with pytest.raises(InputError) as refused_:
+        reuse_states(embedding, sentences, folder)
+    assert str(refused_.value).startswith(expected), refused_.value

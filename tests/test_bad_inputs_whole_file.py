@@ -173,7 +173,7 @@ CASES = [
     (
         "search-lm",
         f"{LM} --method darts --top-n 3 --run-dir {{out}}",
-        "--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)",
+        "--top-n: only with --method idarts",
     ),
     (
         "search-lm",
@@ -406,9 +406,9 @@ CASES = [
     (
         "tag",
         "{fx}/text.txt --model {fx}/flair.pt --out {out}",
-        "{fx}/flair.pt: a model saved by flair itself, which this toolkit does not load (loading it runs pickled "
-        "code): "
-        "load it with flair's own loader, e.g. SequenceTagger.load (only for files you trust)",
+        "{fx}/flair.pt: a model saved by flair itself, which this toolkit's commands do not read: in Python, "
+        "`import tagger` first, then flair's SequenceTagger.load reads it without running pickled code (or "
+        "refuses it); or train one with this toolkit",
     ),
     (
         "evaluate",

@@ -10,7 +10,7 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from nas.common.curves import read_curves
+from nas.pictures.curves import read_curves
 from conftest import write_lm_corpus
 from nas.cli.plot_run import main as plot_run
 from nas.cli.plot_search import main as plot_search
@@ -236,7 +236,7 @@ def test_a_curve_of_one_epoch_is_drawn_as_a_point():
     """A one-epoch run: every curve, training ones too (dashed lines without markers), shows its point."""
     import matplotlib.pyplot as plt
 
-    from nas.common.curves import Series
+    from nas.pictures.curves import Series
     from nas.pictures.plots import draw_curves
 
     fig, ax = plt.subplots()

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from data_parallel_runs import SEARCH, run_all, weight_sharing_runs
 from nas.cli.search_lm import main as search_lm
-from nas.runs.distributed import Ranks
+from nas.common.distributed import Ranks
 from nas.common.errors import InputError
 from nas.cells.genotype import load
 from nas.runs.seeds import leaderboard

@@ -21,7 +21,7 @@ from nas.lm.corpus import Corpus
 from nas.methods.drawn import DrawnRNN
 from nas.methods.drnas import DirichletPerEdge, anchor_kl
 from nas.methods.gdas import GumbelHard, batch_norms
-from nas.methods.mixing import MixingRule
+from nas.cells.mixing import MixingRule
 from nas.runs.config import SearchConfig
 from nas.runs.search import Searcher
 from tagger.cli.search_tagger import main as search_tagger

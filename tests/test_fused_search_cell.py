@@ -14,7 +14,7 @@ import torch
 
 from nas.fast import kernels
 from nas.fast.backends import CpuFused, attach, detach, search_fusable
-from nas.runs.distributed import SyncedBatchNorm
+from nas.common.distributed import SyncedBatchNorm
 from nas.fast.search_loop import FusedGatedSearchCell, FusedSearchCell
 from nas.cells.gates import InterGates
 from nas.methods import method_class
@@ -219,7 +219,7 @@ def test_the_fused_path_applies_only_where_it_is_exact():
     assert not _fusable(SearchRNN(7, 6, 2, Darts.rule), x)  # no backend: the definition
     assert not _fusable(cell.eval(), x)
     synced = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused())
-    synced.bn[1].__class__ = SyncedBatchNorm  # what nas.runs.distributed does under torchrun
+    synced.bn[1].__class__ = SyncedBatchNorm  # what nas.common.distributed does under torchrun
     assert not _fusable(synced, x)
     gated = attach(SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2)), CpuFused())
     assert _fusable(gated, x)  # one step per call

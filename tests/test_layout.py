@@ -8,6 +8,7 @@ too (a function-local import only postpones a cycle to run time), so no module i
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 
@@ -149,3 +150,112 @@ def test_a_cycle_held_open_by_a_function_local_import_is_found(tmp_path):
     graph = import_graph(tmp_path, ("pkg",))
     assert graph["pkg.d"] == {"pkg.c"}
     assert cycles(graph) == [["pkg.a", "pkg.sub.b", "pkg.c", "pkg.a"]]
+
+
+def package_of(module: str) -> str:
+    """The package a module belongs to: its folder (`nas.cells` for nas.cells.cell, `nas` for nas/__init__)."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 2 or (ROOT / Path(*parts)).is_dir() else parts[0]
+
+
+def package_graph(graph: dict[str, set[str]], package=package_of) -> dict[str, set[str]]:
+    """Package → the other packages its modules import."""
+    packages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        packages.setdefault(package(module), set()).update(package(t) for t in targets)
+    return {p: targets - {p} for p, targets in packages.items()}
+
+
+def test_no_import_cycle_between_the_wings_of_nas():
+    """No cycle between the wings of `nas` either, even where every module-level path is acyclic: a wing is a unit
+    a reader takes in, or leaves out, whole."""
+    found = cycles(package_graph(import_graph(ROOT, ("nas",))))
+    assert not found, "package cycles: " + "; ".join(" → ".join(c) for c in found)
+
+
+def test_a_cycle_between_packages_is_found_though_the_modules_have_none(tmp_path):
+    for name, text in {
+        "pkg/__init__.py": "",
+        "pkg/a/__init__.py": "",
+        "pkg/a/one.py": "from pkg.b import two\n",
+        "pkg/a/three.py": "",
+        "pkg/b/__init__.py": "",
+        "pkg/b/two.py": "",
+        "pkg/b/four.py": "from pkg.a import three\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path, ("pkg",))
+    assert not cycles(graph)
+    packages = package_graph(graph, lambda m: ".".join(m.split(".")[:2]))
+    assert cycles(packages) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def tagger_surface() -> set[str]:
+    """The `nas` modules docs/layout.md names as what `tagger` may import (besides all of `nas.common`)."""
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    section = text.split("## What `tagger` takes from `nas`", 1)[1].split("\n## ", 1)[0]
+    return set(re.findall(r"`(nas(?:\.[a-z_]+)*)`", section)) - {"nas.common"}
+
+
+def test_tagger_imports_nas_only_through_the_surface_docs_layout_names():
+    graph = import_graph(ROOT, PACKAGES)
+    used = {
+        t for m, targets in graph.items() if m.split(".")[0] == "tagger" for t in targets if t.split(".")[0] == "nas"
+    }
+    surface = tagger_surface()
+    outside = sorted(t for t in used - surface if not t.startswith("nas.common"))
+    assert not outside, f"tagger imports nas modules docs/layout.md does not name: {outside}"
+    assert not surface - used, f"docs/layout.md names modules tagger no longer imports: {sorted(surface - used)}"
+
+
+LAYOUT = ROOT / "docs" / "layout.md"
+
+
+def _modules(folder: Path) -> set[str]:
+    return {p.name for p in folder.glob("*.py") if p.name != "__init__.py"}
+
+
+def test_docs_layout_names_every_module_and_nothing_that_is_gone():
+    """docs/layout.md's tree of `nas` lists each wing's modules, its `nas/common` paragraph each of
+    those, its `tagger/` table each of tagger's; every path it writes out exists."""
+    text = LAYOUT.read_text(encoding="utf-8")
+    listed: dict[str, set[str]] = {}
+    folder = None
+    for line in text.split("```\nnas/\n", 1)[1].split("```", 1)[0].splitlines():
+        if match := re.match(r"  ([a-z]+)/\s", line):
+            folder = match.group(1)
+        listed.setdefault(folder, set()).update(re.findall(r"[a-z_]+\.py", line))
+    wings = [p.name for p in sorted((ROOT / "nas").iterdir()) if (p / "__init__.py").is_file()]
+    problems = [
+        f"nas/{wing}: {sorted(_modules(ROOT / 'nas' / wing) ^ listed.get(wing, set()))}"
+        for wing in wings
+        if wing not in ("common", "cli") and _modules(ROOT / "nas" / wing) != listed.get(wing, set())
+    ]
+    for folder, start, end in (("nas/common", "**`nas/common/`**", "\n\n"), ("tagger", "**`tagger/`**", "**`nas/")):
+        named = set(re.findall(r"`([a-z_]+\.py)`", text.split(start, 1)[1].split(end, 1)[0]))
+        if not _modules(ROOT / folder) <= named:
+            problems.append(f"{folder}: not named {sorted(_modules(ROOT / folder) - named)}")
+    paths = set(re.findall(r"((?:nas|tagger|tests|bench|reference)/[\w/.-]+\.(?:py|cpp))", text))
+    problems += [f"named but absent: {path}" for path in sorted(paths) if not (ROOT / path).exists()]
+    assert not problems, problems
+
+
+CORE = ("nas.cells.ops", "nas.cells.mixing", "nas.methods.architect")  # docs/layout.md, "Where to look first"
+
+
+def test_the_core_imports_only_torch():
+    """The op table, what a mixing rule is, and the α step (first and second order) read in plain torch: they
+    import torch, the standard library and one another, nothing of the project's plumbing or speed layer."""
+    project = import_graph(ROOT, PACKAGES)
+    bad = sorted(f"{m} → {t}" for m in CORE for t in project[m] if t not in CORE)
+    assert not bad, bad
+    import sys
+
+    foreign = {
+        name.split(".")[0]
+        for m in CORE
+        for name in imported_names(ROOT / Path(*m.split(".")).with_suffix(".py"), m)
+        if name.split(".")[0] not in ("nas", "torch", "__future__")
+    }
+    assert foreign <= set(sys.stdlib_module_names), sorted(foreign - set(sys.stdlib_module_names))

@@ -29,7 +29,7 @@ def sparsemax(z: torch.Tensor) -> torch.Tensor:
 
 
 class SparsemaxPerEdge(SoftmaxPerEdge):
-    """Sparsemax over each edge's ops; derived as DARTS derives (the inherited `derive`); MAD: nas.methods.mixing"""
+    """Sparsemax over each edge's ops; derived as DARTS derives (the inherited `derive`); MAD: nas.cells.mixing"""
 
     def normalise(self, alpha, layout):
         return sparsemax(alpha)

@@ -12,7 +12,7 @@ from nas.methods.architect import Architect
 from nas.cells.cell import FrozenRNN
 from nas.cells.genotype import Genotype, load
 from nas.methods import method_class
-from nas.lm.model import RNNModel
+from nas.lm.model import RNNModel, language_model_loss
 from nas.cells.search_cell import SearchRNN
 from nas.fast.backends import CpuFused
 from reference.darts import (
@@ -104,8 +104,9 @@ def test_alpha_step_matches_reference_architect(method, order, weight_clip, fuse
     train, valid = (words[..., 0][:-1], words[..., 0][1:]), (words[..., 1][:-1], words[..., 1][1:])
     before = {n: p.detach().clone() for n, p in fast.named_parameters()}
     hiddens = []
-    for model, architect_class in ((fast, Architect), (ref, ReferenceArchitect)):
-        architect = architect_class(model, lr=0.1, order=order, weight_wd=1e-3, weight_clip=weight_clip)
+    ours = {"loss_fn": language_model_loss, "average": lambda tensors: tensors}  # the LM's loss, one process
+    for model, architect_class, handed in ((fast, Architect, ours), (ref, ReferenceArchitect, {})):
+        architect = architect_class(model, lr=0.1, order=order, weight_wd=1e-3, weight_clip=weight_clip, **handed)
         torch.manual_seed(3)
         hiddens.append(architect.step(train, model.init_hidden(3), valid, model.init_hidden(3), eta=0.5))
     torch.testing.assert_close(hiddens[0], hiddens[1], **TOL)

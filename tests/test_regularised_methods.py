@@ -18,10 +18,11 @@ from nas.cli.search_lm import main as search_lm
 from nas.common.runs import Interrupted, RunDir
 from nas.common.splits import find_splits
 from nas.lm.corpus import Corpus
-from nas.methods.architect import Architect, language_model_loss
+from nas.methods.architect import Architect
+from nas.lm.model import language_model_loss
 from nas.methods.beta_darts import beta_decay
 from nas.methods.darts_minus import SoftmaxWithSkip
-from nas.methods.mixing import MixingRule
+from nas.cells.mixing import MixingRule
 from nas.methods.scheduled import linear
 from nas.methods.sdarts import perturbed
 from nas.runs.config import SearchConfig

@@ -14,7 +14,7 @@ from nas.cli.search_lm import main as search_lm
 from nas.common.splits import find_splits
 from nas.lm.corpus import Corpus
 from nas.common.errors import InputError
-from nas.lm.model import RNNModel, lm_loss
+from nas.lm.model import RNNModel, language_model_loss, lm_loss
 from nas.common.runs import Interrupted, RunDir
 from nas.runs.config import SearchConfig
 from nas.methods import METHODS, Entry
@@ -53,7 +53,7 @@ def test_finite_difference_hvp_matches_autograd():
     rnn.backend = CpuFused()
     model = RNNModel(20, 6, rnn, dropout=0.0, dropouti=0.0).double()
     words, targets = torch.randint(20, (5, 3)), torch.randint(20, (5, 3))
-    architect = Architect(model)
+    architect = Architect(model, loss_fn=language_model_loss, average=lambda tensors: tensors)
     weights = {n: p.detach() for n, p in architect.weights.items()}
     v = [torch.randn_like(p) for p in weights.values()]
     approx = architect.hessian_vector_product(weights, v, (words, targets), None)
@@ -243,7 +243,7 @@ def test_nan_loss_stops_keeps_the_last_good_checkpoint_and_writes_no_genotype(lm
 
 
 def test_a_search_that_diverges_on_validation_warns_and_writes_strict_json(lm_corpus, tmp_path, monkeypatch):
-    monkeypatch.setattr("nas.methods.base.Validation.full", lambda self: float("nan"))
+    monkeypatch.setattr("nas.runs.search.Validation.full", lambda self: float("nan"))
     out = tmp_path / "cell.json"
     result = run_cli(
         ["--data", str(lm_corpus), "--epochs", "1", "--run-dir", str(tmp_path / "run"), "--out", str(out), *TINY]

@@ -147,7 +147,7 @@ def test_loading_a_model_never_runs_pickled_code(tmp_path):
             return (os.system, (f"touch {marker}",))
 
     torch.save({"format": "nas-tagger-model", "state": Evil()}, tmp_path / "evil.pt")
-    with pytest.raises(InputError, match="not a model file of this toolkit"):
+    with pytest.raises(InputError, match="refused: its pickle names posix.system"):
         load_tagger(tmp_path / "evil.pt")
     assert not marker.exists()
 

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from nas.cells.backend import DEFINITION, CellBackend, times
 from nas.cells.genotype import GATES, predecessors
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES
-from nas.methods.mixing import MixingRule
+from nas.cells.mixing import MixingRule
 
 
 def gate_sizes(gate: str, ninp: int, nhid: int) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Dropout masks drawn once per sequence and reused at every step (variational and locked dropout).
 
-A mask's dim −2 is the batch. Under data parallelism (`nas.runs.distributed`: torchrun, every rank
+A mask's dim −2 is the batch. Under data parallelism (`nas.common.distributed`: torchrun, every rank
 holding an equal share of the batch columns) a mask is drawn for the whole batch from the RNG
 state every rank shares, and each rank keeps its own columns: the ranks draw exactly the masks
 of a single-process run, and their RNG states stay equal.

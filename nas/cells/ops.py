@@ -4,7 +4,7 @@ docs/concepts/search-methods.md).
 The bottom of `nas`: it imports only torch, and every cell, gate and plot reads its tables from
 here. α has one row per edge and one column per op in `OPS`; the rows of the edges into one node
 are consecutive, and `Layout` says how many edges each node has. How α becomes mixing weights and
-a derived cell is the search method's rule (`nas.methods.mixing`).
+a derived cell is the search method's rule (`nas.cells.mixing`).
 """
 
 from __future__ import annotations

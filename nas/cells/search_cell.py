@@ -11,7 +11,7 @@ edges entering node i), applies every op to the stacked tensor and mixes them (`
 (`node_norms`; DARTS shares one, which breaks eval mode). With one-hot weights this is the
 frozen cell of the derived genotype (`nas.cells.cell`, whose `first_node` and `highway` it uses). How α becomes the
 weights w and
-which cell they derive is the search method's mixing rule (`nas.methods.mixing.MixingRule`: DARTS
+which cell they derive is the search method's mixing rule (`nas.cells.mixing.MixingRule`: DARTS
 normalises each edge's ops, I-DARTS all (j, op) pairs entering a node together), handed in.
 """
 
@@ -28,7 +28,7 @@ from nas.cells.genotype import Genotype
 from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
 from nas.cells.recurrence import run_recurrence
-from nas.methods.mixing import MixingRule
+from nas.cells.mixing import MixingRule
 
 
 class SearchRNN(nn.Module):
@@ -170,7 +170,7 @@ def search_step(
         s_i = BN( Σ_j keep_j·S_j + σ(C_j) ⊙ U_j )
     which is Σ_j Σ_op w_j,op·highway(S_j, C_j, op(Hh_j)), the frozen cell's edge (`nas.cells.cell`) under
     the mixing weights, with the sums over ops done once.
-    `bn[k]` normalises state k (`node_norms`; under torchrun, the synced ones of nas.runs.distributed).
+    `bn[k]` normalises state k (`node_norms`; under torchrun, the synced ones of nas.common.distributed).
     Written as plain broadcasts over the stacked edges so torch.compile fuses each node into a
     few loops; eager, it needs no stacked copy of the ops' outputs.
     """

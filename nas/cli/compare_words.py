@@ -10,7 +10,7 @@ from nas.common.cli import BATCH_SIZE, COUNT, DEVICE, THREAD_COUNT, command, req
 from nas.common.splits import find_splits
 
 if TYPE_CHECKING:
-    from nas.lm.wordloss import WordRow
+    from nas.runs.wordloss import WordRow
 
 
 @command()
@@ -38,8 +38,8 @@ def main(model_a, model_b, data, split, top, min_count, batch_size, device, thre
     per occurrence of the word (negative: B is better), e.g. for ESS Table 3, the retrained
     intra-only and joint cells: `bin/compare-words runs/intra-lm runs/joint-lm --data data/ptb`.
     """
-    from nas.lm.evaluation import ppl
-    from nas.lm.wordloss import compare_words, largest_differences, load_language_model, most_frequent
+    from nas.common.stats import ppl
+    from nas.runs.wordloss import compare_words, largest_differences, load_language_model, most_frequent
     from .terminal import TokenProgress
 
     require_stdout("the comparison")

@@ -49,7 +49,8 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
     """
     from nas.common.files import require_file
     from nas.lm.corpus import batchify, encode, read_tokens
-    from nas.lm.evaluation import evaluate, ppl
+    from nas.common.stats import ppl
+    from nas.lm.evaluation import evaluate
     from nas.runs.train import load_for_evaluation
     from .terminal import TokenProgress
 
@@ -60,17 +61,7 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
                 raise InputError(f"--{name}: not with --file (it picks a split of --data, which --file replaces)")
     use_threads(threads)
-    path = Path(model)
-    if path.is_dir():
-        path = path / "best.pt"
-        if not path.is_file():
-            raise InputError(f"{model}: no best.pt (not a bin/train-lm run directory, or no epoch has finished yet)")
-        if not (Path(model) / "metrics.json").is_file():
-            click.echo(
-                f"warning: {model}: its training has not finished (killed, or still running): best.pt is "
-                f"the best model so far (continue it with bin/train-lm --resume {model})",
-                err=True,
-            )
+    path = _model_file(model)
     lm, stored = load_for_evaluation(path, device)
     config = stored.get("config", {})
     if text_file is not None:
@@ -99,6 +90,22 @@ def main(model, data, split, text_file, batch_size, bptt, device, threads) -> No
         "bptt": bptt,
     }
     click.echo(json.dumps(report))
+
+
+def _model_file(model: str) -> Path:
+    """MODEL's file: itself, or a run directory's best.pt (with a warning while its training has not finished)."""
+    path = Path(model)
+    if path.is_dir():
+        path = path / "best.pt"
+        if not path.is_file():
+            raise InputError(f"{model}: no best.pt (not a bin/train-lm run directory, or no epoch has finished yet)")
+        if not (Path(model) / "metrics.json").is_file():
+            click.echo(
+                f"warning: {model}: its training has not finished (killed, or still running): best.pt is "
+                f"the best model so far (continue it with bin/train-lm --resume {model})",
+                err=True,
+            )
+    return path
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ def main(run_dir, out, tensorboard) -> None:
         bin/plot-run runs/dartsv2
         bin/plot-run runs/chunk-darts --out pictures/ --tensorboard
     """
-    from nas.common.curves import read_curves, write_tensorboard
+    from nas.pictures.curves import read_curves, write_tensorboard
     from nas.pictures.plots import plot_curves
 
     curves = read_curves(run_dir)

@@ -127,7 +127,12 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
     "train-lm's DARTS protocol].",
 )
 @click.option("--nodes", type=T["nodes"], default=D.nodes, help="Intermediate nodes of the cell.")
-@click.option("--top-n", type=T["top_n"], default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
+@click.option(
+    "--top-n",
+    type=T["top_n"],
+    default=None,
+    help=f"idarts: inputs kept per node when deriving the cell [default: {D.top_n}].",
+)
 @click.option("--emsize", type=T["emsize"], default=D.emsize)
 @click.option("--nhid", type=T["nhid"], default=D.nhid)
 @click.option("--batch-size", type=T["batch_size"], default=D.batch_size)
@@ -381,89 +386,17 @@ def main(
     \b
         bin/search-lm --data data/ptb --method beta-darts --beta-lambda-end 50 --epochs 2 --max-batches-per-epoch 50 --out beta.json
     """  # noqa: E501 (example command lines stay whole, to copy)
-    from nas.cells.genotype import load, validate
-    from nas.common.files import read_json
-    from nas.common.runs import RunDir, default_run_dir
     from nas.common.splits import find_splits
-    from nas.runs.candidates import RayScoring, check_scoring
-    from nas.runs.health import summary_lines
     from nas.fast import backends, gemm
-    from nas.runs.search import Searcher
-    from .terminal import Terminal, run_loop
 
-    from nas.runs.seeds import parse_seeds, select_arguments
-
-    if seeds is not None and resume:
-        raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
-    if seeds is not None:  # every seed and the retraining's flags, before the first search
-        seeds, select_args = parse_seeds(seeds), select_arguments(select_args)
-    else:
-        ctx = click.get_current_context()
-        if ctx.get_parameter_source("seeds_per_gpu") == click.core.ParameterSource.COMMANDLINE:
-            raise InputError("--seeds-per-gpu: only with --seeds (it places several seeds' searches on one GPU)")
-        for name in ("select_budget", "select_args"):
-            if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
-                raise InputError(
-                    f"--{name.replace('_', '-')}: only with --seeds (it sets the retraining of each "
-                    "seed's cell); without --seeds it has no effect"
-                )
+    seeds, select_args = _seed_flags(seeds, resume, select_args)
     settings = take_method_settings(options)
+    limits = {"epochs": epochs, "rounds": rounds, "time_budget": time_budget, "max_rollbacks": max_rollbacks}
     if resume:
-        run = RunDir(resume)
-        stored = run.config()
-        config = SearchConfig.from_dict(
-            stored,
-            run.path / "config.json",
-            epochs=epochs,
-            rounds=rounds,
-            time_budget=time_budget,
-            max_rollbacks=max_rollbacks,
-            lr_decay=options["lr_decay"],
-            lr_decay_start=options["lr_decay_start"],
-        )
-        method_settings(config, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
-        check_resume_flags(
-            run.path,
-            {**stored, **stored.get("method_settings", {})},
-            changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay", "lr_decay_start"),
-            runtime=("threads", "out"),
-            defaults=asdict(D),
-        )
+        config, run = _resumed_config(resume, limits, options)
     else:
         paths = find_splits(data, train_file, valid_file, test_file)
-        check_method_flags(
-            options["method"],
-            not_from_config(
-                {"rounds": rounds, "cell": cell_spec, "epochs": epochs, "order": order, **options, **settings}
-            ),
-        )
-        from_config = loaded_config()
-        settings = chosen_settings(
-            options["method"],
-            settings,
-            from_config.get("method_settings") if from_config.get("method") == options["method"] else None,
-        )
-        stored_cell = loaded_config().get("cell")
-        cell = load(cell_spec) if cell_spec else validate(stored_cell, "--config cell") if stored_cell else None
-        if options["attention"] is None:
-            options["attention"] = (cell.attention if cell is not None else None) or "none"
-        _refuse_without_effect(options)
-        resolved = {k: v for k, v in options.items() if v is not None}
-        config = SearchConfig(
-            train=str(paths["train"]),
-            valid=str(paths["valid"]),
-            test=str(paths["test"]),
-            order=int(order or D.order),
-            epochs=epochs if epochs is not None else D.epochs,
-            rounds=rounds if rounds is not None else D.rounds,
-            cell=None if cell is None else cell.to_dict(),
-            command=command_line("bin/search-lm"),
-            time_budget=time_budget,
-            max_rollbacks=max_rollbacks or 0,
-            method_settings=settings,
-            **resolved,
-        )
-        run = RunDir(run_dir or default_run_dir("search"))
+        config, run = _fresh_config(paths, run_dir, order, cell_spec, limits, options, settings)
     with stored_settings(Path(resume) / "config.json" if resume else None):
         config.validate()
     use_threads(threads)
@@ -471,10 +404,19 @@ def main(
     config.backend = backends.use(config.backend, config.device, config.compile)
     if seeds is not None:
         return _search_seeds(config, run, seeds, workers, seeds_per_gpu, ray_address, select_budget, select_args, out)
+    _search(config, run, bool(resume), workers, ray_address, out)
+
+
+def _search(config: SearchConfig, run: RunDir, resume: bool, workers: int, ray_address: str | None, out) -> None:
+    """One search in `run` (its candidates scored on Ray workers with --workers or --ray-address), then its report."""
+    from nas.runs.candidates import RayScoring, check_scoring
+    from nas.runs.search import Searcher
+    from .terminal import Terminal, run_loop
+
     candidates_on_ray = workers > 1 or bool(ray_address)
     if candidates_on_ray:
         check_scoring(config.method, workers, ray_address)
-    searcher = Searcher.open(config, run, bool(resume))
+    searcher = Searcher.open(config, run, resume)
     if candidates_on_ray:
         if searcher.ranks.parallel:
             raise InputError("--workers without --seeds: not under torchrun (the ranks already share the work)")
@@ -492,8 +434,106 @@ def main(
             ),
         ),
     )
-    if not searcher.ranks.main:
-        return
+    if searcher.ranks.main:
+        _report(searcher, genotype, out, unit)
+
+
+def _seed_flags(seeds: str | None, resume: str | None, select_args: str | None) -> tuple:
+    """--seeds and the retraining's flags, checked before the first search (without --seeds: the flags
+    that only act with it, refused when typed)."""
+    if seeds is not None and resume:
+        raise InputError("--seeds: not with --resume (resume one seed's search with --resume RUN_DIR/seed-S/search)")
+    if seeds is not None:
+        from nas.common.cli import passed_on
+        from nas.runs.seeds import parse_seeds, select_arguments
+        from .train_lm import main as train_lm
+
+        seeds, select_args = parse_seeds(seeds), select_arguments(select_args)
+        passed_on(train_lm, "bin/train-lm", select_args, "--select-args")
+        return seeds, select_args
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("seeds_per_gpu") == click.core.ParameterSource.COMMANDLINE:
+        raise InputError("--seeds-per-gpu: only with --seeds (it places several seeds' searches on one GPU)")
+    for name in ("select_budget", "select_args"):
+        if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE:
+            raise InputError(
+                f"--{name.replace('_', '-')}: only with --seeds (it sets the retraining of each "
+                "seed's cell); without --seeds it has no effect"
+            )
+    return seeds, select_args
+
+
+def _resumed_config(resume: str, limits: dict, options: dict) -> tuple[SearchConfig, RunDir]:
+    """The config of the run in `resume`, with the limits typed now (--epochs, ...) in place; any other flag
+    typed that differs from the stored setting is refused."""
+    from nas.common.runs import RunDir
+
+    run = RunDir(resume)
+    stored = run.config()
+    config = SearchConfig.from_dict(
+        stored,
+        run.path / "config.json",
+        **limits,
+        lr_decay=options["lr_decay"],
+        lr_decay_start=options["lr_decay_start"],
+    )
+    method_settings(config, lambda name: f"{run.path / 'config.json'}: setting {name!r}")
+    check_resume_flags(
+        run.path,
+        {**stored, **stored.get("method_settings", {})},
+        changeable=("epochs", "rounds", "time_budget", "max_rollbacks", "lr_decay", "lr_decay_start"),
+        runtime=("threads", "out"),
+        defaults=asdict(D),
+    )
+    return config, run
+
+
+def _fresh_config(
+    paths: dict, run_dir: str | None, order, cell_spec, limits: dict, options: dict, settings: dict
+) -> tuple[SearchConfig, RunDir]:
+    """The config of a new search from the flags (and --config/--preset), each checked against the method."""
+    from nas.cells.genotype import load, validate
+    from nas.common.runs import RunDir, default_run_dir
+
+    epochs, rounds = limits["epochs"], limits["rounds"]
+    check_method_flags(
+        options["method"],
+        not_from_config({"rounds": rounds, "cell": cell_spec, "epochs": epochs, "order": order, **options, **settings}),
+    )
+    from_config = loaded_config()
+    settings = chosen_settings(
+        options["method"],
+        settings,
+        from_config.get("method_settings") if from_config.get("method") == options["method"] else None,
+    )
+    stored_cell = loaded_config().get("cell")
+    cell = load(cell_spec) if cell_spec else validate(stored_cell, "--config cell") if stored_cell else None
+    if options["attention"] is None:
+        options["attention"] = (cell.attention if cell is not None else None) or "none"
+    _refuse_without_effect(options)
+    resolved = {k: v for k, v in options.items() if v is not None}
+    config = SearchConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        order=int(order or D.order),
+        epochs=epochs if epochs is not None else D.epochs,
+        rounds=rounds if rounds is not None else D.rounds,
+        cell=None if cell is None else cell.to_dict(),
+        command=command_line("bin/search-lm"),
+        time_budget=limits["time_budget"],
+        max_rollbacks=limits["max_rollbacks"] or 0,
+        method_settings=settings,
+        **resolved,
+    )
+    return config, RunDir(run_dir or default_run_dir("search"))
+
+
+def _report(searcher, genotype, out: str | None, unit: str) -> None:
+    """The genotype written to --out, and what the search's end says: the candidates' ranks, the health."""
+    from nas.common.files import read_json
+    from nas.runs.health import summary_lines
+
     target = Path(out) if out else searcher.run_dir.path / "genotype.json"
     if out:
         genotype.save(target)
@@ -524,8 +564,6 @@ def _refuse_without_effect(options: dict) -> None:
     """Flags that act only with another flag's value, typed without it: refused by name, not ignored."""
     ctx = click.get_current_context()
     typed = {name for name in options if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
-    if "top_n" in typed and options["method"] != "idarts":
-        raise InputError("--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)")
     for name in ("early_stop_window", "early_stop_ratio"):
         if name in typed and options["early_stop"] != "hessian":
             raise InputError(f"--{name.replace('_', '-')}: only with --early-stop hessian")

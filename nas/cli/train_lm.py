@@ -172,11 +172,9 @@ def main(
     \b
         bin/train-lm --cell darts_v2 --data data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
     """
-    from nas.common.paths import absolute_if_exists
     from nas.common.runs import RunDir, default_run_dir
-    from nas.common.splits import find_splits
     from nas.fast import backends, gemm
-    from nas.runs.train import Trainer, optimizer_kind, resolve_cell
+    from nas.runs.train import Trainer, optimizer_kind
     from .terminal import Terminal, run_loop
 
     if resume:
@@ -187,39 +185,15 @@ def main(
         with stored_settings(run.path / "config.json"):
             config.validate()
     else:
-        if (cell != "lstm" or nhid is not None) and click.get_current_context().get_parameter_source(
-            "match_cell"
-        ) == click.core.ParameterSource.COMMANDLINE:
-            raise InputError(
-                f"--match-cell: only with --cell lstm and no --nhid (it sizes the LSTM); with "
-                f"{'--nhid ' + str(nhid) if nhid is not None else '--cell ' + cell} it has no effect"
-            )
-        paths = find_splits(data, train_file, valid_file, test_file)
-        config = RetrainConfig(
-            train=str(paths["train"]),
-            valid=str(paths["valid"]),
-            test=str(paths["test"]),
-            cell=absolute_if_exists(cell),
-            epochs=epochs if epochs is not None else D.epochs,
-            time_budget=time_budget,
-            command=command_line("bin/train-lm"),
-            **options,
+        config = _fresh_config(
+            cell, match_cell, nhid, epochs, time_budget, options, data, train_file, valid_file, test_file
         )
-        config.validate()
-        resolve_cell(config, nhid, absolute_if_exists(match_cell))
         run = RunDir(run_dir or default_run_dir("train"))
     use_threads(threads)
     config.gemm = gemm.use(config.gemm)
     config.backend = backends.use(config.backend, config.device)
     trainer = Trainer.open(config, run, bool(resume))
-    name = (config.genotype or {}).get("name") or config.cell
-    matched = f", matched to {config.match_cell}'s {config.match_rnn_params:,}" if config.match_cell else ""
-    click.echo(
-        f"run directory: {trainer.run_dir.path} (backend {config.backend})\nmodel: {name}, emsize {config.emsize}, "
-        f"nhid {config.nhid}: "
-        f"{trainer.parameters():,} parameters ({trainer.rnn_parameters():,} in the recurrent layer{matched})",
-        err=True,
-    )
+    click.echo(_model_lines(trainer, config), err=True)
 
     def line(t: Trainer, r: dict) -> str:
         switched = " (switching to ASGD)" if r["optimizer"] != optimizer_kind(t.optimizer) else ""
@@ -233,6 +207,48 @@ def main(
         click.echo(
             json.dumps({k: metrics[k] for k in ("cell", "params", "best_valid_ppl", "test_ppl", "epochs", "seconds")})
         )
+
+
+def _model_lines(trainer, config: RetrainConfig) -> str:
+    """The run directory, the backend, the model and its parameter counts."""
+    name = (config.genotype or {}).get("name") or config.cell
+    matched = f", matched to {config.match_cell}'s {config.match_rnn_params:,}" if config.match_cell else ""
+    return (
+        f"run directory: {trainer.run_dir.path} (backend {config.backend})\nmodel: {name}, emsize {config.emsize}, "
+        f"nhid {config.nhid}: "
+        f"{trainer.parameters():,} parameters ({trainer.rnn_parameters():,} in the recurrent layer{matched})"
+    )
+
+
+def _fresh_config(
+    cell: str, match_cell, nhid, epochs, time_budget, options: dict, data, train_file, valid_file, test_file
+) -> RetrainConfig:
+    """The config of a new retraining from the flags (--cell resolved, --match-cell's LSTM sized), checked."""
+    from nas.common.paths import absolute_if_exists
+    from nas.common.splits import find_splits
+    from nas.runs.train import resolve_cell
+
+    if (cell != "lstm" or nhid is not None) and click.get_current_context().get_parameter_source(
+        "match_cell"
+    ) == click.core.ParameterSource.COMMANDLINE:
+        raise InputError(
+            f"--match-cell: only with --cell lstm and no --nhid (it sizes the LSTM); with "
+            f"{'--nhid ' + str(nhid) if nhid is not None else '--cell ' + cell} it has no effect"
+        )
+    paths = find_splits(data, train_file, valid_file, test_file)
+    config = RetrainConfig(
+        train=str(paths["train"]),
+        valid=str(paths["valid"]),
+        test=str(paths["test"]),
+        cell=absolute_if_exists(cell),
+        epochs=epochs if epochs is not None else D.epochs,
+        time_budget=time_budget,
+        command=command_line("bin/train-lm"),
+        **options,
+    )
+    config.validate()
+    resolve_cell(config, nhid, absolute_if_exists(match_cell))
+    return config
 
 
 if __name__ == "__main__":

@@ -249,6 +249,9 @@ class RunDir:
         data = path.read_bytes()
         if data and not data.endswith(b"\n"):
             os.truncate(path, data.rfind(b"\n") + 1)
+            held = _pending.get(os.path.realpath(self.path))
+            if held is not None and held.sizes.get(name) is not None:  # where the resume's lines now begin
+                held.sizes[name] = min(held.sizes[name], data.rfind(b"\n") + 1)
 
     def keep_until_written(self, name: str) -> None:
         """A file of the run (best-model.pt) that a resume replaces before its first checkpoint: kept

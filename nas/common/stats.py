@@ -85,3 +85,8 @@ def paired_t_test(a: list[float], b: list[float]) -> PairedT | None:
     else:
         t = mean / (sd / math.sqrt(len(diffs)))
     return PairedT(mean, t, len(diffs) - 1, t_two_sided_p(t, len(diffs) - 1))
+
+
+def ppl(nll: float) -> float:
+    """Perplexity of a mean NLL in nats (capped where exp would overflow)."""
+    return math.exp(min(nll, 700.0))

@@ -22,7 +22,7 @@ whoever builds a model injects one into its cells (`attach`). The names, as `--b
 
 A command resolves its flag once (`use`, before any work) and records the resolved name in config.json,
 as it does the GEMM rule; the model builders (`nas.lm.model_file.build_lm`,
-`nas.lm.search_model.build_search_model`, `tagger.train.build_model`, `tagger.model`'s loaders)
+`nas.runs.search_model.build_search_model`, `tagger.train.build_model`, `tagger.model`'s loaders)
 `attach` the process's backend (`current`). A library caller that never calls `use` gets `auto` for a CPU.
 """
 

@@ -1,3 +1,3 @@
 """The language model a cell is searched and retrained in: embedding → recurrent layer → tied decoder
-(`model`, `lstm`, `search_model`), its corpus and batches (`corpus`), perplexity (`evaluation`), its
-weights-only model file (`model_file`), and word-level comparisons of two models (`wordloss`)."""
+(`model`, `lstm`), its corpus and batches (`corpus`), its evaluation (`evaluation`) and its weights-only
+model file (`model_file`)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import torch
@@ -66,8 +65,3 @@ def evaluate(
 ) -> float:
     """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
     return float(token_losses(model, data, bptt, max_batches, on_chunk, graphs)[1].double().mean())
-
-
-def ppl(nll: float) -> float:
-    """Perplexity of a mean NLL in nats (capped where exp would overflow)."""
-    return math.exp(min(nll, 700.0))

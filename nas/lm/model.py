@@ -7,9 +7,12 @@ locked (variational) dropout on the layer input and output, variational masks in
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.func import functional_call
 
 from nas.cells.masks import batch_mask
 from nas.fast.backends import current
@@ -69,6 +72,14 @@ def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean token negative log-likelihood (nats); perplexity is its exp. `F.cross_entropy`, as the process's
     backend runs it (`nas.fast.backends`: cpu-fused on the kernels of `nas.fast.cross_entropy` where they apply)."""
     return current().cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+
+
+def language_model_loss(
+    model: nn.Module, params: dict[str, torch.Tensor], batch: tuple[torch.Tensor, torch.Tensor], hidden
+) -> tuple[torch.Tensor, Any]:
+    """The LM's NLL on (words, targets), carrying the hidden state on."""
+    logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
+    return lm_loss(logits, batch[1]), hidden
 
 
 def regularised_loss(

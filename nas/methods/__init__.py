@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from nas.common.errors import InputError
-from nas.runs.config import SearchConfig, flag_name
+from nas.common.flags import flag_name
 from .settings import BetaDartsSettings, DartsMinusSettings, DrnasSettings, GdasSettings, MethodSettings, SdartsSettings
 
 
@@ -94,7 +94,7 @@ NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rul
 
 METHODS: dict[str, Entry] = {
     "darts": Entry(_darts, "softmax per edge"),
-    "idarts": Entry(_idarts, "one softmax over all edges into a node"),
+    "idarts": Entry(_idarts, "one softmax over all edges into a node", options=("top_n",)),
     "ess": Entry(
         _ess,
         "joint intra- and inter-cell search in rounds (ESS)",
@@ -170,7 +170,7 @@ def method_class(name: str) -> type:
     return entry(name).load()
 
 
-def total_epochs(config: SearchConfig) -> int:
+def total_epochs(config: Any) -> int:
     """Epochs of the search loop, counted by the method's own setting (ESS: rounds)."""
     return getattr(config, entry(config.method).epochs)
 

@@ -15,32 +15,23 @@ computed: the first-order step asks autograd for ∇α alone, so no weight gradi
 10k×emsize included) is ever formed. The second-order step allocates w' once and w ± R·v in one
 buffer, shifted in place between the two sides.
 
-The loss is the language model's by default; a caller on another task (the tagger search,
-`tagger.tagging_search`) gives its own `loss_fn`, which runs the model on the parameters it is handed.
+The loss is the task's `loss_fn`, which runs the model on the parameters it is handed: the language
+model's (`nas.lm.model.language_model_loss`) or the tagger's (`tagger.tagging_search`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn as nn
-from torch.func import functional_call
 
-from nas.lm.model import lm_loss
-from nas.runs.distributed import current
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
 # loss_fn(model, parameters and buffers by name, batch, carried hidden state) -> (loss, hidden state to carry on)
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
-
-
-def language_model_loss(
-    model: nn.Module, params: dict[str, torch.Tensor], batch: Batch, hidden
-) -> tuple[torch.Tensor, Any]:
-    """The LM's NLL on (words, targets), carrying the hidden state on."""
-    logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
-    return lm_loss(logits, batch[1]), hidden
+# average(tensors) -> their means over the data-parallel ranks (the tensors themselves on one process)
+Average = Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]]
 
 
 def is_arch(name: str) -> bool:
@@ -67,14 +58,16 @@ class Architect:
         weight_wd: float = 5e-7,
         arch_names: list[str] | None = None,
         weight_clip: float | None = None,
-        loss_fn: LossFn = language_model_loss,
+        *,
+        loss_fn: LossFn,
+        average: Average,
     ):
         self.model, self.order, self.weight_wd, self.weight_clip = model, order, weight_wd, weight_clip
         self.loss_fn = loss_fn
         self.weights, arch = split_parameters(model)
         self.arch = {n: p for n, p in arch.items() if arch_names is None or n in arch_names}
         self.optimizer = torch.optim.Adam(self.arch.values(), lr=lr, betas=(0.9, 0.999), weight_decay=weight_decay)
-        self.average = current().average  # data parallel: every gradient below is the mean over ranks
+        self.average = average  # data parallel: every gradient below is the mean over ranks
         self._buffers: dict[str, torch.Tensor] = {}
 
     def _loss(self, weights: dict[str, torch.Tensor], batch: Batch, hidden) -> tuple[torch.Tensor, object]:

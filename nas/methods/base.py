@@ -14,18 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Protocol
 
-import torch
 import torch.nn as nn
 
 from nas.cells.attention import SearchAttention
 from nas.cells.genotype import Genotype
 from nas.cells.search_cell import SearchRNN
-from nas.fast.graphs import StepGraphs
-from nas.lm.evaluation import evaluate, get_batch
-from nas.lm.model import RNNModel
-from nas.methods.architect import Architect, Batch, LossFn, language_model_loss
-from nas.runs.config import SearchConfig
-from nas.runs.distributed import current
+from nas.common.distributed import current
+from nas.methods.architect import Architect, Batch, LossFn
+from nas.methods.settings import SearchSettings
 
 
 class Scoring(Protocol):
@@ -45,52 +41,6 @@ class Scoring(Protocol):
 
 
 @dataclass
-class Validation:
-    """The validation split as a search scores on it: eval mode, fp32, no gradients, the model's current weights.
-
-    `columns` is the split in --batch-size columns (this rank's share under torchrun), as the α step
-    reads it; `split` the split in --eval-batch-size columns, as the epoch's validation reads it.
-    Every number is the mean over all ranks' columns, so every rank gets the same one.
-    """
-
-    description = "the validation split in --batch-size columns, from a fresh hidden state, NLL per word"
-    model: RNNModel
-    columns: torch.Tensor
-    split: torch.Tensor
-    bptt: int
-    max_batches: int | None  # --eval-batches
-    graphs: StepGraphs | None = None  # `full` replays its chunks as CUDA graphs (`nas.fast.graphs`)
-
-    def full(self) -> float:
-        """The epoch's validation NLL (`split`, at most --eval-batches batches)."""
-        return evaluate(self.model, self.split, self.bptt, self.max_batches, graphs=self.graphs)
-
-    def nll(self, batches: int | None) -> float:
-        """Mean NLL over the first `batches` batches of `columns` (None: all), from a fresh hidden state."""
-        return self._mean(evaluate(self.model, self.columns, self.bptt, batches))
-
-    def stream(self) -> Iterator[float]:
-        """The mean NLL of each next batch of `columns`, the hidden state carried on, fresh at each pass's start;
-        endless.
-        """
-        while True:
-            hidden = self.model.init_hidden(self.columns.size(1))
-            for i in range(0, self.columns.size(0) - 1, self.bptt):
-                words, targets = get_batch(self.columns, i, self.bptt)
-                was_training = self.model.training
-                self.model.eval()
-                with torch.no_grad():
-                    logits, hidden, _, _ = self.model(words, hidden)
-                    nll = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
-                self.model.train(was_training)
-                yield self._mean(float(nll))
-
-    def _mean(self, value: float) -> float:
-        device = self.columns.device  # NCCL reduces tensors on the GPU
-        return float(current().average([torch.tensor([value], dtype=torch.float64, device=device)])[0])
-
-
-@dataclass
 class Conclusion:
     """How a search ends: the genotype, and what the method measured choosing it."""
 
@@ -103,14 +53,14 @@ class SearchMethod:
     wraps = False  # True: an epoch runs on through the end of the training data (ESS rounds)
     records_steps = True  # the same GPU work at every batch, so a CUDA graph may replay it (`nas.fast.graphs`)
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
         """`full_epoch`: batches of one pass over the training split; `loss_fn`: the loss α steps on
         (the language model's, or the task's on another task)."""
         self.config, self.full_epoch, self.loss_fn = config, full_epoch, loss_fn
         self.architects = self.make_architects(model)
 
     @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+    def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
         """The search layer (emsize → nhid = emsize), with the NASABN `attention` after it when given."""
         raise NotImplementedError
 
@@ -119,7 +69,14 @@ class SearchMethod:
         c = self.config
         return {
             "all": Architect(
-                model, c.arch_lr, c.arch_wdecay, c.order, c.wdecay, weight_clip=c.clip, loss_fn=self.loss_fn
+                model,
+                c.arch_lr,
+                c.arch_wdecay,
+                c.order,
+                c.wdecay,
+                weight_clip=c.clip,
+                loss_fn=self.loss_fn,
+                average=current().average,
             )
         }
 
@@ -134,6 +91,10 @@ class SearchMethod:
     def step_alpha(self, batch: int, train: Batch, train_hidden, valid: Batch, valid_hidden, eta: float):
         """The α step of batch `batch`; returns the validation hidden state to carry on."""
         return self.architects[self.phase(batch)].step(train, train_hidden, valid, valid_hidden, eta)
+
+    def before_weight_step(self) -> None:
+        """What the method changes for the weight step that follows its α step, undone by its next `step_alpha`
+        and by `after_batches` (SDARTS-RS draws its perturbation of the mixing weights here); DARTS: nothing."""
 
     def after_batches(self, validation: Scoring) -> None:
         """The method's own phase after an epoch's batches, before its validation (ENAS trains its controller here)."""

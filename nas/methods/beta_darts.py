@@ -27,8 +27,8 @@ import torch
 import torch.nn as nn
 
 from nas.cells.search_cell import SearchRNN
-from nas.methods.architect import LossFn, language_model_loss
-from nas.runs.config import SearchConfig
+from nas.methods.architect import LossFn
+from nas.methods.settings import SearchSettings
 from .scheduled import ScheduledDarts
 from .settings import BetaDartsSettings
 
@@ -46,7 +46,7 @@ def cell_alphas(model: nn.Module) -> list[nn.Parameter]:
 class BetaDarts(ScheduledDarts):
     Settings = BetaDartsSettings
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
         alphas = cell_alphas(model)
 
         def regularised(model: nn.Module, params: dict[str, torch.Tensor], batch: Any, hidden: Any):

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 from nas.cells.ops import OPS, Layout, edge_offsets
 from nas.cells.search_cell import SearchRNN
-from nas.methods.mixing import MixingRule, Nodes
-from nas.runs.config import SearchConfig
+from nas.cells.mixing import MixingRule, Nodes
+from nas.methods.settings import SearchSettings
 from .base import SearchMethod
 
 
@@ -34,9 +34,9 @@ class Darts(SearchMethod):
     rule: MixingRule = SoftmaxPerEdge()  # how the search cell mixes its ops and derives its cell
 
     @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+    def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
         return cls.search_cell(config, None, attention)
 
     @classmethod
-    def search_cell(cls, c: SearchConfig, inter: nn.Module | None, attention: nn.Module | None) -> SearchRNN:
+    def search_cell(cls, c: SearchSettings, inter: nn.Module | None, attention: nn.Module | None) -> SearchRNN:
         return SearchRNN(c.emsize, c.nhid, c.nodes, cls.rule, c.dropoutx, c.dropouth, inter, attention)

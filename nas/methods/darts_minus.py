@@ -23,8 +23,8 @@ import torch.nn.functional as F
 
 from nas.cells.ops import OPS, Layout
 from nas.methods.base import Scoring
-from nas.methods.mixing import Nodes
-from nas.runs.config import SearchConfig
+from nas.cells.mixing import Nodes
+from nas.methods.settings import SearchSettings
 from .darts import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import DartsMinusSettings
@@ -52,7 +52,7 @@ class DartsMinus(ScheduledDarts):
     Settings = DartsMinusSettings
     rule = SoftmaxWithSkip()  # β = 0: the rule that reads a log's α (each layer gets its own, whose β moves)
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.set_beta()
 

@@ -18,7 +18,7 @@ import torch
 
 from nas.cells.ops import Layout
 from nas.cells.search_cell import SearchRNN
-from nas.methods.mixing import MixingRule
+from nas.cells.mixing import MixingRule
 
 
 class DrawingRule(MixingRule):

@@ -35,8 +35,8 @@ import torch.nn.functional as F
 from torch.distributions import Dirichlet, kl_divergence
 
 from nas.cells.ops import Layout
-from nas.methods.architect import LossFn, language_model_loss
-from nas.runs.config import SearchConfig
+from nas.methods.architect import LossFn
+from nas.methods.settings import SearchSettings
 from .beta_darts import cell_alphas
 from .darts import Darts, SoftmaxPerEdge
 from .drawn import DrawingRule, DrawnRNN
@@ -71,10 +71,10 @@ class Drnas(Darts):
     records_steps = False  # a replayed CUDA graph would replay one Dirichlet draw
 
     @classmethod
-    def search_cell(cls, c: SearchConfig, inter: nn.Module | None, attention: nn.Module | None) -> DrawnRNN:
+    def search_cell(cls, c: SearchSettings, inter: nn.Module | None, attention: nn.Module | None) -> DrawnRNN:
         return DrawnRNN(c.emsize, c.nhid, c.nodes, cls.rule, c.dropoutx, c.dropouth, inter, attention)
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
         self.settings = self.Settings.of(config.method_settings)
         alphas, weight = cell_alphas(model), self.settings.dirichlet_kl
 

@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from nas.cells.genotype import Genotype
 from nas.methods.controller import Controller, Reinforce
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .base import Scoring
 from .weight_sharing import WeightSharing
 
@@ -46,7 +46,7 @@ MAX_NLL = 10.0
 class Enas(WeightSharing):
     candidate_scoring = "the first batch"
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.controller = Controller(config.nodes)
         self.reinforce = Reinforce(self.controller, config.controller_lr, config.entropy_weight, config.baseline_decay)

@@ -16,8 +16,9 @@ import torch.nn as nn
 from nas.cells.cell import FrozenRNN
 from nas.cells.gates import InterGates
 from nas.cells.genotype import Genotype, validate
+from nas.common.distributed import current
 from nas.methods.architect import Architect, split_parameters
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .darts import Darts
 
 
@@ -25,7 +26,7 @@ class Ess(Darts):
     wraps = True
 
     @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+    def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
         c = config
         inter = None
         if c.search_space != "intra":
@@ -61,7 +62,15 @@ class Ess(Darts):
         }
         return {
             phase: Architect(
-                model, lr, c.arch_wdecay, c.order, c.wdecay, names, weight_clip=c.clip, loss_fn=self.loss_fn
+                model,
+                lr,
+                c.arch_wdecay,
+                c.order,
+                c.wdecay,
+                names,
+                weight_clip=c.clip,
+                loss_fn=self.loss_fn,
+                average=current().average,
             )
             for phase, (names, lr) in phases.items()
             if names

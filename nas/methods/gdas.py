@@ -46,7 +46,7 @@ import torch.nn.functional as F
 
 from nas.cells.ops import Layout
 from nas.common.errors import InputError
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .darts import SoftmaxPerEdge
 from .drawn import DrawingRule, DrawnRNN
 from .scheduled import ScheduledDarts
@@ -92,12 +92,12 @@ class Gdas(ScheduledDarts):
     rule = GumbelHard()  # the rule that reads a log's α (each layer gets its own, whose τ moves)
 
     @classmethod
-    def search_cell(cls, c: SearchConfig, inter: nn.Module | None, attention: nn.Module | None) -> DrawnRNN:
+    def search_cell(cls, c: SearchSettings, inter: nn.Module | None, attention: nn.Module | None) -> DrawnRNN:
         rnn = DrawnRNN(c.emsize, c.nhid, c.nodes, cls.rule, c.dropoutx, c.dropouth, inter, attention)
         rnn.bn = batch_norms(c.nhid, c.nodes)
         return rnn
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         if config.eval_batch_size < 2:
             raise InputError(
                 f"--eval-batch-size {config.eval_batch_size}: --method gdas normalises with each "

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from nas.cells.ops import OPS, Layout, edge_offsets
-from nas.methods.mixing import MixingRule, Nodes
+from nas.cells.mixing import MixingRule, Nodes
 from .darts import Darts
 
 

@@ -23,9 +23,9 @@ import torch
 import torch.nn as nn
 
 from nas.cells.genotype import Genotype
-from nas.lm.evaluation import ppl
+from nas.common.stats import ppl
 from nas.methods.sampling import sample
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .base import Scoring
 from .weight_sharing import WeightSharing
 
@@ -33,7 +33,7 @@ from .weight_sharing import WeightSharing
 class RandomSearch(WeightSharing):
     candidate_scoring = "at most --eval-batches batches"
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         panel_rng = torch.Generator().manual_seed(config.seed + 1)
         self.panel = [sample(self.space, panel_rng) for _ in range(config.track_candidates)]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch.nn as nn
 
 from nas.cells.search_cell import SearchRNN
-from nas.methods.architect import LossFn, language_model_loss
+from nas.methods.architect import LossFn
 from nas.methods.base import Scoring
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .settings import MethodSettings
 from .darts import Darts
 
@@ -28,14 +28,14 @@ class ScheduledDarts(Darts):
     records_steps = False  # the moving setting is a Python number, which a replayed CUDA graph would keep fixed
 
     @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+    def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
         """The search cell with a mixing rule of its own (`rules`), on which a method may set its moving
         setting; the class's `rule` stays unchanged, the rule that reads a logged α."""
         rnn = super().layer(config, attention)
         rnn.rule = type(cls.rule)()
         return rnn
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, loss_fn: LossFn = language_model_loss):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
         self.settings = self.Settings.of(config.method_settings)
         self.epoch = 0  # epochs whose batches are done
         super().__init__(config, model, full_epoch, loss_fn=loss_fn)

@@ -11,7 +11,7 @@ edge clamped to all zeros keeps its largest perturbed op), and ε grows linearly
 ends at 0.3 just after the last epoch). SDARTS-ADV, the adversarial variant, is not here.
 
 α itself is never changed: the rule of each search layer holds the draw while the weights step
-(set after the α step, cleared before the next α step and before each epoch's validation), so
+(set by `before_weight_step`, cleared before the next α step and before each epoch's validation), so
 the checkpoint, the log, the Hessian health check and the derived cell all see α unperturbed.
 Only the intra cell's weights are perturbed (NASABN's attention α, when searched, are not).
 """
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from nas.cells.ops import Layout
 from nas.cells.search_cell import SearchRNN
 from nas.methods.base import Scoring
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .darts import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import SdartsSettings
@@ -56,7 +56,7 @@ class SdartsRS(ScheduledDarts):
     Settings = SdartsSettings
     rule = PerturbedSoftmax()  # unperturbed: the rule that reads a log's α (each layer gets its own)
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.alpha = next(
             m.alpha for m in model.modules() if isinstance(m, SearchRNN)
@@ -71,12 +71,14 @@ class SdartsRS(ScheduledDarts):
             rule.noise = noise
 
     def step_alpha(self, batch: int, train, train_hidden, valid, valid_hidden, eta: float):
-        """DARTS's α step on the unperturbed weights, then a fresh draw for the weight step that follows."""
+        """DARTS's α step, on the unperturbed weights."""
         self.perturb(None)
-        valid_hidden = super().step_alpha(batch, train, train_hidden, valid, valid_hidden, eta)
+        return super().step_alpha(batch, train, train_hidden, valid, valid_hidden, eta)
+
+    def before_weight_step(self) -> None:
+        """A fresh draw of the perturbation for the weight step."""
         epsilon = self.epsilon()
         self.perturb(torch.empty_like(self.alpha).uniform_(-epsilon, epsilon))
-        return valid_hidden
 
     def after_batches(self, validation: Scoring) -> None:
         self.perturb(None)

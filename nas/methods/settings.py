@@ -16,7 +16,7 @@ from typing import Any, Callable, TypeVar
 
 from nas.common.errors import InputError
 from nas.common.ranges import NON_NEGATIVE, POSITIVE, Range, check_ranges
-from nas.runs.config import flag_name
+from nas.common.flags import flag_name
 
 S = TypeVar("S", bound="MethodSettings")
 
@@ -24,6 +24,58 @@ S = TypeVar("S", bound="MethodSettings")
 def setting(default: float | int, allowed: Range, help: str) -> Any:
     """A field of a method's settings: its default, the range its flag and config.json must keep to, its help line."""
     return field(default=default, metadata={"range": allowed, "help": help})
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """What a search method reads of a search's settings, whichever task it searches on: the search layer's
+    sizes, the α step's settings, the epochs its schedule spans, and the older methods' own fields (ESS's,
+    random search's, ENAS's), besides `method_settings`, from which each method reads its own. The LM
+    search takes them from its `nas.runs.config.SearchConfig` (`of`), the tagging search from its own config."""
+
+    method: str
+    seed: int
+    epochs: int
+    method_settings: dict[str, Any]
+    # the search layer
+    emsize: int
+    nhid: int
+    nodes: int
+    top_n: int
+    dropoutx: float
+    dropouth: float
+    attention_heads: int
+    # the α step, and the weight step's decay and clipping the second order unrolls
+    arch_lr: float
+    arch_wdecay: float
+    order: int
+    wdecay: float
+    clip: float
+    eval_batches: int | None
+    eval_batch_size: int  # the validation's batch size (GDAS's batch statistics need 2)
+    # ESS
+    search_space: str
+    cell: dict | None
+    intra_steps: int | None
+    inter_steps: int | None
+    arch_lr_intra: float
+    arch_lr_inter: float
+    history: int
+    inter_nodes: int
+    gate_squash: str
+    gate_size_match: str
+    # random search and ENAS
+    candidates: int
+    track_candidates: int
+    controller_steps: int
+    controller_lr: float
+    entropy_weight: float
+    baseline_decay: float
+
+    @classmethod
+    def of(cls, config: Any) -> "SearchSettings":
+        """The fields of `config` (a `SearchConfig`) that a method reads."""
+        return cls(**{f.name: getattr(config, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)

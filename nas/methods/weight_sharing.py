@@ -30,10 +30,10 @@ from nas.cells.genotype import Genotype
 from nas.cells.ops import ACTIVATIONS, OPS, edge_offsets
 from nas.cells.search_cell import SearchRNN
 from nas.common.errors import InputError
-from nas.lm.evaluation import ppl
+from nas.common.stats import ppl
 from nas.methods.architect import Architect, Batch
 from nas.methods.sampling import Space
-from nas.runs.config import SearchConfig
+from nas.methods.settings import SearchSettings
 from .base import Conclusion, Scoring, SearchMethod
 from .darts import SoftmaxPerEdge
 
@@ -109,7 +109,7 @@ class WeightSharing(SearchMethod):
     records_steps = False  # each batch runs the cell it draws
     candidate_scoring = ""  # which part of the validation data a candidate's `valid_ppl` in metrics.json is scored on
 
-    def __init__(self, config: SearchConfig, model: nn.Module, full_epoch: int, **kwargs):
+    def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.layers = [m for m in model.modules() if isinstance(m, SampledRNN)]  # the tagger's: one per direction
         self.rng = torch.Generator().manual_seed(config.seed)  # the same draws on every rank
@@ -117,7 +117,7 @@ class WeightSharing(SearchMethod):
         self.parallel_scoring: Callable[[Sequence[Genotype]], list[float]] | None = None
 
     @classmethod
-    def layer(cls, config: SearchConfig, attention: nn.Module | None) -> nn.Module:
+    def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
         c = config
         if isinstance(attention, SearchAttention):
             raise InputError(

@@ -6,7 +6,7 @@
 - eigenvalue: the dominant eigenvalue of the Hessian of the validation loss in α (`nas.runs.health`);
 - op_share: each op's share of α's mixing mass and of the derived cell over training;
 - valid_ppl: validation and training perplexity over training;
-- curves: the training and validation curves of any run (search, train-lm, tagger; `nas.common.curves`).
+- curves: the training and validation curves of any run (search, train-lm, tagger; `nas.pictures.curves`).
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ from matplotlib.ticker import LogFormatter, MaxNLocator  # noqa: E402
 
 from nas.cells.genotype import ATTENTION_TYPES, GATES, Genotype, load, predecessors, validate  # noqa: E402
 from nas.cells.ops import OPS  # noqa: E402
-from nas.common.curves import Curves, Series, run_kind  # noqa: E402
+from nas.pictures.curves import Curves, Series, run_kind  # noqa: E402
 from nas.common.errors import InputError  # noqa: E402
 from nas.common.files import atomic_write_bytes  # noqa: E402
 from nas.common.runs import RunDir  # noqa: E402
 from nas.methods import method_class  # noqa: E402
-from nas.methods.mixing import MixingRule  # noqa: E402
+from nas.cells.mixing import MixingRule  # noqa: E402
 from nas.pictures.layout import INCH, LABEL_FONT, LABEL_PAD, RADIUS, Graph, Layout, layered_layout  # noqa: E402
 
 TITLE_FONT, SUPTITLE_FONT = 9, 10
@@ -273,6 +273,29 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None, compare:
     xlabel = "training steps (batches)" if all("step" in r for r in log) else "epoch"
     method = config.get("method", "darts")
     written = plot_cell(search_genotype(run, log), out / "cell")
+    written += _alpha_pictures(config, log, method, steps, xlabel, out)
+    runs = [(run, log)] + [(other, other_log) for other, _, other_log in others]
+    named = [(f"{r.path.name}: " if others else "", r, rlog) for r, rlog in runs]
+    written += _health_pictures(named, log, steps, xlabel, out)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    draw_curves(
+        ax,
+        [
+            Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
+            for _, r, rlog in named
+            for key, split in (("valid_ppl", "validation"), ("train_ppl", "training (dropout on)"))
+        ],
+    )
+    _log_axis(ax)
+    ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
+    ax.legend(fontsize=8)
+    written += save_figure(fig, out / "valid_ppl")
+    return written
+
+
+def _alpha_pictures(config: dict, log: list[dict], method: str, steps: list, xlabel: str, out: Path) -> list[Path]:
+    """The mixing weights over the search: intra-cell, inter-cell (ESS), attention type (NASABN), as logged."""
+    written: list[Path] = []
     if all("alpha" in r for r in log):
         nodes = config["nodes"]
         labels = [f"{j}→{i}" for i in range(1, nodes + 1) for j in range(i)]
@@ -303,8 +326,12 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None, compare:
         ax.set(xlabel=xlabel, ylabel="mixing weight", title="attention type (NASABN)")
         ax.legend(fontsize=8)
         written += save_figure(fig, out / "attention")
-    runs = [(run, log)] + [(other, other_log) for other, _, other_log in others]
-    named = [(f"{r.path.name}: " if others else "", r, rlog) for r, rlog in runs]
+    return written
+
+
+def _health_pictures(named: list, log: list[dict], steps: list, xlabel: str, out: Path) -> list[Path]:
+    """The search's health over the search: MAD from uniform, the dominant eigenvalue, the ops' shares."""
+    written: list[Path] = []
     if any(key in r for _, _, rlog in named for r in rlog for key in ("mad", "mad_inter")):  # random, enas: no α
         fig, ax = plt.subplots(figsize=(5, 3.2))
         for name, _, rlog in named:
@@ -341,19 +368,6 @@ def plot_search(run_dir: str | Path, out_dir: str | Path | None = None, compare:
             ax.legend(fontsize=7)
         fig.tight_layout()
         written += save_figure(fig, out / "op_share")
-    fig, ax = plt.subplots(figsize=(5, 3.2))
-    draw_curves(
-        ax,
-        [
-            Series("perplexity", split, _steps(rlog), [r[key] for r in rlog], r.path.name if others else "")
-            for _, r, rlog in named
-            for key, split in (("valid_ppl", "validation"), ("train_ppl", "training (dropout on)"))
-        ],
-    )
-    _log_axis(ax)
-    ax.set(xlabel=xlabel, ylabel="perplexity", title="search perplexity")
-    ax.legend(fontsize=8)
-    written += save_figure(fig, out / "valid_ppl")
     return written
 
 

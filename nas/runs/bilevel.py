@@ -5,7 +5,8 @@
 record alike:
 
 - each batch: the method's α step (`method.step_alpha`) on a batch of the split α learns on, then
-  the weight step on a train batch (SDARTS-RS keeps its random draw in the mixing rule between the two);
+  what the method changes for the weight step (`method.before_weight_step`: SDARTS-RS's random draw in
+  its mixing rule), then the weight step on a train batch;
 - each epoch end: `method.after_batches` (ENAS's controller, random search's panel, the epoch moving
   β-DARTS's λ, DARTS−'s β, SDARTS's ε), then the validation score, then the log line (the task's
   scores, `method.record`, the genotype derived so far, the search's health: each op's share of the
@@ -98,8 +99,10 @@ class BilevelSearch(TrainingLoop):
     # -- steps -------------------------------------------------------------------------------
 
     def search_step(self, train: Any, valid: Any, lr: float) -> None:
-        """α's step, then the weights' step: the order every method relies on."""
+        """α's step, what the method changes for the weight step, then the weights' step: the order every method
+        relies on."""
         self.take_alpha_step(train, valid, lr)
+        self.method.before_weight_step()
         self.take_weight_step(train)
 
     # -- epochs ------------------------------------------------------------------------------

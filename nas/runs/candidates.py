@@ -20,11 +20,13 @@ import torch
 from nas.cells.genotype import Genotype
 from nas.common.errors import InputError
 from nas.common.grid import check_workers, map_on_ray
-from nas.lm.search_model import build_search_model
+from nas.runs.search_model import build_search_model
 from nas.methods import method_class
-from nas.methods.base import Validation
+from nas.methods.settings import SearchSettings
 from nas.methods.weight_sharing import WeightSharing
 from nas.runs.config import SearchConfig
+from nas.runs.search import Validation
+from nas.lm.model import language_model_loss
 
 
 @dataclass
@@ -45,7 +47,7 @@ def score_share(shared: SharedModel, genotypes: list[Genotype]) -> list[float]:
     c = shared.config
     model = build_search_model(c, shared.ntoken)
     model.load_state_dict(shared.weights)
-    method = method_class(c.method)(c, model, 1)
+    method = method_class(c.method)(SearchSettings.of(c), model, 1, loss_fn=language_model_loss)
     return method.score_all(genotypes, Validation(model, shared.columns, shared.split, c.bptt, c.eval_batches))
 
 

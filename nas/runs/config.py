@@ -12,6 +12,7 @@ from typing import Any, ClassVar, TypeVar
 
 from nas.common.devices import GEMM_BACKENDS, STORED_CHOICES, backend_problem, device_problem
 from nas.common.errors import InputError
+from nas.common.flags import flag_name
 from nas.common.ranges import (
     AT_LEAST_1,
     BATCH,
@@ -44,16 +45,6 @@ GATE_SQUASHES = ("sigmoid", "2sigmoid", "none")  # the keys of nas.cells.gates.S
 GATE_SIZE_MATCHES = ("project", "pad")  # nas.cells.gates.SIZE_MATCHES
 
 C = TypeVar("C", bound="LMConfig")
-
-
-# Settings whose flag is not the field name with hyphens (the fields keep the DARTS/AWD names that
-# stored config.json files hold; the flags spell every dropout as the tagger does).
-FLAGS = {"dropouth": "--dropout-h", "dropoutx": "--dropout-x", "dropouti": "--dropout-i", "dropoute": "--dropout-e"}
-
-
-def flag_name(name: str) -> str:
-    """The command-line flag of a config field (--dropout-h for dropouth)."""
-    return FLAGS.get(name) or "--" + name.replace("_", "-")
 
 
 @dataclass

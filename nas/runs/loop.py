@@ -4,7 +4,7 @@ the search on a tagging task (`tagger.tagging_search`).
 `TrainingLoop` owns what every run shares: epochs of batches, the stop flag (Ctrl-C writes a
 checkpoint at the next batch boundary and raises `Interrupted`), the checkpoint, `--resume`, a
 time budget, rollback to the last checkpoint after a non-finite loss, the ranks' agreement on
-every decision that ends a loop and their checksum at each epoch end (`nas.runs.distributed`), and
+every decision that ends a loop and their checksum at each epoch end (`nas.common.distributed`), and
 progress, reported to a `Progress` (it prints nothing). `LMLoop` adds a language model's data and
 weight step: batches of the training split at a sampled sequence length with the hidden state
 carried on, and SGD (lr scaled by seq_len / bptt, NLL + AR + TAR, gradients averaged over ranks
@@ -36,7 +36,7 @@ from nas.common.runs import Interrupted, RunDir, StopFlag, autocast, rng_state, 
 from nas.lm.corpus import Corpus, batchify
 from nas.lm.evaluation import get_batch
 from nas.lm.model import detach_hidden, regularised_loss
-from nas.runs import distributed
+from nas.common import distributed
 from nas.runs.config import LMConfig
 
 L = TypeVar("L", bound="LMLoop")

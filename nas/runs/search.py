@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Iterator
 
 import torch
 from torch.func import functional_call
@@ -26,16 +27,65 @@ from nas.common.runs import RunDir, autocast
 from nas.fast import backends, graphs
 from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
-from nas.lm.evaluation import get_batch, ppl
-from nas.lm.model import detach_hidden, lm_loss
-from nas.lm.search_model import build_search_model
+from nas.common.stats import ppl
+from nas.lm.evaluation import get_batch
+from nas.lm.evaluation import evaluate
+from nas.lm.model import RNNModel, detach_hidden, language_model_loss, lm_loss
+from nas.runs.search_model import build_search_model
 from nas.methods import method_class, total_epochs
 from nas.methods.architect import Batch, split_parameters
-from nas.methods.base import Conclusion, Validation
+from nas.methods.base import Conclusion
+from nas.methods.settings import SearchSettings
 from nas.runs.bilevel import BilevelSearch
 from nas.runs.config import SearchConfig
-from nas.runs.distributed import sync_batch_norm
+from nas.common.distributed import current, sync_batch_norm
 from nas.runs.loop import LMLoop
+
+
+@dataclass
+class Validation:
+    """The validation split as a search scores on it: eval mode, fp32, no gradients, the model's current weights.
+
+    `columns` is the split in --batch-size columns (this rank's share under torchrun), as the α step
+    reads it; `split` the split in --eval-batch-size columns, as the epoch's validation reads it.
+    Every number is the mean over all ranks' columns, so every rank gets the same one.
+    """
+
+    description = "the validation split in --batch-size columns, from a fresh hidden state, NLL per word"
+    model: RNNModel
+    columns: torch.Tensor
+    split: torch.Tensor
+    bptt: int
+    max_batches: int | None  # --eval-batches
+    graphs: StepGraphs | None = None  # `full` replays its chunks as CUDA graphs (`nas.fast.graphs`)
+
+    def full(self) -> float:
+        """The epoch's validation NLL (`split`, at most --eval-batches batches)."""
+        return evaluate(self.model, self.split, self.bptt, self.max_batches, graphs=self.graphs)
+
+    def nll(self, batches: int | None) -> float:
+        """Mean NLL over the first `batches` batches of `columns` (None: all), from a fresh hidden state."""
+        return self._mean(evaluate(self.model, self.columns, self.bptt, batches))
+
+    def stream(self) -> Iterator[float]:
+        """The mean NLL of each next batch of `columns`, the hidden state carried on, fresh at each pass's start;
+        endless.
+        """
+        while True:
+            hidden = self.model.init_hidden(self.columns.size(1))
+            for i in range(0, self.columns.size(0) - 1, self.bptt):
+                words, targets = get_batch(self.columns, i, self.bptt)
+                was_training = self.model.training
+                self.model.eval()
+                with torch.no_grad():
+                    logits, hidden, _, _ = self.model(words, hidden)
+                    nll = torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+                self.model.train(was_training)
+                yield self._mean(float(nll))
+
+    def _mean(self, value: float) -> float:
+        device = self.columns.device  # NCCL reduces tensors on the GPU
+        return float(current().average([torch.tensor([value], dtype=torch.float64, device=device)])[0])
 
 
 class Searcher(BilevelSearch, LMLoop):
@@ -49,7 +99,9 @@ class Searcher(BilevelSearch, LMLoop):
         self.model = sync_batch_norm(build_search_model(c, len(corpus.vocab))).to(self.device)
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
-        self.method = method_class(c.method)(c, self.model, self.full_epoch())
+        self.method = method_class(c.method)(
+            SearchSettings.of(c), self.model, self.full_epoch(), loss_fn=language_model_loss
+        )
         self.graphs = StepGraphs() if self.records_steps() else None
         self.validation = Validation(
             self.model,
@@ -203,6 +255,7 @@ class Searcher(BilevelSearch, LMLoop):
     ) -> tuple:
         """The bilevel step as GPU work alone, for recording: (loss, NLL, gradient norm, hidden, hidden_valid)."""
         hidden_valid = self.alpha_step(words, targets, detach_hidden(hidden), valid, hidden_valid, lr)
+        self.method.before_weight_step()
         loss, nll, norm, hidden = self.weight_update(words, targets, hidden)
         return loss, nll, norm, hidden, hidden_valid
 

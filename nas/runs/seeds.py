@@ -28,7 +28,7 @@ from nas.common.ranges import SEED
 from nas.common.files import atomic_write_json, read_json
 from nas.common.grid import Job, Outcome, Step, check_workers, on_ray, run_jobs
 from nas.common.subprocesses import last_error
-from nas.runs.distributed import current
+from nas.common.distributed import current
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -65,10 +65,8 @@ SELECTION_FLAGS = (
 
 def select_arguments(text: str) -> list[str]:
     """`--select-args` as bin/train-lm arguments, parsed by bin/train-lm's own flags before any search
-    starts: a typo there would otherwise fail every seed's retraining after its search."""
-    from nas.cli.train_lm import main as train_lm
-    from nas.common.cli import passed_on
-
+    starts (the command checks them against bin/train-lm's flags next): a typo there would otherwise fail
+    every seed's retraining after its search."""
     try:
         args = shlex.split(text)
     except ValueError as err:
@@ -79,7 +77,6 @@ def select_arguments(text: str) -> list[str]:
                 f"--select-args: {arg.split('=')[0]} is set by the selection itself for each seed's "
                 f"retraining ({', '.join(SELECTION_FLAGS)})"
             )
-    passed_on(train_lm, "bin/train-lm", args, "--select-args")
     return args
 
 

@@ -37,7 +37,8 @@ from nas.common.runs import RunDir
 from nas.fast import backends, graphs
 from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
-from nas.lm.evaluation import evaluate, ppl
+from nas.common.stats import ppl
+from nas.lm.evaluation import evaluate
 from nas.lm.lstm import matching_nhid
 from nas.lm.model import RNNModel
 from nas.lm.model_file import LMSpec, build_lm, load_model_file, model_file, rnn_parameters

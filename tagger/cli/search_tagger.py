@@ -112,7 +112,6 @@ def method_flags(command: click.Command) -> click.Command:
     help=f"Search epochs (with --resume: the new total) [default: {D.epochs}].",
 )
 @click.option("--nodes", type=NODE_COUNT, default=D.nodes, help="Intermediate nodes of the cell.")
-@click.option("--top-n", type=COUNT, default=D.top_n, help="idarts: inputs kept per node when deriving the cell.")
 @click.option("--arch-lr", type=bounded(POSITIVE), default=D.arch_lr, help="Adam learning rate of α.")
 @click.option("--arch-wdecay", type=bounded(NON_NEGATIVE), default=D.arch_wdecay, help="Adam weight decay of α.")
 @click.option("--max-batches-per-epoch", type=COUNT, default=None, help="Cap the batches of an epoch (quick runs).")
@@ -237,8 +236,6 @@ def _refuse_without_effect(options: dict) -> None:
 
     ctx = click.get_current_context()
     typed = {name for name in options if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE}
-    if "top_n" in typed and options["method"] != "idarts":
-        raise InputError("--top-n: only with --method idarts (the inputs it keeps per node when deriving the cell)")
     for name in ("early_stop_window", "early_stop_ratio"):
         if name in typed and options["early_stop"] != "hessian":
             raise InputError(f"--{name.replace('_', '-')}: only with --early-stop hessian")

@@ -7,8 +7,9 @@
                                  every seed's run in seed-S/
 
 The kind is told by config.json (a search has a `method`, a tagger `embeddings`). A last line
-without its newline, torn by a kill or still being written, is left out. Only files are read here,
-so neither `nas` nor `tagger` is imported. `write_tensorboard` writes the same curves as
+without its newline, torn by a kill or still being written, is left out. Only files are read here
+(and the method registry, for what a search counts its epochs in), so no torch, flair or tagger is
+imported. `write_tensorboard` writes the same curves as
 TensorBoard events when the `tensorboard` package is installed.
 """
 
@@ -18,9 +19,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import InputError
-from .files import utf8_lines
-from .runs import RunDir
+from nas.common.errors import InputError
+from nas.common.files import utf8_lines
+from nas.common.runs import RunDir
+from nas.methods import METHODS
 
 PERPLEXITY = {"train_ppl": "train (dropout on)", "valid_ppl": "valid"}  # log.jsonl key → split
 # loss.tsv column → (metric, split); flair writes DEV_* only when there is a dev set it scores
@@ -78,7 +80,7 @@ def read_curves(run_dir: str | Path) -> Curves:
     path = Path(run_dir)
     config = RunDir(path).config()
     kind = run_kind(config, path)
-    x_label = "round" if config.get("method") == "ess" else "epoch"
+    x_label = METHODS[config["method"]].unit if config.get("method") in METHODS else "epoch"
     if kind == "tagger":
         seeds = sorted((p for p in path.glob("seed-*") if (p / "loss.tsv").is_file()), key=_seed_number)
         series = (

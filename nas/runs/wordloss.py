@@ -22,7 +22,7 @@ from nas.lm.corpus import batchify, encode, read_tokens, vocabulary
 from nas.lm.evaluation import token_losses
 from nas.lm.model import RNNModel
 from nas.lm.model_file import FORMAT as LM_FORMAT
-from nas.lm.search_model import build_search_model
+from nas.runs.search_model import build_search_model
 from nas.runs.config import SearchConfig
 from nas.runs.train import load_for_evaluation
 
