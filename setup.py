@@ -27,6 +27,12 @@ else:
         """build_ext that warns instead of failing the install when a build of the kernels does not compile
         (the others, and the PyTorch ops, remain)."""
 
+        def run(self) -> None:
+            try:
+                super().run()
+            except Exception as error:  # noqa: BLE001 - any other failure leaves the PyTorch path
+                print(f"warning: nas.fast's kernels not built ({error}); the fused cells run on PyTorch ops")
+
         def finalize_options(self) -> None:
             super().finalize_options()
             if self.parallel is None:
@@ -38,12 +44,26 @@ else:
             except Exception as error:  # noqa: BLE001 - any compiler failure leaves the other builds
                 print(f"warning: {ext.name} not built ({error}); the fused cells use another build or PyTorch ops")
 
+    SOURCE = Path("nas", "fast", "csrc", "fused_kernels.cpp")
+
+    def source_of(level: str) -> str:
+        """The kernels' source for one build: distutils names an object file after its source, so builds of
+        one file would share (and, built at once, overwrite) one object; each level but DEFAULT gets a file of
+        its own in build/ that includes the source."""
+        if level == "DEFAULT":
+            return str(SOURCE)
+        wrapper = Path("build", "kernel-sources", f"fused_kernels_{level.lower()}.cpp")
+        wrapper.parent.mkdir(parents=True, exist_ok=True)
+        wrapper.write_text(f'#include "{SOURCE.resolve()}"\n', encoding="utf-8")
+        return str(wrapper)
+
     setup(
         ext_modules=[
             CppExtension(
                 f"nas.fast.{isa_builds.MODULES[level]}",
-                ["nas/fast/csrc/fused_kernels.cpp"],
+                [source_of(level)],
                 extra_compile_args=["-O3", *isa_builds.FLAGS[level]],
+                optional=True,  # an --inplace build copies those that were built
             )
             for level in isa_builds.levels_for(platform.machine())
         ],

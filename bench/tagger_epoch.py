@@ -48,7 +48,7 @@ import torch  # noqa: E402  (after common, which sets sys.path)
 
 import nas.fast.backends as backends  # noqa: E402
 from nas.cells.genotype import load  # noqa: E402
-from tagger.config import TaggerConfig  # noqa: E402
+from tagger.config import SGD_LR, TaggerConfig  # noqa: E402
 from tagger.corpora import load_corpus, to_sentences  # noqa: E402
 from tagger.embeddings import build_embeddings  # noqa: E402
 from tagger.prediction import LABEL, predict_entities  # noqa: E402
@@ -169,7 +169,7 @@ def main() -> None:
         model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype).to(device)
         if name == "flair_stock":
             as_flair_ships(model)
-        models[name] = (model, torch.optim.SGD(model.parameters(), lr=config.lr))
+        models[name] = (model, torch.optim.SGD(model.parameters(), lr=SGD_LR))  # as flair's, and train-tagger's default
     epoch_s = {name: [] for name in models}
     predict_s = {name: [] for name in models}
     for name, (model, optimizer) in models.items():  # warm-up: allocator, embedding caches

@@ -38,6 +38,7 @@ COMPILING = textwrap.dedent(
         time.sleep(600)
 
     torch.utils.cpp_extension.load = load
+    kernels._kernels, kernels._level, kernels._compile_pending = None, None, True  # as an install without them
     kernels.compiled()
     """
 )
@@ -194,3 +195,18 @@ def test_build_kernels_builds_ahead_of_first_use_or_says_why_not_in_one_line(cac
         "error: the C++ kernels cannot be built here: no C++ compiler (no-such-compiler) on PATH; the fused "
         "cells run PyTorch ops instead (the same results, slower)\n"
     )
+
+
+def test_a_cache_built_ahead_that_this_user_cannot_write_still_loads(cache, monkeypatch, caplog):
+    folder = kernels.build_directory()
+    folder.mkdir(parents=True)
+    (folder / "nas_fused_kernels.so").write_bytes(b"built by nas-build-kernels")
+
+    def refused(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(kernels, "_open_lock", refused)  # root ignores modes: refuse as a read-only cache would
+    monkeypatch.setattr(kernels, "_load_library", lambda library, name: types.SimpleNamespace(__file__=str(library)))
+    with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
+        assert kernels.compiled().__file__ == str(folder / "nas_fused_kernels.so")
+    assert _lines(caplog) == [] and cache == []  # loaded, nothing compiled, nothing said

@@ -270,7 +270,10 @@ def _compile_or_load() -> None:
     fd = None
     try:
         if folder.is_dir():
-            fd, took_over = _lock_build(folder)  # a process compiling there: wait for it
+            try:
+                fd, took_over = _lock_build(folder)  # a process compiling there: wait for it
+            except OSError:  # a cache this user cannot write (built ahead for every user): load what is there
+                fd, took_over = None, False
             if took_over:  # its build may be half-written
                 library.unlink(missing_ok=True)
             elif library.is_file():  # built by an earlier process: no compiler needed
