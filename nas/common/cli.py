@@ -509,7 +509,6 @@ def check_resume_flags(
     with the settings it started with, or it would not be the run it was. `defaults`: the settings
     an older run's config.json lacks, read as the values it ran with."""
     stored = {**(defaults or {}), **stored}
-    locks.lock(run_dir)  # the one writer of the run before anything is said of what it changes
     ctx = click.get_current_context()
     changed = {}
     for param in ctx.command.params:
@@ -530,6 +529,8 @@ def check_resume_flags(
             f"{flag}: not with --resume{had}: a resumed run keeps the settings it started with; to "
             f"change them, start a new run with --config {Path(run_dir) / 'config.json'} {flag} ..."
         )
+    # the one writer of the run before anything is said of what it changes; a refused flag touched nothing
+    locks.lock(run_dir)
     for name, (flag, given) in changed.items():
         click.echo(f"{flag} {given}: the run goes on to it (it had {stored.get(name)})", err=True)
     return {name: given for name, (_, given) in changed.items()}
