@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from click.testing import CliRunner
 
 import tagger_data as td
+from test_regularised_methods import tiny_tagging_search
 from nas.cells import genotype
 from nas.cells.ops import OPS
 from nas.cells.search_cell import SearchRNN
@@ -24,7 +25,6 @@ from nas.methods.gdas import GumbelHard, batch_norms
 from nas.cells.mixing import MixingRule
 from nas.runs.config import SearchConfig
 from nas.runs.search import Searcher
-from tagger.cli.search_tagger import main as search_tagger
 
 METHODS = ("gdas", "drnas")
 TINY = ["--emsize", "12", "--nhid", "12", "--nodes", "3", "--batch-size", "4", "--bptt", "8"]
@@ -207,33 +207,7 @@ def test_search_tagger_runs_each_method(tmp_path, restore_flair_logging):
     vectors = td.write_vectors(tmp_path / "vectors.txt")
     for method in METHODS:
         run = tmp_path / method
-        result = CliRunner().invoke(
-            search_tagger,
-            [
-                "--corpus",
-                "conll03",
-                "--data",
-                str(tmp_path / "data"),
-                "--embeddings",
-                f"glove:{vectors}",
-                "--method",
-                method,
-                "--hidden-size",
-                "8",
-                "--nodes",
-                "3",
-                "--batch-size",
-                "8",
-                "--epochs",
-                "2",
-                "--max-batches-per-epoch",
-                "3",
-                "--arch-lr",
-                "0.1",
-                "--run-dir",
-                str(run),
-            ],
-        )
+        result = tiny_tagging_search(tmp_path / "data", vectors, method, run)
         assert result.exit_code == 0, (method, result.output)
         log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
         assert [r["epoch"] for r in log] == [1, 2] and log[0]["alpha"] != log[1]["alpha"]

@@ -266,38 +266,32 @@ def test_search_lm_runs_each_method_and_stores_its_settings(lm_corpus, tmp_path,
     assert json.loads((run / "config.json").read_text())["method_settings"] == stored
 
 
+def tiny_tagging_search(data, vectors, method: str, run):
+    """bin/search-tagger with `method` for 2 epochs of 3 batches at the smallest size, into `run`."""
+    flags = "--corpus conll03 --hidden-size 8 --nodes 3 --batch-size 8 --epochs 2 --max-batches-per-epoch 3"
+    return CliRunner().invoke(
+        search_tagger,
+        [
+            *flags.split(),
+            "--data",
+            str(data),
+            "--embeddings",
+            f"glove:{vectors}",
+            "--method",
+            method,
+            "--arch-lr",
+            "0.1",
+        ]
+        + ["--run-dir", str(run)],
+    )
+
+
 def test_search_tagger_runs_each_method(tmp_path, restore_flair_logging):
     td.write_conll03(tmp_path / "data")
     vectors = td.write_vectors(tmp_path / "vectors.txt")
     for method in METHODS:
         run = tmp_path / method
-        result = CliRunner().invoke(
-            search_tagger,
-            [
-                "--corpus",
-                "conll03",
-                "--data",
-                str(tmp_path / "data"),
-                "--embeddings",
-                f"glove:{vectors}",
-                "--method",
-                method,
-                "--hidden-size",
-                "8",
-                "--nodes",
-                "3",
-                "--batch-size",
-                "8",
-                "--epochs",
-                "2",
-                "--max-batches-per-epoch",
-                "3",
-                "--arch-lr",
-                "0.1",
-                "--run-dir",
-                str(run),
-            ],
-        )
+        result = tiny_tagging_search(tmp_path / "data", vectors, method, run)
         assert result.exit_code == 0, (method, result.output)
         log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
         assert [r["epoch"] for r in log] == [1, 2] and log[0]["alpha"] != log[1]["alpha"]
