@@ -1,8 +1,8 @@
 """The fused frozen layer (nas/fast/frozen_loop.py) against the autograd path, the slow reference and
 finite differences, for every shipped cell without inter-cell gates (those keep the autograd path).
 
-Each test runs with the C++ kernels (when `pip install -e .` built them) and with the PyTorch ops
-they replace.
+The fused loop runs on the C++ kernels (when `pip install -e .` built them, or they compile on first use);
+without them the backend leaves the layer to its definition, which the last tests check.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from nas.cells.cell import FrozenRNN
-from nas.fast import kernels as fast_kernels
+from nas.fast import frozen_loop, kernels as fast_kernels
 from nas.fast.backends import CpuFused
 from nas.fast.frozen_loop import CPU_STEPS, FusedFrozenCell, plan
 from nas.cells.waves import plan_waves
@@ -42,16 +42,12 @@ def _genotype(name: str) -> Genotype:
     return MULTI if name == "multi" else load(name)
 
 
-@pytest.fixture(params=["c++", "torch"])
-def kernels(request, monkeypatch):
-    """Runs a test with the C++ elementwise kernels, then with the PyTorch ops."""
-    if request.param == "c++" and fast_kernels._kernels is None:
+@pytest.fixture
+def kernels():
+    """The C++ kernels the fused loop runs on (without them the backend runs the definition)."""
+    if fast_kernels.compiled() is None:
         pytest.skip("C++ kernels not built")
-    if request.param == "torch":
-        monkeypatch.setattr(fast_kernels, "_kernels", None)
-        monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
-        monkeypatch.setattr(fast_kernels, "_warned", True)
-    return request.param
+    return "c++"
 
 
 def test_the_shipped_cells_without_gates_are_covered():
@@ -215,26 +211,26 @@ def test_kernels_that_do_not_load_are_named_with_the_reason(monkeypatch, caplog)
     assert "were not built" not in record.getMessage()
 
 
-def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, caplog):
+def test_without_kernels_one_warning_line_then_the_definition(monkeypatch, caplog):
     monkeypatch.setattr(fast_kernels, "_kernels", None)
     monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
     monkeypatch.setattr(fast_kernels, "_warned", False)
-    rnn = _layer("darts_v2", 1).eval()
+    monkeypatch.setattr(frozen_loop, "fused_frozen_cell", None)  # calling it would fail
+    rnn = _layer("darts_v2", 1).train()
     x, hidden, lengths = _inputs(1)
     with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
-        first = rnn(x, hidden, lengths)[0]
+        first = _run(rnn, None, x, hidden, lengths)
         rnn(x, hidden, lengths)
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
     message = caplog.records[0].getMessage()  # true for a wheel's user too: no editable install asked for
     assert "were not built" in message and "pip install --no-build-isolation nas-tagger" in message
+    assert "the cells run their definition through autograd" in message
     assert " -e " not in message and "docs/" not in message and "README" not in message  # nothing to look up
-    rnn.backend = None
-    torch.testing.assert_close(first, rnn(x, hidden, lengths)[0], **TOL32)
+    for got, definition in zip(first, _run(rnn, False, x, hidden, lengths)):
+        torch.testing.assert_close(got, definition, **TOL32)  # its per-step weights: `StepWeight`s
 
 
 def test_a_cell_with_an_op_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypatch):
-    import nas.fast.frozen_loop as frozen_loop
-
     monkeypatch.setattr(frozen_loop, "OP_CODES", {"identity": 0, "tanh": 1, "sigmoid": 3})  # no relu: darts_v2 has it
     monkeypatch.setattr(frozen_loop, "fused_frozen_cell", None)  # calling it would fail
     rnn = _layer("darts_v2", 2)

@@ -45,7 +45,7 @@ from nas.cells.recurrence import input_gate, run_recurrence
 from nas.cells.search_cell import SearchRNN
 from nas.common.devices import backend_problem
 from nas.common.errors import InputError
-from . import frozen_loop, gate_dag, gemm, search_loop, triton_loop
+from . import frozen_loop, gate_dag, gemm, kernels, search_loop, triton_loop
 from .cross_entropy import cross_entropy as kernels_cross_entropy
 from .step_weights import StepWeight
 
@@ -120,8 +120,8 @@ class CpuFused(Definition):
         return gemm.linear(x, weight)
 
     def frozen_loop(self, rnn: FrozenRNN, batch, x, h, mx, mh) -> torch.Tensor | None:
-        """Without gates, on a CPU, outside autocast, over the ops the loop knows."""
-        plan = _frozen_plan(rnn, x, x.device.type == "cpu")
+        """Without gates, on a CPU with the C++ kernels built, outside autocast, over the ops the loop knows."""
+        plan = _frozen_plan(rnn, x, kernels.with_kernels(x))  # it warns once without them
         if plan is None:
             return None
         counts = batch.counts

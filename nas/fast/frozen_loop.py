@@ -18,16 +18,18 @@ reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = X�
 ∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways). When no
 gradient is wanted (prediction) nothing is kept and X is not formed.
 
-The derivatives use the saved activations; the two elementwise passes of an edge are
-`nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
-`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights
-of the per-step GEMMs packed once per pass where that pays (`loop_weights`).
-
-Where the C++ kernels are built, on a CPU, the steps themselves run in C++ (`frozen_forward_steps`,
-`frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line `_forward_steps` and
-`_backward_steps` below): a tagger's sentences are short and its batches small, so the few dozen
-views and calls per step that Python makes cost about a seventh of an epoch. The Python steps run
-on other devices and without the kernels; the tests hold both to the autograd path.
+Step t (rows `counts[t]`), per wave: each group's GEMM into its edges' slots of A (wave 0 adds to the
+input projection), the edges' activations A = [σ(c) | f(h)] in place, each edge's highway into its node's
+state in S; then h_t = the mean of the concat states. Backward, per step in reverse and wave by wave in
+reverse: G = ∂[c | h] of each edge from ∂s, A and S (the equations of `nas.fast.kernels`), ∂prev through the
+highway, then through each group's GEMM, (G·[W_i | W_j | …]ᵀ)⊙m_h. The steps run in C++ on a CPU
+(`CpuSteps`: `frozen_forward_steps`, `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp; a tagger's
+sentences are short and its batches small, so a Python loop's few dozen views and calls per step cost about
+a seventh of an epoch) and as two Triton kernels on a GPU (`nas.fast.triton_loop`); without the C++ kernels
+the backend leaves the layer to its definition (autograd). Every GEMM outside the steps is
+`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU where the GEMM rule puts it: docs/speed.md), with
+the weights of the per-step GEMMs packed once per pass where that pays (`loop_weights`). The tests hold each
+path to the definition.
 """
 
 from __future__ import annotations
@@ -39,13 +41,14 @@ import torch
 
 from nas.cells.waves import Wave
 from nas.fast.gemm import LoopWeight, pack_for_steps, product
-from .kernels import OP_CODES, compiled, highway_backward, highway_forward, warn_once_without_kernels, with_kernels
+from .kernels import OP_CODES, compiled
 
 LoopWeights = list[list[Sequence[LoopWeight]]]  # per wave, per group, per direction (`loop_weights`)
 
 
 class Pick:
-    """Indices into one dimension, taken as a view when they are evenly spaced (a copy otherwise)."""
+    """Indices into one dimension, taken as a view when they are evenly spaced (a copy otherwise), as the C++
+    loop's `Pick` takes them."""
 
     def __init__(self, index: Sequence[int]):
         self.index = list(index)
@@ -54,43 +57,15 @@ class Pick:
         if self.step is not None and self.step < 0:
             self.step = None
         self.distinct = len(set(self.index)) == len(self.index)
-        self._tensors: dict[torch.device, torch.Tensor] = {}
-
-    def tensor(self, device: torch.device) -> torch.Tensor:
-        if device not in self._tensors:
-            self._tensors[device] = torch.tensor(self.index, device=device)
-        return self._tensors[device]
-
-    @property
-    def is_view(self) -> bool:
-        return self.step is not None
 
     def take(self, t: torch.Tensor, dim: int) -> torch.Tensor:
         """t.index_select(dim, index)."""
         if self.step is None:
-            return t.index_select(dim, self.tensor(t.device))
+            return t.index_select(dim, torch.tensor(self.index, device=t.device))
         if self.step == 0:
             return t.narrow(dim, self.index[0], 1).expand(*t.shape[:dim], len(self.index), *t.shape[dim + 1 :])
         view = t.narrow(dim, self.index[0], (len(self.index) - 1) * self.step + 1)
         return view if self.step == 1 else view.unfold(dim, 1, self.step).squeeze(-1)
-
-    def put(self, t: torch.Tensor, dim: int, src: torch.Tensor) -> None:
-        """Writes src at the indices; repeated indices add up (into a t that is zero there)."""
-        if self.distinct and self.step is not None:
-            self.take(t, dim).copy_(src)
-        elif self.distinct:
-            t.index_copy_(dim, self.tensor(t.device), src)
-        else:
-            self.add(t, dim, src)
-
-    def add(self, t: torch.Tensor, dim: int, src: torch.Tensor) -> None:
-        """t.index_add_(dim, index, src)."""
-        if self.step == 0:
-            t.narrow(dim, self.index[0], 1).add_(src.sum(dim, keepdim=True))
-        elif self.step is not None:
-            self.take(t, dim).add_(src)
-        else:
-            t.index_add_(dim, self.tensor(t.device), src)
 
 
 class Group(NamedTuple):
@@ -215,101 +190,11 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
     return joined.transpose(1, 2) if forward else joined
 
 
-def _forward_steps(
-    plan: Plan,
-    counts: list[int],
-    h: torch.Tensor,
-    mh: torch.Tensor | None,
-    weights: LoopWeights,
-    X: torch.Tensor | None,
-    A: torch.Tensor,
-    S: torch.Tensor,
-    out: torch.Tensor,
-) -> None:
-    """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection). Without X
-    (no gradient wanted, no mask) each GEMM reads its state in place."""
-    start = 0
-    for n in counts:
-        rows = slice(start, start + n)
-        states = S[:, :, rows]
-        states[:, 0] = h[:, :n]
-        for wave, wave_weights in zip(plan.waves, weights):
-            for group, w in zip(wave.groups, wave_weights):
-                prev = states[:, group.pred]
-                if X is None:
-                    xs = prev
-                else:
-                    xs = X[:, rows, group.input]
-                    torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
-                for d in range(xs.size(0)):  # wave 0 adds to the input projection
-                    product(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
-            act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
-            if wave.nodes.is_view and wave.nodes.distinct:
-                highway_forward(act, prev, wave.ops, wave.codes, wave.nodes.take(states, 1))
-            else:
-                new = torch.empty_like(prev)
-                highway_forward(act, prev, wave.ops, wave.codes, new)
-                wave.nodes.put(states, 1, new)
-        h = out[:, rows]
-        torch.mean(plan.concat.take(states, 1), 1, out=h)
-        start += n
-
-
-def _backward_steps(
-    plan: Plan,
-    counts: list[int],
-    grad_out: torch.Tensor,
-    mh: torch.Tensor | None,
-    weights: LoopWeights,
-    A: torch.Tensor,
-    S: torch.Tensor,
-    G: torch.Tensor,
-) -> torch.Tensor:
-    """Back-propagation through the time loop: fills G, returns ∂h0."""
-    D, _, R, H = S.shape
-    scale = 1.0 / len(plan.concat.index)
-    grad_states = grad_out.new_empty(D, plan.states, counts[0], H)
-    grad_prevs = grad_out.new_empty(D, max(len(wave.ops) for wave in plan.waves), counts[0], H)
-    through = grad_out.new_empty(counts[0], H)
-    carry = None  # ∂h_{t-1} of step t: h_{t-1} is the output of step t − 1
-    end = R
-    for n in reversed(counts):
-        rows = slice(end - n, end)
-        end -= n
-        grad_h = grad_out[:, rows] * scale
-        if carry is not None:
-            grad_h[:, : carry.size(1)].add_(carry, alpha=scale)
-        grad_s = grad_states[:, :, :n].zero_()
-        plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand(-1, len(plan.concat.index), -1, -1))
-        states = S[:, :, rows]
-        for wave, wave_weights in zip(reversed(plan.waves), reversed(weights)):
-            grad_prev = grad_prevs[:, : len(wave.ops), :n]
-            highway_backward(
-                wave.nodes.take(grad_s, 1),
-                wave.preds.take(states, 1),
-                A[:, rows, wave.edges].transpose(1, 2),
-                wave.ops,
-                wave.codes,
-                G[:, rows, wave.edges].transpose(1, 2),
-                grad_prev,
-            )
-            wave.preds.add(grad_s, 1, grad_prev)
-            for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
-                for d in range(D):
-                    product(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
-                    grad_s[d, group.pred].add_(through[:n]) if mh is None else grad_s[d, group.pred].addcmul_(
-                        through[:n], mh[d, :n]
-                    )
-        carry = grad_s[:, 0].clone()
-    return carry
-
-
 class CpuSteps:
-    """The time steps on a CPU: `_forward_steps` and `_backward_steps` in C++ where the kernels are built
-    (`frozen_forward_steps`, `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line the
-    same steps, every direction: one after the other on one thread, concurrently on more), else in
-    Python, one direction after the other so that each one's weights stay in cache from step to step.
-    Their weights are `loop_weights`. `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
+    """The time steps on a CPU, in C++ (`frozen_forward_steps`, `frozen_backward_steps` in
+    nas/fast/csrc/fused_kernels.cpp: every direction, one after the other on one thread, concurrently on
+    more), on the weights of `loop_weights`. Without the kernels the backend does not run this loop (the cell
+    runs its definition). `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
 
     def weights(
         self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
@@ -328,23 +213,8 @@ class CpuSteps:
         S: torch.Tensor,
         out: torch.Tensor,
     ) -> None:
-        warn_once_without_kernels()
-        if with_kernels(A):
-            return compiled().frozen_forward_steps(
-                _native_plan(plan.key), counts, h0, mh, _native_weights(weights), X, A, S, out
-            )
-        for d in _directions(A.size(0), A.device):
-            _forward_steps(
-                plan,
-                counts,
-                h0[d],
-                None if mh is None else mh[d],
-                [[w[d] for w in wave] for wave in weights],
-                None if X is None else X[d],
-                A[d],
-                S[d],
-                out[d],
-            )
+        """Fills X (when given), A (whose edge 0 already holds the input projection), S and out."""
+        compiled().frozen_forward_steps(_native_plan(plan.key), counts, h0, mh, _native_weights(weights), X, A, S, out)
 
     def backward(
         self,
@@ -358,34 +228,12 @@ class CpuSteps:
         G: torch.Tensor,
     ) -> torch.Tensor:
         """Fills G, returns ∂h0 (D, B, H)."""
-        if with_kernels(A):
-            return compiled().frozen_backward_steps(
-                _native_plan(plan.key), counts, grad_out, mh, _native_weights(weights), A, S, G
-            )
-        return torch.cat(
-            [
-                _backward_steps(
-                    plan,
-                    counts,
-                    grad_out[d],
-                    None if mh is None else mh[d],
-                    [[w[d] for w in wave] for wave in weights],
-                    A[d],
-                    S[d],
-                    G[d],
-                )
-                for d in _directions(A.size(0), A.device)
-            ]
+        return compiled().frozen_backward_steps(
+            _native_plan(plan.key), counts, grad_out, mh, _native_weights(weights), A, S, G
         )
 
 
 CPU_STEPS = CpuSteps()
-
-
-def _directions(D: int, device: torch.device) -> list[slice]:
-    """On a CPU one direction after the other, so that each one's weights stay in cache from step to
-    step; elsewhere both at once."""
-    return [slice(d, d + 1) for d in range(D)] if device.type == "cpu" else [slice(None)]
 
 
 class FusedFrozenCell(torch.autograd.Function):
