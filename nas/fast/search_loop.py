@@ -290,27 +290,11 @@ class FusedGatedSearchCell(torch.autograd.Function):
         # W0x's and W0h's gradients, one GEMM each over every step: x̂ᵀ·∂xp and (ĥ⊙m_h)ᵀ·∂xp
         rows = G0.view(T * B, 2 * H).t()
         grad_w0x = product(xhat.view(T * B, -1).t(), rows) if need["w0x"] else None
-        grad_w0h = None
-        if need["w0h"]:
-            previous = h_in if mh is None else h_in * mh
-            grad_w0h = product(previous.view(T * B, H).t(), rows)
-        return (
-            dxin,
-            dh0,
-            dh_hist0,
-            df,
-            grad_w0x,
-            grad_w0h,
-            grads["ws"],
-            (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
-            grads["w_hist"],
-            grads["w_node"],
-            grad_mixg.to(mixg.dtype) if need["mixg"] else None,
-            None,
-            None,
-            None,
-            None,
-        )
+        grad_w0h = product((h_in if mh is None else h_in * mh).view(T * B, H).t(), rows) if need["w0h"] else None
+        grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None
+        grad_mixg = grad_mixg.to(mixg.dtype) if need["mixg"] else None
+        weights = (grad_w0x, grad_w0h, grads["ws"], grad_mix, grads["w_hist"], grads["w_node"], grad_mixg)
+        return (dxin, dh0, dh_hist0, df, *weights, None, None, None, None)
 
 
 def fused_gated_search_cell(
