@@ -62,7 +62,7 @@ def tag_dictionary(corpus: TaggingCorpus):
 def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, rnn=None):
     """The tagger of `config`; `rnn`, a module behind flair's `nn.LSTM` interface, replaces the
     genotype's layer (the tagger search passes its search layer; such a model trains but does not reload)."""
-    from nas.fast.backends import attach, current
+    from nas.speed import attach, of
     from .model import CellTagger
 
     return attach(
@@ -83,7 +83,7 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
             word_dropout=config.word_dropout,
             locked_dropout=config.locked_dropout,
         ),
-        current(config.device),
+        of(config),
     )
 
 
@@ -282,7 +282,7 @@ def _train_run(
     from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
     from flair.trainers.plugins.loggers.loss_file import LossFilePlugin
 
-    from nas.fast.backends import current
+    from nas.speed import resolve
     from . import resume as resuming
 
     if not multi_gpu:  # flair trains on flair.device, which flair sets to the GPU wherever one exists; the
@@ -313,7 +313,7 @@ def _train_run(
     # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
     memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
     timer = _epoch_plugin(
-        [*corpus.notes, *states_notes, f"backend: {current(config.device).name}"],
+        [*corpus.notes, *states_notes, f"backend: {resolve(config.backend, config.device)}"],
         scored_dev is not None,
         config.time_budget,
         config.max_epochs,
@@ -495,7 +495,7 @@ def _score_saved(path: Path, sentences: list, gold: list[list[str]], config: Tag
     from .model import load_for_prediction
     from .pooled_memory import memory_bytes, pooled_embeddings
 
-    model = load_for_prediction(path, config.device)
+    model = load_for_prediction(path, config.device, gemm=config.gemm)
     memory = (
         {"words": max(len(e.word_embeddings) for e in pooled_embeddings(model)), "bytes": memory_bytes(model)}
         if pooled_embeddings(model)

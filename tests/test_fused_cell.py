@@ -16,10 +16,13 @@ import torch
 from nas.cells.cell import FrozenRNN
 from nas.fast import frozen_loop, kernels as fast_kernels
 from nas.fast.backends import CpuFused
-from nas.fast.frozen_loop import CPU_STEPS, FusedFrozenCell, plan
+from nas.fast.gemm import Gemm
+from nas.fast.frozen_loop import CpuSteps, FusedFrozenCell, plan
 from nas.cells.waves import plan_waves
 from nas.cells.genotype import Genotype, load, shipped_cells
 from reference.darts import reference_frozen
+
+ONEDNN = Gemm("onednn")  # the fused paths' rule that takes oneDNN where this torch has it (and the shape asks)
 
 # several inputs per node, an unevenly spaced concat, and a wave whose edges share no view
 MULTI = Genotype(
@@ -57,7 +60,7 @@ def test_the_shipped_cells_without_gates_are_covered():
 def _layer(name: str, directions: int, dtype=torch.float32, dropout: float = 0.0) -> FrozenRNN:
     torch.manual_seed(0)
     rnn = FrozenRNN(_genotype(name), 5, 4, directions=directions, dropout_x=dropout, dropout_h=dropout).to(dtype)
-    rnn.backend = CpuFused()
+    rnn.backend = CpuFused(ONEDNN)
     with torch.no_grad():  # larger weights than the init range, so every path matters
         for p in rnn.parameters():
             p.uniform_(-0.5, 0.5)
@@ -68,7 +71,7 @@ def _run(rnn: FrozenRNN, fused: bool | None, x, hidden, lengths):
     """Outputs, last state and the gradients of a loss on both (inputs, initial state, every weight); `fused`:
     on the cpu-fused backend (True) or the definition (False), None: on the backend the layer has."""
     if fused is not None:
-        rnn.backend = CpuFused() if fused else None
+        rnn.backend = CpuFused(ONEDNN) if fused else None
     torch.manual_seed(1)  # the same dropout masks on both paths
     out, h = rnn(x, hidden, lengths)
     target = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
@@ -112,7 +115,7 @@ def test_fused_layer_equals_the_slow_reference(name, directions, kernels, gemm_b
 @pytest.mark.parametrize("fused", [True, False])
 def test_a_batch_padded_past_its_longest_sequence_gives_the_trimmed_batchs_outputs(fused):
     rnn = _layer("darts_v2", 2).eval()
-    rnn.backend = CpuFused() if fused else None
+    rnn.backend = CpuFused(ONEDNN) if fused else None
     x, hidden, lengths = _inputs(2)
     lengths = lengths.clamp(max=4)  # the last two steps are padding for every sequence
     runs = []
@@ -143,7 +146,7 @@ def test_fused_gradients_pass_gradcheck(name, kernels):
     counts = [3, 3, 2, 1]
     geno, (x, h0, w0, ws, mh) = _gradcheck_inputs(name, 2, counts)
     cell_plan = plan(plan_waves(geno), geno.concat, geno.steps)
-    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, CPU_STEPS, None)  # noqa: E731
+    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, CpuSteps(ONEDNN), None)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x, h0, w0, ws), fast_mode=name not in ("darts_v2", "multi"))
 
 
@@ -155,11 +158,11 @@ def test_prediction_follows_every_change_of_the_weights():
 
     def agree(layer):
         with torch.inference_mode():
-            layer.backend = CpuFused()
+            layer.backend = CpuFused(ONEDNN)
             fused = layer(x, hidden, lengths)[0]
             layer.backend = None
             torch.testing.assert_close(fused, layer(x, hidden, lengths)[0], **TOL32)
-            layer.backend = CpuFused()
+            layer.backend = CpuFused(ONEDNN)
             return fused
 
     before = agree(rnn)

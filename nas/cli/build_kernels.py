@@ -31,10 +31,10 @@ def main(rebuild) -> None:
         NAS_KERNELS_CACHE=/opt/nas-kernels bin/build-kernels
         bin/build-kernels --rebuild
     """
-    from nas.fast import kernels
+    from nas import speed
 
     try:
-        ready = kernels.compile_now(rebuild=rebuild)
+        ready = speed.compile_kernels(rebuild=rebuild)
     except (RuntimeError, OSError) as error:
         raise InputError(
             f"the C++ kernels cannot be built here: {error}; the cells run their definition through autograd "

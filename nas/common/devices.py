@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 DEVICES = "cpu, cuda or cuda:N"
-# How a CPU's float32 matrix products are run (nas.fast.gemm.use): a fixed rule, so a seed fixes a run.
+# How a CPU's float32 matrix products are run (nas.fast.gemm.Gemm): a fixed rule, so a seed fixes a run.
 GEMM_BACKENDS = ("auto", "onednn", "mkl")
-# Which fast path runs the cells (nas.fast.backends.use): the definition, the CPU's fused loops, compiled CUDA steps.
+# Which fast path runs the cells (nas.fast.backends): the definition, the CPU's fused loops, compiled CUDA steps.
 BACKENDS = ("auto", "torch", "cpu-fused", "cuda-graphs", "cuda-loop")
 # The training step's precision (nas.common.runs.autocast): bf16 runs it under torch.autocast
 PRECISIONS = ("fp32", "bf16")

@@ -8,5 +8,7 @@ and tests/test_fused_search_cell.py. A reader of the definition need not open th
 - `kernels`: finds, compiles and loads the C++ kernels.
 
 Each loop says what it supports (`supports`); a cell it does not support, or any cell where the C++ kernels
-are not built, runs the readable path (its definition, through autograd).
+are not built, runs the readable path (its definition, through autograd). A run reaches all of this as one
+object, its backend (`backends`), which `nas.speed`, the one module outside this package that imports it,
+chooses from the run's settings and attaches to its models.
 """

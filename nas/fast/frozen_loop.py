@@ -26,8 +26,8 @@ highway, then through each group's GEMM, (G·[W_i | W_j | …]ᵀ)⊙m_h. The st
 (`CpuSteps`: `frozen_forward_steps`, `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp; a tagger's
 sentences are short and its batches small, so a Python loop's few dozen views and calls per step cost about
 a seventh of an epoch) and as two Triton kernels on a GPU (`nas.fast.triton_loop`); without the C++ kernels
-the backend leaves the layer to its definition (autograd). Every GEMM outside the steps is
-`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU where the GEMM rule puts it: docs/speed.md), with
+the backend leaves the layer to its definition (autograd). Every GEMM outside the steps is the run's
+`Gemm.product` (`nas.fast.gemm`: oneDNN's matmul in float32 on a CPU where its rule puts it, docs/speed.md), with
 the weights of the per-step GEMMs packed once per pass where that pays (`loop_weights`). The tests hold each
 path to the definition.
 """
@@ -40,7 +40,7 @@ from typing import Iterable, NamedTuple, Sequence
 import torch
 
 from nas.cells.waves import Wave
-from nas.fast.gemm import LoopWeight, pack_for_steps, product
+from nas.fast.gemm import Gemm, LoopWeight
 from .kernels import OP_CODES, compiled
 
 LoopWeights = list[list[Sequence[LoopWeight]]]  # per wave, per group, per direction (`loop_weights`)
@@ -166,16 +166,16 @@ def _native_weights(weights: LoopWeights) -> list[Sequence[LoopWeight]]:
 
 
 def loop_weights(
-    plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
+    gemm: Gemm, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
 ) -> LoopWeights:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, packed for
     oneDNN's products from the row count the GEMM rule puts on oneDNN and where that pays for the
-    packing, over steps of `counts` rows (`nas.fast.gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
+    packing, over steps of `counts` rows (`Gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
     (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the forward ones while the
     weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
     with torch.no_grad():
         return [
-            [[pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
+            [[gemm.pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
             for wave in plan.waves
         ]
 
@@ -194,12 +194,16 @@ class CpuSteps:
     """The time steps on a CPU, in C++ (`frozen_forward_steps`, `frozen_backward_steps` in
     nas/fast/csrc/fused_kernels.cpp: every direction, one after the other on one thread, concurrently on
     more), on the weights of `loop_weights`. Without the kernels the backend does not run this loop (the cell
-    runs its definition). `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
+    runs its definition). `gemm`: the rule of every product of the loop (`FusedFrozenCell`'s too).
+    `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
+
+    def __init__(self, gemm: Gemm):
+        self.gemm = gemm
 
     def weights(
         self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
     ) -> LoopWeights:
-        return loop_weights(plan, w0h, ws, counts, forward)
+        return loop_weights(self.gemm, plan, w0h, ws, counts, forward)
 
     def forward(
         self,
@@ -233,16 +237,14 @@ class CpuSteps:
         )
 
 
-CPU_STEPS = CpuSteps()
-
-
 class FusedFrozenCell(torch.autograd.Function):
     """Packed outputs (D, R, H) of the frozen cell over packed inputs x (D, R, ninp).
 
     Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
     w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, counts (the
     rows of each step, non-increasing; row r of step t is sequence r − offset_t), the steps that run the
-    time loop (`CPU_STEPS`, or `nas.fast.triton_loop.STEPS` on a GPU), and their forward weights
+    time loop (`CpuSteps`, or `nas.fast.triton_loop.STEPS` on a GPU) and whose `gemm` runs the products here,
+    and their forward weights
     (`steps.weights(plan, w0[:, ninp:], ws, counts)`) or None to form them here.
     """
 
@@ -267,7 +269,7 @@ class FusedFrozenCell(torch.autograd.Function):
         S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
         out = x.new_empty(D, R, H)
         for d in range(D):  # the input projection of every row at once
-            product(x[d], w0[d, :ninp].t(), A[d, :, 0])
+            steps.gemm.product(x[d], w0[d, :ninp].t(), A[d, :, 0])
         weights = steps.weights(plan, w0[:, ninp:], ws, counts) if weights is None else weights
         steps.forward(plan, counts, h0, mh, weights, X, A, S, out)
         if backward:
@@ -279,7 +281,7 @@ class FusedFrozenCell(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         x, w0, ws, mh, X, A, S = ctx.saved_tensors
         plan, counts, steps = ctx.plan, ctx.counts, ctx.steps
-        D, ninp = x.size(0), x.size(-1)
+        D, ninp, product = x.size(0), x.size(-1), steps.gemm.product
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
         grad_h0 = steps.backward(
             plan, counts, grad_out, mh, steps.weights(plan, w0[:, ninp:], ws, counts, forward=False), A, S, G
@@ -308,7 +310,7 @@ def fused_frozen_cell(
     mh: torch.Tensor | None,
     plan: Plan,
     counts: list[int],
-    steps: CpuSteps = CPU_STEPS,
+    steps: CpuSteps,
     weights: object | None = None,
 ) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""

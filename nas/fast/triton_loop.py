@@ -30,6 +30,7 @@ from types import ModuleType, SimpleNamespace
 import torch
 
 from .frozen_loop import Plan
+from .gemm import Gemm
 
 BLOCK_B = 16  # sequences per program (tl.dot's smallest M)
 
@@ -125,7 +126,10 @@ def _steps(counts: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor,
 
 
 class TritonSteps:
-    """`FusedFrozenCell`'s time steps on the Triton kernels: weights stacked once per pass."""
+    """`FusedFrozenCell`'s time steps on the Triton kernels: weights stacked once per pass. On a GPU every
+    product is torch's (`gemm`: no oneDNN)."""
+
+    gemm = Gemm("mkl")
 
     def weights(
         self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True

@@ -30,10 +30,9 @@ import torch
 import torch.nn as nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from nas import __version__
+from nas import __version__, speed
 from nas.cells.genotype import Genotype
 from nas.common.errors import InputError
-from nas.fast import backends
 from nas.methods.architect import split_parameters
 from nas.methods.base import Conclusion
 from nas.runs.health import EarlyStop, alpha_stall, cell_shares, convergence, dominant_eigenvalue, op_shares
@@ -142,7 +141,7 @@ class BilevelSearch(TrainingLoop):
             self.model.eval()  # no dropout, BatchNorm's running statistics: the same loss at every call
             fixed = {n: w.detach() for n, w in split_parameters(self.model)[0].items()}  # α alone carries gradients
             # attention's fused kernels and compiled time steps are differentiable once only
-            with sdpa_kernel(SDPBackend.MATH), backends.on_definition(self.model):
+            with sdpa_kernel(SDPBackend.MATH), speed.on_definition(self.model):
                 eigenvalue, iterations = dominant_eigenvalue(
                     lambda: self.health_loss(fixed),
                     list(self.arch.values()),

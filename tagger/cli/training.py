@@ -56,7 +56,7 @@ def run_training(
 
     from nas.common.errors import WriteRefused
     from nas.common.paths import absolute, absolute_if_exists
-    from nas.fast import backends, gemm
+    from nas import speed
 
     from ..corpora import load_corpus, parse_columns
     from ..embeddings import absolute_spec, build_embeddings
@@ -88,8 +88,8 @@ def run_training(
     )
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
-    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
-    config.backend = backends.use(config.backend, config.device)  # the same
+    config.gemm = speed.resolve_gemm(config.gemm)  # a fresh run records what auto resolved to; a resumed one its own
+    config.backend = speed.resolve(config.backend, config.device)  # the same (the run's backend: speed.of)
     embeddings = build_embeddings(config.embeddings, config.pooling, config.fine_tune_embeddings)
     for note in corpus.notes:
         click.echo(note, err=True)
