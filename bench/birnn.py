@@ -46,6 +46,7 @@ import nas.fast.kernels as fast_kernels  # noqa: E402
 import nas.fast.backends as backends  # noqa: E402
 import nas.fast.frozen_loop as frozen_loop  # noqa: E402
 from nas.cells.cell import FrozenRNN  # noqa: E402
+from nas.common import devices  # noqa: E402
 from nas.cells.genotype import load  # noqa: E402
 
 
@@ -132,7 +133,7 @@ def main() -> None:
     }
     if device.type == "cuda":  # the CPU's variants mean nothing there; the loop's Triton kernels instead
         fused = {"frozen": run_frozen}
-        if backends.triton_available():
+        if devices.triton_available():
             fused["frozen_triton_loop"] = lambda: run_frozen(backends.CudaLoop())
     fusable = frozen.inter is None and frozen_loop.supports({op for node in frozen.genotype.nodes for op, _ in node})
     unfused = {"frozen_autograd_mkl": lambda: run_frozen(onednn=False)}  # every product on torch.matmul

@@ -18,6 +18,7 @@ from nas.cells.cell import FrozenRNN
 from nas.cells.gates import InterGates
 from nas.cells.genotype import load
 from nas.cells.search_cell import SearchRNN
+from nas.common import devices
 from nas.common.errors import InputError
 from nas.fast import frozen_loop, kernels, search_loop
 from nas.methods.darts import Darts
@@ -32,7 +33,7 @@ def triton(monkeypatch):
     """Says whether Triton imports, as the test needs (this CPU-only install has none)."""
 
     def set_to(available: bool) -> None:
-        monkeypatch.setattr(backends, "triton_available", lambda: available)
+        monkeypatch.setattr(devices, "triton_available", lambda: available)
 
     return set_to
 

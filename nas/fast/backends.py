@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 from typing import Callable, Iterator
 
 import torch
@@ -46,7 +45,7 @@ from nas.cells.gates import FrozenGate, SearchGate
 from nas.cells.ops import OPS
 from nas.cells.recurrence import input_gate, run_recurrence
 from nas.cells.search_cell import SearchRNN
-from nas.common.devices import backend_problem
+from nas.common.devices import auto_backend, backend_problem
 from nas.common.errors import InputError
 from . import frozen_loop, gate_dag, gemm, graphs, kernels, search_loop, triton_loop
 from .cross_entropy import cross_entropy as kernels_cross_entropy
@@ -254,30 +253,12 @@ def _compiled(step: Callable, dynamic: bool) -> Callable:
     return torch.compile(step, dynamic=dynamic)
 
 
-def triton_available() -> bool:
-    """Whether torch.compile can generate GPU code here (Triton imports)."""
-    return importlib.util.find_spec("triton") is not None
-
-
-def problem(name: str, device: str | torch.device, compile: bool = False) -> str | None:
-    """Why backend `name` cannot run on `device` (None: it can), as one `--backend` error line."""
-    why = backend_problem(name, str(device))
-    if why is None and name == "cpu-fused" and compile:
-        why = "--compile: not with --backend cpu-fused (its fused loops run no compiled step); use --backend torch"
-    if why is None and name in ("cuda-graphs", "cuda-loop") and not triton_available():
-        why = f"--backend {name}: needs Triton (torch.compile's GPU code generator), which does not import here"
-    return why
-
-
 def resolve(name: str, device: str | torch.device, compile: bool = False) -> str:
-    """The backend `name` means on `device`: itself, or for `auto` the device's (see the module's docstring;
-    with `compile`, never `cpu-fused`). Raises InputError (one line) where it cannot run there."""
+    """The backend `name` means on `device`: itself, or for `auto` the device's (`nas.common.devices`, the one
+    place that says which backends suit a device). Raises InputError (one line) where it cannot run there."""
     if name == "auto":
-        kind = torch.device(device).type
-        if kind == "cuda" and triton_available():
-            return "cuda-graphs"
-        return "cpu-fused" if kind == "cpu" and not compile else "torch"
-    why = problem(name, device, compile)
+        return auto_backend(str(device), compile)
+    why = backend_problem(name, str(device), compile)
     if why is not None:
         raise InputError(why)
     return name
