@@ -1,13 +1,13 @@
 """A tagger's training from its settings, what `bin/train-tagger` does once its flags are read, and
 `tagger.train_tagger`, the same from Python: check the settings, load the cell, corpus and embeddings,
 size the recurrent layer, train (`tagger.train.train_runs`), and say on stderr what was loaded and
-sized (`say`: the command's `click.echo`; from Python, lines on stderr).
+sized (`say`: the command's `click.echo`; from Python, the `tagger` logger).
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
@@ -184,6 +184,7 @@ def load_genotype(cell: str) -> Genotype | None:
 
 # -- the same from Python ---------------------------------------------------------------------
 
+log = logging.getLogger("tagger")
 NOT_FLAGS = ("matched_to", "preset", "command")  # TaggerConfig's fields that no bin/train-tagger flag sets as such
 
 
@@ -194,7 +195,8 @@ def train_tagger(config: TaggerConfig, run_dir: str | Path | None = None) -> dic
     the same checks, and the same run directory (default `runs/tagger-<time>`): config.json,
     best-model.pt, metrics.json, the model card README.md, test.conll, training.log and loss.tsv; with
     `config.runs` > 1, one folder per seed and a summary. Lines that say what it loaded and sized go to
-    stderr, flair's log too; the test report is `metrics["test"]` (`tagger.evaluation.table` prints it).
+    the `tagger` logger, flair's log to stderr as with the command; the test report is `metrics["test"]`
+    (`tagger.evaluation.table` prints it).
 
     config.json records `config.command` if set, else the `bin/train-tagger` command line that makes the
     same run, marked as written by this call; `bin/train-tagger --resume RUN_DIR` continues the run if
@@ -209,7 +211,7 @@ def train_tagger(config: TaggerConfig, run_dir: str | Path | None = None) -> dic
     if not config.command:
         config.command = equivalent_command(config, run_dir)
     with _one_command():
-        return run_training(config, run_dir, say=_to_stderr).metrics
+        return run_training(config, run_dir, say=_to_log).metrics
 
 
 def equivalent_command(config: TaggerConfig, run_dir: Path) -> str:
@@ -236,9 +238,10 @@ def equivalent_command(config: TaggerConfig, run_dir: Path) -> str:
     return " ".join(words) + f"  # run as tagger.train_tagger(config, {str(run_dir)!r})"
 
 
-def _to_stderr(line: str) -> None:
-    """What `train_tagger` says, as the command says it: a line on stderr."""
-    print(line, file=sys.stderr, flush=True)
+def _to_log(line: str) -> None:
+    """What `train_tagger` says: a record of the `tagger` logger (a library does not print; the application
+    chooses where its log goes, as with flair's)."""
+    log.info(line)
 
 
 @contextlib.contextmanager
