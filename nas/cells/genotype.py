@@ -104,29 +104,7 @@ def validate(data: Any, where: str) -> Genotype:
         _fail(where, "nodes", "must be a non-empty list of nodes")
     if len(nodes) > NODES.high:
         _fail(where, "nodes", f"{len(nodes)} nodes; a cell has at most {NODES.high:g} (as bin/search-lm --nodes)")
-    parsed = []
-    for i, node in enumerate(nodes, start=1):
-        label = f"nodes[{i - 1}]"
-        if not isinstance(node, list) or not node:
-            _fail(where, label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
-        if len(node) > i * len(OPS[1:]):
-            _fail(
-                where,
-                label,
-                f"node {i} has {len(node)} inputs, more than the {i * len(OPS[1:])} distinct "
-                f"[op, predecessor] pairs it can have",
-            )
-        inputs = []
-        for k, item in enumerate(node):
-            if not (isinstance(item, list) and len(item) == 2):
-                _fail(where, f"{label}[{k}]", "an input is a pair [op, predecessor]")
-            op, pred = item
-            if op not in OPS or op == "none":
-                _fail(where, f"{label}[{k}]", f"unknown op {op!r} (ops: {', '.join(OPS[1:])})")
-            if isinstance(pred, bool) or not isinstance(pred, int) or not 0 <= pred < i:
-                _fail(where, f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be an integer in 0..{i - 1}")
-            inputs.append((op, pred))
-        parsed.append(tuple(inputs))
+    parsed = [_node(where, i, node) for i, node in enumerate(nodes, start=1)]
     concat = data.get("concat")
     if not isinstance(concat, list) or not concat:
         _fail(where, "concat", "must be a non-empty list of node numbers")
@@ -153,6 +131,31 @@ def validate(data: Any, where: str) -> Genotype:
 def predecessors(history: int, node: int) -> list[int]:
     """Candidate inputs of gate node `node` (1-based): 0 = its history vector (if node ≤ m), then nodes 1..node-1."""
     return ([0] if node <= history else []) + list(range(1, node))
+
+
+def _node(where: str, i: int, node: Any) -> tuple[tuple[str, int], ...]:
+    """Node i's inputs, each [op, predecessor] checked (an InputError naming `nodes[i-1]` and the input)."""
+    label = f"nodes[{i - 1}]"
+    if not isinstance(node, list) or not node:
+        _fail(where, label, f"node {i} must be a non-empty list of [op, predecessor] inputs")
+    if len(node) > i * len(OPS[1:]):
+        _fail(
+            where,
+            label,
+            f"node {i} has {len(node)} inputs, more than the {i * len(OPS[1:])} distinct "
+            f"[op, predecessor] pairs it can have",
+        )
+    inputs = []
+    for k, item in enumerate(node):
+        if not (isinstance(item, list) and len(item) == 2):
+            _fail(where, f"{label}[{k}]", "an input is a pair [op, predecessor]")
+        op, pred = item
+        if op not in OPS or op == "none":
+            _fail(where, f"{label}[{k}]", f"unknown op {op!r} (ops: {', '.join(OPS[1:])})")
+        if isinstance(pred, bool) or not isinstance(pred, int) or not 0 <= pred < i:
+            _fail(where, f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be an integer in 0..{i - 1}")
+        inputs.append((op, pred))
+    return tuple(inputs)
 
 
 def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:
