@@ -2,10 +2,10 @@
 
 torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX2 path, where
 oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
-(figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
-`Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
-projections; `prefers_onednn` says whether a product of a given shape, packed or not, runs on oneDNN,
-and every product asks it.
+(figures: docs/speed.md, and bench/). A run's rule is a `Gemm`, which its backend holds: `Gemm.product`
+is the one GEMM routine of the fused cells; `Gemm.linear` is F.linear computing forward and backward with
+it, for the decoder, the reprojection and the input projections; `Gemm.prefers_onednn` says whether a
+product of a given shape, packed or not, runs on oneDNN, and every product asks it.
 
 Which backend a product gets is a rule of the run's setting (a `Gemm`: `onednn` or `mkl`, resolved from
 `auto`, the host's rule, `host_backend`) and of the product's shape, never a timing: the two backends differ in
