@@ -99,7 +99,25 @@ def validate(data: Any, where: str) -> Genotype:
     for key in data:
         if key not in known:
             _fail(where, key, "unknown field")
-    nodes = data.get("nodes")
+    parsed = _nodes(data.get("nodes"), where)
+    concat = _concat(data.get("concat"), len(parsed), where)
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        _fail(where, "name", "must be a string or null")
+    attention = data.get("attention")
+    if attention is not None and attention not in ATTENTION_TYPES:
+        _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
+    inter = data.get("inter")
+    if inter is not None:
+        validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
+    provenance = data.get("provenance", {})
+    if not isinstance(provenance, dict):
+        _fail(where, "provenance", "must be a JSON object")
+    return Genotype(tuple(parsed), tuple(concat), inter, attention, name, provenance)
+
+
+def _nodes(nodes: Any, where: str) -> list[tuple[tuple[str, int], ...]]:
+    """A genotype's `nodes`, checked: per node i, its (op, predecessor) inputs, each predecessor in 0..i-1."""
     if not isinstance(nodes, list) or not nodes:
         _fail(where, "nodes", "must be a non-empty list of nodes")
     if len(nodes) > NODES.high:
@@ -127,27 +145,19 @@ def validate(data: Any, where: str) -> Genotype:
                 _fail(where, f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be an integer in 0..{i - 1}")
             inputs.append((op, pred))
         parsed.append(tuple(inputs))
-    concat = data.get("concat")
+    return parsed
+
+
+def _concat(concat: Any, nodes: int, where: str) -> list[int]:
+    """A genotype's `concat`, checked: distinct node numbers in 1..`nodes`."""
     if not isinstance(concat, list) or not concat:
         _fail(where, "concat", "must be a non-empty list of node numbers")
     for c in concat:
-        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= len(parsed):
-            _fail(where, "concat", f"node {c!r} out of range 1..{len(parsed)}")
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= nodes:
+            _fail(where, "concat", f"node {c!r} out of range 1..{nodes}")
     if len(set(concat)) != len(concat):
         _fail(where, "concat", "repeats a node")
-    name = data.get("name")
-    if name is not None and not isinstance(name, str):
-        _fail(where, "name", "must be a string or null")
-    attention = data.get("attention")
-    if attention is not None and attention not in ATTENTION_TYPES:
-        _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
-    inter = data.get("inter")
-    if inter is not None:
-        validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
-    provenance = data.get("provenance", {})
-    if not isinstance(provenance, dict):
-        _fail(where, "provenance", "must be a JSON object")
-    return Genotype(tuple(parsed), tuple(concat), inter, attention, name, provenance)
+    return concat
 
 
 def predecessors(history: int, node: int) -> list[int]:
