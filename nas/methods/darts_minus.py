@@ -49,7 +49,7 @@ class SoftmaxWithSkip(SoftmaxPerEdge):
 
 
 class DartsMinus(ScheduledDarts):
-    Settings = DartsMinusSettings
+    settings: DartsMinusSettings
     rule = SoftmaxWithSkip()  # β = 0: the rule that reads a log's α (each layer gets its own, whose β moves)
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):

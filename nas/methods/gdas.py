@@ -88,7 +88,7 @@ def batch_norms(nhid: int, steps: int) -> nn.ModuleList:
 
 
 class Gdas(ScheduledDarts):
-    Settings = GdasSettings
+    settings: GdasSettings
     rule = GumbelHard()  # the rule that reads a log's α (each layer gets its own, whose τ moves)
 
     @classmethod

@@ -53,7 +53,7 @@ class PerturbedSoftmax(SoftmaxPerEdge):
 
 
 class SdartsRS(ScheduledDarts):
-    Settings = SdartsSettings
+    settings: SdartsSettings
     rule = PerturbedSoftmax()  # unperturbed: the rule that reads a log's α (each layer gets its own)
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):

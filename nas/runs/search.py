@@ -32,10 +32,9 @@ from nas.lm.evaluation import get_batch
 from nas.lm.evaluation import evaluate
 from nas.lm.model import RNNModel, detach_hidden, language_model_loss, lm_loss
 from nas.runs.search_model import build_search_model
-from nas.methods import method_class, total_epochs
+from nas.methods import method_class, search_settings, total_epochs
 from nas.methods.architect import Batch, split_parameters
 from nas.methods.base import Conclusion
-from nas.methods.settings import SearchSettings
 from nas.runs.bilevel import BilevelSearch
 from nas.runs.config import SearchConfig
 from nas.common.distributed import current, sync_batch_norm
@@ -100,7 +99,7 @@ class Searcher(BilevelSearch, LMLoop):
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
         self.method = method_class(c.method)(
-            SearchSettings.of(c), self.model, self.full_epoch(), loss_fn=language_model_loss
+            search_settings(c), self.model, self.full_epoch(), loss_fn=language_model_loss
         )
         self.graphs = StepGraphs() if self.records_steps() else None
         self.validation = Validation(
