@@ -25,7 +25,7 @@ from nas.cells.ops import OPS, Layout
 from nas.methods.base import Scoring
 from nas.cells.mixing import Nodes
 from nas.methods.settings import SearchSettings
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import DartsMinusSettings
 

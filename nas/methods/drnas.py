@@ -38,7 +38,8 @@ from nas.cells.ops import Layout
 from nas.methods.architect import LossFn
 from nas.methods.settings import SearchSettings
 from .beta_darts import cell_alphas
-from .darts import Darts, SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
+from .darts import Darts
 from .drawn import DrawingRule, DrawnRNN
 from .settings import DrnasSettings
 

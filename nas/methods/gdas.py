@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from nas.cells.ops import Layout
 from nas.common.errors import InputError
 from nas.methods.settings import SearchSettings
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 from .drawn import DrawingRule, DrawnRNN
 from .scheduled import ScheduledDarts
 from .settings import GdasSettings

@@ -26,7 +26,7 @@ from nas.cells.ops import Layout
 from nas.cells.search_cell import SearchRNN
 from nas.methods.base import Scoring
 from nas.methods.settings import SearchSettings
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import SdartsSettings
 

@@ -159,6 +159,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
 
         bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data data/conll2000
     """  # noqa: E501 (example command lines stay whole, to copy)
+    from nas.cells.genotype import save
     from nas.cli.terminal import Terminal, run_loop
     from nas.runs.health import summary_lines
     from nas.fast import backends, gemm
@@ -188,8 +189,8 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     )
     target = Path(out) if out else run.path / "genotype.json"
     if out:
-        genotype.save(target)
-    for line in summary_lines(genotype.provenance["health"], genotype.nodes, bool(search.arch)):
+        save(genotype, target)
+    for line in summary_lines(genotype.provenance["health"], genotype.nodes, bool(search.bilevel.arch)):
         click.echo(line, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(repr(genotype.to_dict()["nodes"]))
