@@ -2,12 +2,12 @@
 docs/concepts/search-methods.md.
 
 Each search is a training loop (`nas.runs.loop`) that holds a `BilevelSearch` (composition: the loop
-calls it from its epoch hooks, it reads the task's hooks back through `SearchTask`). It owns the order
-the search methods (`nas.methods`) rely on, and what the two tasks record alike:
+calls it from its epoch hooks, it reads the task's hooks back through `SearchTask`). Together they keep
+the order the search methods (`nas.methods`) rely on, and record what the two tasks record alike:
 
-- each batch: `nas.methods.architect.bilevel_step`, which the task's loop calls: the method's α step on a
-  batch of the split α learns on, what the method changes for the weight step (SDARTS-RS's random draw
-  in its mixing rule), then the task's weight step on a train batch;
+- each batch (the loop's): `nas.methods.architect.bilevel_step`: the method's α step on a batch of the
+  split α learns on, what the method changes for the weight step (SDARTS-RS's random draw in its mixing
+  rule), then the task's weight step on a train batch;
 - each epoch end: `method.after_batches` (ENAS's controller, random search's panel, the epoch moving
   β-DARTS's λ, DARTS−'s β, SDARTS's ε), then the validation score, then the log line (the task's
   scores, `method.record`, the genotype derived so far, the search's health: each op's share of the

@@ -3,12 +3,11 @@ train batches.
 
 `Searcher` is a language model's training loop (`nas.runs.loop.LMLoop`) that runs a search method
 (`nas.methods`) and holds the part both searches share (`nas.runs.bilevel.BilevelSearch`): each batch,
-`nas.methods.architect.bilevel_step`: the method's α group of that batch takes one step on a validation
-batch of the same length (random search and ENAS draw the batch's cell instead), then the weights take
-one SGD step on the train batch. The log records the
-train and validation perplexities; the health's Hessian is that of the validation NLL on one fixed
-validation batch (the first --bptt rows of the α step's columns). At the end the genotype and the
-search's metrics (`search_valid_ppl`) are written to the run directory.
+`nas.methods.architect.bilevel_step`: the method's α group of that batch takes one step on a validation batch
+of the same length (random search and ENAS draw the batch's cell instead), then the weights take one SGD step
+on the train batch. The log records the train and validation perplexities; the health's Hessian is that of the
+validation NLL on one fixed validation batch (the first --bptt rows of the α step's columns). At the end the
+genotype and the search's metrics (`search_valid_ppl`) are written to the run directory.
 """
 
 from __future__ import annotations
