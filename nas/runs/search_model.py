@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from nas.cells.attention import search_attention
 from nas.lm.model import RNNModel
-from nas.methods import method_class
-from nas.methods.settings import SearchSettings
+from nas.methods import method_class, search_settings
 from nas.runs.config import SearchConfig
 from nas.speed import Backend, attach, of
 
@@ -15,7 +14,7 @@ def build_search_model(config: SearchConfig, ntoken: int, backend: Backend | Non
     on `backend`, by default the run's (`nas.speed.of(config)`)."""
     c = config
     attention = search_attention(c.attention, c.nhid, c.attention_heads)
-    rnn = method_class(c.method).layer(SearchSettings.of(c), attention)
+    rnn = method_class(c.method).layer(search_settings(c), attention)
     return attach(
         RNNModel(ntoken, c.emsize, rnn, c.dropout, c.dropouti, c.dropoute), of(c) if backend is None else backend
     )
