@@ -4,7 +4,7 @@ time, as with the README's `pip install --no-build-isolation`: on x86-64 once pe
 machine's own processor, so the wheel runs anywhere and picks the widest build its CPU runs. Without torch
 (pip's default isolated build), or if the compiler fails, the package installs without them and carries
 their source (package data), which nas/fast/kernels.py compiles on first use into a per-user cache (or
-`nas-build-kernels` ahead of it), else runs the PyTorch ops (docs/install.md). Everything else about the
+`nas-build-kernels` ahead of it), else runs the cells' definition (docs/install.md). Everything else about the
 package is in setup.cfg."""
 
 import importlib.util
@@ -25,7 +25,7 @@ else:
 
     class OptionalBuild(BuildExtension):
         """build_ext that warns instead of failing the install when a build of the kernels does not compile
-        (the others, and the PyTorch ops, remain)."""
+        (the others, and the cells' definition, remain)."""
 
         def run(self) -> None:
             try:

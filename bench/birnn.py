@@ -9,14 +9,14 @@ batch, which runs its fused kernel over the padding too ("lstm_padded"; wrong pa
 in the backward direction, a speed baseline only).
 
 "frozen" runs the layer on the device's `auto` backend (`nas.fast.backends`): on a CPU the fused time
-loop (`nas/fast/frozen_loop.py`: its per-step GEMMs on oneDNN, its C++ kernels when they are built),
-"frozen_torch_ops" the same loop with the PyTorch ops the kernels replace, "frozen_mkl" with its GEMMs
+loop (`nas/fast/frozen_loop.py`: its per-step GEMMs on oneDNN, its steps and kernels in C++; without
+them the definition), "frozen_mkl" the same loop with its GEMMs
 on torch.mm / torch.bmm (MKL) instead of oneDNN; on a GPU "frozen" is cuda-graphs' compiled time step
 and "frozen_triton_loop" the whole loop as two Triton kernels (`cuda-loop`, nas/fast/triton_loop.py)
 instead of those two; "frozen_autograd" the same layer and weights op by
 op through autograd (the `torch` backend, the definition): all timed in one interleaved run. A cell
 the fused loop does not run (ESS gates) runs on cpu-fused's autograd path alone: for it
-"frozen_autograd" (its per-step products `StepWeight`s, on oneDNN where `nas.fast.gemm.prefers_onednn`
+"frozen_autograd" (its per-step products `StepWeight`s, on oneDNN where `Gemm.prefers_onednn`
 puts them under the `onednn` rule) and "frozen_autograd_mkl" (all on torch.matmul) are timed.
 
 FLOPs are the matrix products executed, counted by torch's FlopCounterMode (forward and backward);
@@ -45,8 +45,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa
 import nas.fast.kernels as fast_kernels  # noqa: E402
 import nas.fast.backends as backends  # noqa: E402
 import nas.fast.frozen_loop as frozen_loop  # noqa: E402
-import nas.fast.gemm as gemm  # noqa: E402
 from nas.cells.cell import FrozenRNN  # noqa: E402
+from nas.common import devices  # noqa: E402
 from nas.cells.genotype import load  # noqa: E402
 
 
@@ -101,14 +101,11 @@ def main() -> None:
     frozen = FrozenRNN(load(args.cell), args.ninp, args.nhid, directions=2).to(device).train()
     lstm = nn.LSTM(args.ninp, args.nhid, bidirectional=True).to(device).train()
 
-    kernels = fast_kernels._kernels
-    fast_kernels._warned = True  # frozen_torch_ops runs without the kernels on purpose
+    fast, definition = backends.choose("auto", device, gemm_rule="onednn"), backends.Torch()
+    on_mkl = {"cpu-fused": backends.choose("auto", device, gemm_rule="mkl"), "torch": backends.Torch()}
 
-    fast, definition = backends.choose("auto", device), backends.Torch()
-
-    def run_frozen(backend: backends.Backend = fast, with_kernels: bool = True, onednn: bool = True) -> None:
-        frozen.backend, fast_kernels._kernels = backend, kernels if with_kernels else None
-        gemm.use("onednn" if onednn else "mkl")
+    def run_frozen(backend: backends.Backend = fast, onednn: bool = True) -> None:
+        frozen.backend = backend if onednn else on_mkl[backend.name]
         frozen.zero_grad(set_to_none=True)
         out, _ = frozen(x, lengths=lengths)
         (out * grad_out).sum().backward()
@@ -132,12 +129,11 @@ def main() -> None:
 
     fused = {
         "frozen": run_frozen,
-        "frozen_torch_ops": lambda: run_frozen(with_kernels=False),
         "frozen_mkl": lambda: run_frozen(onednn=False),
     }
     if device.type == "cuda":  # the CPU's variants mean nothing there; the loop's Triton kernels instead
         fused = {"frozen": run_frozen}
-        if backends.triton_available():
+        if devices.triton_available():
             fused["frozen_triton_loop"] = lambda: run_frozen(backends.CudaLoop())
     fusable = frozen.inter is None and frozen_loop.supports({op for node in frozen.genotype.nodes for op, _ in node})
     unfused = {"frozen_autograd_mkl": lambda: run_frozen(onednn=False)}  # every product on torch.matmul
@@ -185,7 +181,7 @@ def main() -> None:
         "lengths": lengths.tolist(),
         "repeats": args.repeats,
         "fp32_gemm_peak_gflop_s": round(peak, 2),
-        "fused_kernels": "c++" if kernels is not None else "none built (frozen = frozen_torch_ops)",
+        "fused_kernels": "c++" if fast_kernels.compiled() is not None else "none built (frozen = the definition)",
         "flops": "GEMM FLOPs executed fwd+bwd (FlopCounterMode; lstm_padded scaled from lstm)",
         "lstm_forward_gflop_analytic": round(lstm_forward_flops(tokens, args.ninp, args.nhid) / 1e9, 4),
     }
@@ -209,8 +205,7 @@ def main() -> None:
         record["speedup_triton_loop_over_frozen"] = round(record["frozen_s"] / record["frozen_triton_loop_s"], 3)
     if fusable and {"frozen", "frozen_autograd"} <= set(runs):
         record["speedup_fused_over_autograd"] = round(record["frozen_autograd_s"] / record["frozen_s"], 3)
-    if fusable and device.type == "cpu" and {"frozen", "frozen_torch_ops", "frozen_mkl"} <= set(runs):
-        record["speedup_kernels_over_torch_ops"] = round(record["frozen_torch_ops_s"] / record["frozen_s"], 3)
+    if fusable and device.type == "cpu" and {"frozen", "frozen_mkl"} <= set(runs):
         record["speedup_onednn_over_mkl"] = round(record["frozen_mkl_s"] / record["frozen_s"], 3)
     report(record, peak_samples if device.type == "cpu" else None)  # else the CPU's, measured apart
 

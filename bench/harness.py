@@ -127,13 +127,13 @@ def _machine_now() -> dict:
 def machine(peak_samples: list[dict[str, float]] | None = None, threads: int | None = None) -> dict:
     """What a figure was measured on: `cpu_info`, both GEMM backends' fp32 peaks (from the benchmark's own
     interleaved `peak_samples` at `threads`, else measured once per process on one thread), the GEMM
-    rule products follow now (`nas.fast.gemm`), torch and Python."""
+    rule `auto` gives here (`nas.fast.gemm.resolve`), torch and Python."""
     described = dict(_machine_now())
     if peak_samples:
         described.update(gemm_peaks_gflop_s=gemm_peaks(peak_samples), gemm_peak_threads=threads)
     return {
         **described,
-        "gemm_rule": gemm.backend(),
+        "gemm_rule": gemm.resolve("auto"),
         "torch": torch.__version__,
         "python": platform.python_version(),
     }

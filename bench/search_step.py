@@ -171,7 +171,7 @@ def cell_backend(cells: str, device: torch.device) -> backends.Backend:
     torch.compile."""
     if cells == "fused":
         return backends.choose("cpu-fused" if device.type == "cpu" else "torch", device)
-    return backends.Torch(compiled=cells == "compiled")
+    return backends.choose("torch", device, compile=cells == "compiled")  # the decoder on the host's GEMM rule
 
 
 def config_of(args, order: int) -> SearchConfig:

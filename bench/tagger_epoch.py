@@ -165,8 +165,8 @@ def main() -> None:
         ("flair_stock", None, lstm_hidden),
     ):
         torch.manual_seed(args.seed)
-        backends.use(ours.get(name, "auto"), device)  # what build_model attaches to the cells
-        model = build_model(replace(config, hidden_size=hidden), corpus, embeddings, genotype).to(device)
+        run = replace(config, hidden_size=hidden, backend=ours.get(name, "auto"), device=str(device))
+        model = build_model(run, corpus, embeddings, genotype).to(device)  # on the run's backend (nas.speed.of)
         if name == "flair_stock":
             as_flair_ships(model)
         models[name] = (model, torch.optim.SGD(model.parameters(), lr=SGD_LR))  # as flair's, and train-tagger's default

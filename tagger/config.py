@@ -93,8 +93,8 @@ class TaggerConfig:
     threads: int | None = None
     precision: str = "fp32"  # bf16: the training step under torch.autocast (nas.common.runs.autocast)
     fine_tune_embeddings: bool = False  # the transformer: embeddings trained with the tagger
-    gemm: str = "auto"  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
-    backend: str = "auto"  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
+    gemm: str = "auto"  # nas.speed.resolve_gemm; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = "auto"  # nas.speed.resolve; a run stores what auto resolved to (a run stored without it: auto)
     preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 

@@ -269,8 +269,9 @@ def warn_if_memory_missing(model, where: str) -> None:
         )
 
 
-def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagger:
-    """Load a saved tagger (a model file, or a run directory holding best-model.pt / final-model.pt)."""
+def load_tagger(path: str | os.PathLike, device: str | None = None, gemm: str = "auto") -> CellTagger:
+    """Load a saved tagger (a model file, or a run directory holding best-model.pt / final-model.pt), its
+    products on the GEMM rule `gemm` (`auto`: the host's)."""
     path = Path(path)
     if path.is_dir():
         candidates = [path / "best-model.pt", path / "final-model.pt"]
@@ -279,21 +280,21 @@ def load_tagger(path: str | os.PathLike, device: str | None = None) -> CellTagge
             seeds = " (a --runs run: give one of its seed-* directories)" if any(path.glob("seed-*")) else ""
             raise InputError(f"{path}: no best-model.pt or final-model.pt in this directory{seeds}")
         path = found[0]
-    return _from_state(model_file.load(path), str(path), device)
+    return _from_state(model_file.load(path), str(path), device, gemm)
 
 
 def load_for_prediction(
-    path: str | os.PathLike, device: str | None = None, pooled_memory: int = DEFAULT_MAX_WORDS
+    path: str | os.PathLike, device: str | None = None, pooled_memory: int = DEFAULT_MAX_WORDS, gemm: str = "auto"
 ) -> CellTagger:
     """`load_tagger`, with the pooled-Flair memory bounded to its saved words and `pooled_memory`
     more (`tagger.pooled_memory`): the model `bin/tag`, `bin/evaluate` and a run's own test
     scoring predict with."""
-    model = load_tagger(path, device)
+    model = load_tagger(path, device, gemm)
     bound_pooled_memory(model, pooled_memory)
     return model
 
 
-def _from_state(state: dict, where: str, device: str | None = None) -> CellTagger:
+def _from_state(state: dict, where: str, device: str | None = None, gemm: str = "auto") -> CellTagger:
     """A tagger in eval mode on `device` (flair's device by default) from a flair model state."""
     import flair
 
@@ -306,8 +307,8 @@ def _from_state(state: dict, where: str, device: str | None = None) -> CellTagge
         raise InputError(f"{where}: the tagger model does not rebuild ({str(err)[:200]})") from None
     model.model_card = card
     warn_if_memory_missing(model, where)
-    from nas.fast.backends import attach, for_prediction
+    from nas.speed import attach, for_prediction
 
     model.eval()
     model.to(torch.device(device) if device else flair.device)
-    return attach(model, for_prediction(device or flair.device))
+    return attach(model, for_prediction(device or flair.device, gemm))

@@ -86,10 +86,8 @@ class TaggingSearchConfig(flat_fields("TaggingMethodSettings", leave_out=NOT_TAK
     )  # {}: the method's defaults (a run from before they were stored)
     device: str = T.device
     threads: int | None = None
-    gemm: str = T.gemm  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
-    backend: str = (
-        T.backend
-    )  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
+    gemm: str = T.gemm  # nas.speed.resolve_gemm; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = T.backend  # nas.speed.resolve; a run stores what auto resolved to (a run stored without it: auto)
     command: str = ""
 
     @classmethod

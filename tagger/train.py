@@ -62,7 +62,7 @@ def tag_dictionary(corpus: TaggingCorpus):
 def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotype: Genotype | None, rnn=None):
     """The tagger of `config`; `rnn`, a module behind flair's `nn.LSTM` interface, replaces the
     genotype's layer (the tagger search passes its search layer; such a model trains but does not reload)."""
-    from nas.fast.backends import attach, current
+    from nas.speed import attach, of
     from .model import CellTagger
 
     return attach(
@@ -83,7 +83,7 @@ def build_model(config: TaggerConfig, corpus: TaggingCorpus, embeddings, genotyp
             word_dropout=config.word_dropout,
             locked_dropout=config.locked_dropout,
         ),
-        current(config.device),
+        of(config),
     )
 
 
@@ -293,7 +293,7 @@ def _train_run(
     from flair.distributed_utils import is_main_process
     from flair.trainers import ModelTrainer
 
-    from nas.fast.backends import current
+    from nas.speed import resolve
 
     state = _begin_run(config, seed, out, multi_gpu, resume)
     train = to_sentences(corpus.train, corpus.tag_type)
@@ -306,7 +306,7 @@ def _train_run(
     untrained = _dev_f1_untrained(model, state, scored_dev, corpus, config.eval_batch_size)
     # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
     memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
-    notes = [*corpus.notes, *states_notes, f"backend: {current(config.device).name}"]
+    notes = [*corpus.notes, *states_notes, f"backend: {resolve(config.backend, config.device)}"]
     timer, schedule, keeper = _plugins(config, out, notes, state, scored_dev is not None, untrained, memory, on_epoch)
     trainer = ModelTrainer(model, _flair_corpus(corpus, train, dev))
     start = state["epoch"] if state is not None else 0
@@ -574,7 +574,7 @@ def _score_saved(path: Path, sentences: list, gold: list[list[str]], config: Tag
     from .model import load_for_prediction
     from .pooled_memory import memory_bytes, pooled_embeddings
 
-    model = load_for_prediction(path, config.device)
+    model = load_for_prediction(path, config.device, gemm=config.gemm)
     memory = (
         {"words": max(len(e.word_embeddings) for e in pooled_embeddings(model)), "bytes": memory_bytes(model)}
         if pooled_embeddings(model)

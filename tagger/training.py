@@ -50,7 +50,7 @@ def run_training(
     (`train_runs`), or with `dry_run` build the model only. `resume`: continue the run in `run_dir`,
     whose settings and `genotype` `config` holds (read by the command). `hidden_size_given`: --hidden-size
     was on the command line, which --match-params with --cell lstm refuses. `say` takes the lines for the user."""
-    from nas.fast import backends, gemm
+    from nas import speed
 
     from .corpora import load_corpus, parse_columns
     from .embeddings import build_embeddings
@@ -67,8 +67,8 @@ def run_training(
     )
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
-    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
-    config.backend = backends.use(config.backend, config.device)  # the same
+    config.gemm = speed.resolve_gemm(config.gemm)  # a fresh run records what auto resolved to; a resumed one its own
+    config.backend = speed.resolve(config.backend, config.device)  # the same (the run's backend: speed.of)
     embeddings = build_embeddings(config.embeddings, config.pooling, config.fine_tune_embeddings)
     for note in corpus.notes:
         say(note)

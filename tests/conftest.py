@@ -71,16 +71,15 @@ def gemm_backend(request, monkeypatch):
     `packing_pays`), so both are tested."""
     from nas.fast import gemm
 
-    monkeypatch.setattr(gemm, "prefers_onednn", lambda rows, K, N, packed=True: request.param == "onednn")
+    monkeypatch.setattr(gemm.Gemm, "prefers_onednn", lambda self, rows, K, N, packed=True: request.param == "onednn")
     monkeypatch.setattr(gemm, "packing_pays", lambda counts, K, N: request.param == "onednn")
     return request.param
 
 
 @pytest.fixture(params=["onednn", "mkl"])
 def gemm_rule(request, monkeypatch):
-    """Runs a test under each GEMM rule (`nas.fast.gemm.use`), forced whatever the host (`auto` gives oneDNN's on
-    an AMD CPU with AVX-512, MKL's elsewhere), so one host runs what every host would; the rule is put back after."""
+    """Runs a test under each GEMM rule (`nas.fast.gemm.Gemm`), whatever the host's (`auto` gives oneDNN's on an
+    AMD CPU with AVX-512, MKL's elsewhere), so one host runs what every host would: the rule's `Gemm`."""
     from nas.fast import gemm
 
-    monkeypatch.setattr(gemm, "_backend", request.param)
-    return request.param
+    return gemm.Gemm(request.param)

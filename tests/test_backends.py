@@ -18,6 +18,7 @@ from nas.cells.cell import FrozenRNN
 from nas.cells.gates import InterGates
 from nas.cells.genotype import load
 from nas.cells.search_cell import SearchRNN
+from nas.common import devices
 from nas.common.errors import InputError
 from nas.fast import frozen_loop, kernels, search_loop
 from nas.methods.darts import Darts
@@ -32,7 +33,7 @@ def triton(monkeypatch):
     """Says whether Triton imports, as the test needs (this CPU-only install has none)."""
 
     def set_to(available: bool) -> None:
-        monkeypatch.setattr(backends, "triton_available", lambda: available)
+        monkeypatch.setattr(devices, "triton_available", lambda: available)
 
     return set_to
 
@@ -77,17 +78,27 @@ def test_a_backend_that_cannot_run_there_is_one_line(name, device, compile, expe
     assert str(refused.value).startswith(expected) and "\n" not in str(refused.value)
 
 
-def test_the_commands_choice_is_what_the_builders_attach():
+def test_each_run_builds_its_models_on_its_own_backend_and_gemm_rule():
+    """No process-wide switch: a run's settings choose its backend object (`nas.speed.of`), which the builders
+    attach to the cells, the decoder and the model (whose loss and recorded steps ask it); two runs in one
+    process keep their own. A builder given none uses `auto`'s for a CPU."""
+    from nas import speed
     from nas.lm.model_file import LMSpec, build_lm
+    from nas.runs.config import SearchConfig
+    from nas.runs.search_model import build_search_model
 
-    try:
-        assert backends.use("torch", "cpu") == "torch"
-        model = build_lm(LMSpec("cell", 11, 6, 6, load("darts_v2").to_dict()))
-        assert type(model.rnn.backend) is backends.Torch
-        backends.use("auto", "cpu")
-        assert type(build_lm(LMSpec("cell", 11, 6, 6, load("darts_v2").to_dict())).rnn.backend) is backends.CpuFused
-    finally:
-        backends._current = None
+    spec = LMSpec("cell", 11, 6, 6, load("darts_v2").to_dict())
+    plain = build_lm(spec, speed.choose("torch", "cpu", gemm_rule="mkl"))
+    fused = build_lm(spec, speed.choose("auto", "cpu", gemm_rule="onednn"))
+    assert type(plain.rnn.backend) is backends.Torch and plain.decoder.backend is plain.backend is plain.rnn.backend
+    assert type(fused.rnn.backend) is backends.CpuFused and fused.decoder.backend is fused.rnn.backend
+    assert (plain.backend.gemm.rule, fused.backend.gemm.rule) == ("mkl", "onednn")
+    assert type(plain.rnn.backend) is backends.Torch  # the second run changed nothing of the first's
+    assert type(build_lm(spec).rnn.backend) is backends.CpuFused
+    config = SearchConfig(emsize=6, nhid=6, nodes=2, backend="torch", gemm="mkl")
+    searched = build_search_model(config, 11)
+    assert type(searched.rnn.backend) is backends.Torch and searched.backend.gemm.rule == "mkl"
+    assert speed.of(config).name == "torch" and not searched.backend.captures(torch.device("cpu"), False)
 
 
 def test_attach_reaches_the_gates_and_survives_copies_and_pickling():
@@ -156,7 +167,7 @@ def test_the_torch_and_compiled_backends_never_run_a_fused_loop(monkeypatch):
     assert calls == []
 
 
-def test_the_language_models_loss_runs_on_the_process_backend(monkeypatch):
+def test_the_language_models_loss_runs_on_the_models_backend(monkeypatch):
     """cpu-fused: the loss on the C++ kernels (where built); torch: `F.cross_entropy`, the same value."""
     from nas.fast import cross_entropy
     from nas.lm.model import lm_loss
@@ -168,15 +179,10 @@ def test_the_language_models_loss_runs_on_the_process_backend(monkeypatch):
     )
     logits, targets = torch.randn(3, 2, 11, dtype=torch.float64), torch.randint(11, (3, 2))
     expected = torch.nn.functional.cross_entropy(logits.view(6, 11), targets.view(6))
-    try:
-        backends.use("torch", "cpu")
-        torch.testing.assert_close(lm_loss(logits, targets), expected, rtol=1e-12, atol=0)
-        assert calls == []
-        backends.use("cpu-fused", "cpu")
-        torch.testing.assert_close(lm_loss(logits, targets), expected, rtol=1e-12, atol=1e-15)
-        assert calls == ([1] if kernels.compiled() is not None else [])
-    finally:
-        backends._current = None
+    torch.testing.assert_close(lm_loss(logits, targets, backends.Torch()), expected, rtol=1e-12, atol=0)
+    assert calls == []
+    torch.testing.assert_close(lm_loss(logits, targets, backends.CpuFused()), expected, rtol=1e-12, atol=1e-15)
+    assert calls == ([1] if kernels.compiled() is not None else [])
 
 
 # -- the compiled time steps equal the definition -------------------------------------------------
@@ -271,37 +277,31 @@ def test_train_lm_stores_the_resolved_backend_names_it_and_refuses_another_on_re
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     monkeypatch.chdir(tmp_path)
     run_dir = tmp_path / "run"
-    try:
-        first = CliRunner().invoke(
-            COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"]
-        )
-        assert first.exit_code == 0, first.stderr
-        assert json.loads((run_dir / "config.json").read_text())["backend"] == "cpu-fused"  # auto, resolved
-        assert f"run directory: {run_dir} (backend cpu-fused)" in first.stderr.splitlines()
-        refused = CliRunner().invoke(
-            COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2", "--backend", "torch"]
-        )
-        assert refused.exit_code == 2 and refused.stderr.startswith(
-            "error: --backend: not with --resume (the run has 'cpu-fused')"
-        ), refused.stderr
-        resumed = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2"])
-        assert resumed.exit_code == 0, resumed.stderr
-        assert f"run directory: {run_dir} (backend cpu-fused)" in resumed.stderr.splitlines()
-    finally:
-        backends._current = None
+    first = CliRunner().invoke(
+        COMMANDS["train-lm"], ["--data", str(corpus), "--run-dir", str(run_dir), *LM, "--epochs", "1"]
+    )
+    assert first.exit_code == 0, first.stderr
+    assert json.loads((run_dir / "config.json").read_text())["backend"] == "cpu-fused"  # auto, resolved
+    assert f"run directory: {run_dir} (backend cpu-fused)" in first.stderr.splitlines()
+    refused = CliRunner().invoke(
+        COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2", "--backend", "torch"]
+    )
+    assert refused.exit_code == 2 and refused.stderr.startswith(
+        "error: --backend: not with --resume (the run has 'cpu-fused')"
+    ), refused.stderr
+    resumed = CliRunner().invoke(COMMANDS["train-lm"], ["--resume", str(run_dir), "--epochs", "2"])
+    assert resumed.exit_code == 0, resumed.stderr
+    assert f"run directory: {run_dir} (backend cpu-fused)" in resumed.stderr.splitlines()
 
 
 def test_train_lm_on_the_torch_backend_runs_the_definition(tmp_path, monkeypatch):
     calls = _spy_frozen(monkeypatch)
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=40, other_lines=10)
     monkeypatch.chdir(tmp_path)
-    try:
-        result = CliRunner().invoke(
-            COMMANDS["train-lm"],
-            ["--data", str(corpus), "--run-dir", str(tmp_path / "run"), *LM, "--epochs", "1", "--backend", "torch"],
-        )
-    finally:
-        backends._current = None
+    result = CliRunner().invoke(
+        COMMANDS["train-lm"],
+        ["--data", str(corpus), "--run-dir", str(tmp_path / "run"), *LM, "--epochs", "1", "--backend", "torch"],
+    )
     assert result.exit_code == 0, result.stderr
     assert json.loads((tmp_path / "run" / "config.json").read_text())["backend"] == "torch" and calls == []
 
@@ -364,7 +364,6 @@ def test_a_search_on_compiled_steps_takes_its_hessian_on_the_definition(monkeypa
             assert result.exit_code == 0, result.output
             eigenvalues.append(json.loads((tmp_path / name / "log.jsonl").read_text().splitlines()[-1])["eigenvalue"])
     finally:
-        backends.use("auto", "cpu")
         backends._compiled.cache_clear()
         torch._dynamo.reset()
     assert eigenvalues[0] == pytest.approx(eigenvalues[1], rel=1e-4)
@@ -372,17 +371,17 @@ def test_a_search_on_compiled_steps_takes_its_hessian_on_the_definition(monkeypa
 
 def test_a_saved_tagger_loads_onto_auto_on_a_cpu_and_onto_the_uncompiled_definition_on_a_gpu(tiny_tagger, monkeypatch):
     """Compiling a time step on a GPU costs tens of seconds on its first call, more than bin/tag's whole job: the
-    loaders attach the uncompiled definition there, whatever the command's own `use` (so a training run scores its
-    file as bin/evaluate does)."""
+    loaders attach the uncompiled definition there, whatever the run's own backend (so a training run scores its
+    file as bin/evaluate does), on the GEMM rule they are given."""
     import tagger.model
+    from nas import speed
 
     assert type(backends.for_prediction("cpu")) is backends.CpuFused
     assert type(backends.for_prediction("cuda")) is backends.Torch and not backends.for_prediction("cuda:1").compiled
+    assert backends.for_prediction("cpu", "mkl").gemm.rule == "mkl"
     chosen = []
-    monkeypatch.setattr(backends, "for_prediction", lambda device: chosen.append(str(device)) or backends.Torch())
-    try:
-        backends.use("cpu-fused", "cpu")
-        model = tagger.model.load_for_prediction(tiny_tagger[0] / "best-model.pt", device="cpu")
-    finally:
-        backends._current = None
-    assert chosen == ["cpu"] and type(model.rnn.cell.backend) is backends.Torch
+    monkeypatch.setattr(
+        speed, "for_prediction", lambda device, gemm: chosen.append((str(device), gemm)) or backends.Torch()
+    )
+    model = tagger.model.load_for_prediction(tiny_tagger[0] / "best-model.pt", device="cpu", gemm="mkl")
+    assert chosen == [("cpu", "mkl")] and type(model.rnn.cell.backend) is backends.Torch

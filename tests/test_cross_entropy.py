@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from nas.fast.cross_entropy import _CrossEntropy, cross_entropy
 from nas.fast.kernels import compiled
+from nas.fast.backends import CpuFused
 from nas.lm.model import lm_loss
 
 pytestmark = pytest.mark.skipif(compiled() is None, reason="the C++ kernels are not built")
@@ -39,7 +40,8 @@ def test_the_kernels_run_and_a_second_derivative_goes_through():
         (g,) = torch.autograd.grad(loss_fn(logits.detach() @ weight, targets), weight, create_graph=True)
         return torch.autograd.grad((g * v).sum(), weight)[0]
 
-    assert lm_loss(logits, targets).grad_fn.name() == "_CrossEntropyBackward"
+    assert lm_loss(logits, targets, CpuFused()).grad_fn.name() == "_CrossEntropyBackward"
+    assert lm_loss(logits, targets).grad_fn.name() != "_CrossEntropyBackward"  # no backend: the definition
     torch.testing.assert_close(hvp(cross_entropy), hvp(F.cross_entropy), rtol=1e-10, atol=1e-12)
 
 

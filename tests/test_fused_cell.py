@@ -1,8 +1,8 @@
 """The fused frozen layer (nas/fast/frozen_loop.py) against the autograd path, the slow reference and
 finite differences, for every shipped cell without inter-cell gates (those keep the autograd path).
 
-Each test runs with the C++ kernels (when `pip install -e .` built them) and with the PyTorch ops
-they replace.
+The fused loop runs on the C++ kernels (when `pip install -e .` built them, or they compile on first use);
+without them the backend leaves the layer to its definition, which the last tests check.
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ import pytest
 import torch
 
 from nas.cells.cell import FrozenRNN
-from nas.fast import kernels as fast_kernels
+from nas.fast import frozen_loop, kernels as fast_kernels
 from nas.fast.backends import CpuFused
-from nas.fast.frozen_loop import CPU_STEPS, FusedFrozenCell, plan
+from nas.fast.gemm import Gemm
+from nas.fast.frozen_loop import CpuSteps, FusedFrozenCell, plan
 from nas.cells.waves import plan_waves
 from nas.cells.genotype import Genotype, load, shipped_cells
 from reference.darts import reference_frozen
+
+ONEDNN = Gemm("onednn")  # the fused paths' rule that takes oneDNN where this torch has it (and the shape asks)
 
 # several inputs per node, an unevenly spaced concat, and a wave whose edges share no view
 MULTI = Genotype(
@@ -42,16 +45,12 @@ def _genotype(name: str) -> Genotype:
     return MULTI if name == "multi" else load(name)
 
 
-@pytest.fixture(params=["c++", "torch"])
-def kernels(request, monkeypatch):
-    """Runs a test with the C++ elementwise kernels, then with the PyTorch ops."""
-    if request.param == "c++" and fast_kernels._kernels is None:
+@pytest.fixture
+def kernels():
+    """The C++ kernels the fused loop runs on (without them the backend runs the definition)."""
+    if fast_kernels.compiled() is None:
         pytest.skip("C++ kernels not built")
-    if request.param == "torch":
-        monkeypatch.setattr(fast_kernels, "_kernels", None)
-        monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
-        monkeypatch.setattr(fast_kernels, "_warned", True)
-    return request.param
+    return "c++"
 
 
 def test_the_shipped_cells_without_gates_are_covered():
@@ -61,7 +60,7 @@ def test_the_shipped_cells_without_gates_are_covered():
 def _layer(name: str, directions: int, dtype=torch.float32, dropout: float = 0.0) -> FrozenRNN:
     torch.manual_seed(0)
     rnn = FrozenRNN(_genotype(name), 5, 4, directions=directions, dropout_x=dropout, dropout_h=dropout).to(dtype)
-    rnn.backend = CpuFused()
+    rnn.backend = CpuFused(ONEDNN)
     with torch.no_grad():  # larger weights than the init range, so every path matters
         for p in rnn.parameters():
             p.uniform_(-0.5, 0.5)
@@ -72,7 +71,7 @@ def _run(rnn: FrozenRNN, fused: bool | None, x, hidden, lengths):
     """Outputs, last state and the gradients of a loss on both (inputs, initial state, every weight); `fused`:
     on the cpu-fused backend (True) or the definition (False), None: on the backend the layer has."""
     if fused is not None:
-        rnn.backend = CpuFused() if fused else None
+        rnn.backend = CpuFused(ONEDNN) if fused else None
     torch.manual_seed(1)  # the same dropout masks on both paths
     out, h = rnn(x, hidden, lengths)
     target = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
@@ -116,7 +115,7 @@ def test_fused_layer_equals_the_slow_reference(name, directions, kernels, gemm_b
 @pytest.mark.parametrize("fused", [True, False])
 def test_a_batch_padded_past_its_longest_sequence_gives_the_trimmed_batchs_outputs(fused):
     rnn = _layer("darts_v2", 2).eval()
-    rnn.backend = CpuFused() if fused else None
+    rnn.backend = CpuFused(ONEDNN) if fused else None
     x, hidden, lengths = _inputs(2)
     lengths = lengths.clamp(max=4)  # the last two steps are padding for every sequence
     runs = []
@@ -147,7 +146,7 @@ def test_fused_gradients_pass_gradcheck(name, kernels):
     counts = [3, 3, 2, 1]
     geno, (x, h0, w0, ws, mh) = _gradcheck_inputs(name, 2, counts)
     cell_plan = plan(plan_waves(geno), geno.concat, geno.steps)
-    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, CPU_STEPS, None)  # noqa: E731
+    fn = lambda *a: FusedFrozenCell.apply(*a, mh, cell_plan, counts, CpuSteps(ONEDNN), None)  # noqa: E731
     assert torch.autograd.gradcheck(fn, (x, h0, w0, ws), fast_mode=name not in ("darts_v2", "multi"))
 
 
@@ -159,11 +158,11 @@ def test_prediction_follows_every_change_of_the_weights():
 
     def agree(layer):
         with torch.inference_mode():
-            layer.backend = CpuFused()
+            layer.backend = CpuFused(ONEDNN)
             fused = layer(x, hidden, lengths)[0]
             layer.backend = None
             torch.testing.assert_close(fused, layer(x, hidden, lengths)[0], **TOL32)
-            layer.backend = CpuFused()
+            layer.backend = CpuFused(ONEDNN)
             return fused
 
     before = agree(rnn)
@@ -215,26 +214,26 @@ def test_kernels_that_do_not_load_are_named_with_the_reason(monkeypatch, caplog)
     assert "were not built" not in record.getMessage()
 
 
-def test_without_kernels_one_warning_line_then_the_pytorch_ops(monkeypatch, caplog):
+def test_without_kernels_one_warning_line_then_the_definition(monkeypatch, caplog):
     monkeypatch.setattr(fast_kernels, "_kernels", None)
     monkeypatch.setattr(fast_kernels, "_compile_pending", False)  # nor compiled on first use
     monkeypatch.setattr(fast_kernels, "_warned", False)
-    rnn = _layer("darts_v2", 1).eval()
+    monkeypatch.setattr(frozen_loop, "fused_frozen_cell", None)  # calling it would fail
+    rnn = _layer("darts_v2", 1).train()
     x, hidden, lengths = _inputs(1)
     with caplog.at_level(logging.WARNING, logger="nas.fast.kernels"):
-        first = rnn(x, hidden, lengths)[0]
+        first = _run(rnn, None, x, hidden, lengths)
         rnn(x, hidden, lengths)
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
     message = caplog.records[0].getMessage()  # true for a wheel's user too: no editable install asked for
     assert "were not built" in message and "pip install --no-build-isolation nas-tagger" in message
+    assert "the cells run their definition through autograd" in message
     assert " -e " not in message and "docs/" not in message and "README" not in message  # nothing to look up
-    rnn.backend = None
-    torch.testing.assert_close(first, rnn(x, hidden, lengths)[0], **TOL32)
+    for got, definition in zip(first, _run(rnn, False, x, hidden, lengths)):
+        torch.testing.assert_close(got, definition, **TOL32)  # its per-step weights: `StepWeight`s
 
 
 def test_a_cell_with_an_op_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypatch):
-    import nas.fast.frozen_loop as frozen_loop
-
     monkeypatch.setattr(frozen_loop, "OP_CODES", {"identity": 0, "tanh": 1, "sigmoid": 3})  # no relu: darts_v2 has it
     monkeypatch.setattr(frozen_loop, "fused_frozen_cell", None)  # calling it would fail
     rnn = _layer("darts_v2", 2)

@@ -14,16 +14,19 @@ import torch
 
 from nas.fast import kernels
 from nas.fast.backends import CpuFused, attach, detach, search_fusable
+from nas.fast.gemm import Gemm
 from nas.common.distributed import SyncedBatchNorm
-from nas.fast.search_loop import FusedGatedSearchCell, FusedSearchCell
+from nas.fast.search_loop import FusedGatedSearchCell, FusedSearchCell, loop_weights
 from nas.cells.gates import InterGates
 from nas.methods import method_class
 from nas.methods.darts import Darts
 from nas.cells.search_cell import SearchRNN, node_norms
 from reference.darts import ReferenceSearchRNN, load_weights
 
+ONEDNN = Gemm("onednn")  # the fused paths' rule that takes oneDNN where this torch has it (and the shape asks)
+
 REL32 = 1e-5  # float32: largest difference within 1e-5 of the tensor's largest entry
-pytestmark = pytest.mark.skipif(kernels._kernels is None, reason="C++ kernels not built")
+pytestmark = pytest.mark.skipif(kernels.compiled() is None, reason="C++ kernels not built")
 
 
 def _fusable(cell: SearchRNN, x: torch.Tensor) -> bool:
@@ -33,7 +36,9 @@ def _fusable(cell: SearchRNN, x: torch.Tensor) -> bool:
 
 def _pair(method: str, dropout: float, dtype=torch.float32, steps: int = 8):
     torch.manual_seed(0)
-    fast = attach(SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout), CpuFused())
+    fast = attach(
+        SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout), CpuFused(ONEDNN)
+    )
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
         for w in fast.ws:
@@ -111,7 +116,9 @@ def test_with_ess_gates_the_fused_cell_equals_the_autograd_path(
     torch.manual_seed(0)
     rule = Darts.rule
     gates = InterGates.search(5, 4, rule, history, 3, size_match=size_match)
-    cell = attach(SearchRNN(5, 4, 3, rule, dropout_x=dropout, dropout_h=dropout, inter=gates).double(), CpuFused())
+    cell = attach(
+        SearchRNN(5, 4, 3, rule, dropout_x=dropout, dropout_h=dropout, inter=gates).double(), CpuFused(ONEDNN)
+    )
     with torch.no_grad():
         for name, p in cell.named_parameters():
             p.normal_(0, 1) if "alpha" in name else p.uniform_(-0.5, 0.5)
@@ -185,7 +192,11 @@ def test_fused_search_cell_passes_gradcheck(masked):
     mix = torch.rand(N * (N + 1) // 2, 4, dtype=torch.float64, requires_grad=True)
     mh = torch.bernoulli(torch.full((B, H), 0.7, dtype=torch.float64)) / 0.7 if masked else None
     bn = node_norms(H, N).double()
-    assert torch.autograd.gradcheck(lambda *a: FusedSearchCell.apply(*a, mh, bn, None), (xproj, h0, w0h, ws, mix))
+
+    def fn(xproj, h0, w0h, ws, mix):
+        return FusedSearchCell.apply(xproj, h0, w0h, ws, mix, mh, bn, loop_weights(ONEDNN, w0h, ws, B))
+
+    assert torch.autograd.gradcheck(fn, (xproj, h0, w0h, ws, mix))
 
 
 def test_first_order_alpha_pass_forms_no_weight_gradient():
@@ -209,7 +220,7 @@ def test_first_order_alpha_pass_forms_no_weight_gradient():
 
 def test_the_fused_path_applies_only_where_it_is_exact():
     x = torch.zeros(3, 4, 7)
-    cell = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused())
+    cell = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused(ONEDNN))
     assert _fusable(cell, x)
     assert not _fusable(cell, x[:, :1])  # BatchNorm of one row: the autograd path raises torch's error
     with torch.no_grad():
@@ -218,10 +229,10 @@ def test_the_fused_path_applies_only_where_it_is_exact():
         assert not _fusable(cell, x)
     assert not _fusable(SearchRNN(7, 6, 2, Darts.rule), x)  # no backend: the definition
     assert not _fusable(cell.eval(), x)
-    synced = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused())
+    synced = attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused(ONEDNN))
     synced.bn[1].__class__ = SyncedBatchNorm  # what nas.common.distributed does under torchrun
     assert not _fusable(synced, x)
-    gated = attach(SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2)), CpuFused())
+    gated = attach(SearchRNN(7, 6, 2, Darts.rule, inter=InterGates.search(7, 6, Darts.rule, 2, 2)), CpuFused(ONEDNN))
     assert _fusable(gated, x)  # one step per call
 
 
@@ -236,7 +247,7 @@ def test_without_kernels_one_warning_line_then_the_autograd_path(monkeypatch, ca
         got = _run(fast, x, hidden)
         _run(fast, x, hidden)
     assert len(caplog.records) == 1 and "\n" not in caplog.records[0].getMessage()
-    assert "search cell its autograd path" in caplog.records[0].getMessage()
+    assert "the cells run their definition through autograd" in caplog.records[0].getMessage()
     for k, (a, b) in enumerate(zip(got, expected)):
         _assert_close(a, b, str(k))
 
@@ -245,6 +256,6 @@ def test_an_op_set_the_fused_loop_does_not_know_runs_the_autograd_path(monkeypat
     from nas.fast import search_loop
 
     x = torch.zeros(3, 4, 7)
-    assert _fusable(attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused()), x)
+    assert _fusable(attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused(ONEDNN)), x)
     monkeypatch.setattr(search_loop, "OPS_SUPPORTED", ("none", "identity", "tanh", "relu"))
-    assert not _fusable(attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused()), x)
+    assert not _fusable(attach(SearchRNN(7, 6, 2, Darts.rule), CpuFused(ONEDNN)), x)

@@ -7,8 +7,11 @@ import torch
 from nas.cells.gates import SearchGate
 from nas.fast import gate_dag
 from nas.fast.backends import CpuFused
+from nas.fast.gemm import Gemm
 from nas.fast.kernels import compiled
 from nas.methods.darts import Darts
+
+ONEDNN = Gemm("onednn")  # the fused paths' rule that takes oneDNN where this torch has it (and the shape asks)
 
 pytestmark = pytest.mark.skipif(compiled() is None, reason="the C++ kernels are not built")
 
@@ -24,7 +27,7 @@ GATES = [
 def _gate(m: int, nodes: int, squash: str, match: str) -> SearchGate:
     torch.manual_seed(0)
     gate = SearchGate(m, nodes, d_src=5, d_gate=6, rule=Darts.rule, squash=squash, size_match=match).double()
-    gate.backend = CpuFused()
+    gate.backend = CpuFused(ONEDNN)
     with torch.no_grad():
         for name, p in gate.named_parameters():
             p.normal_(0, 1) if name == "alpha" else p.uniform_(-0.7, 0.7)
@@ -42,7 +45,7 @@ def _both(gate: SearchGate, run) -> tuple[list[torch.Tensor], list[torch.Tensor]
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(gate_dag._MixedGate, "forward", staticmethod(counting))
-        gate.backend = CpuFused()
+        gate.backend = CpuFused(ONEDNN)
         fused = run()
     gate.backend = None
     return fused, run(), len(calls)

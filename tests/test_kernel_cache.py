@@ -192,8 +192,8 @@ def test_build_kernels_builds_ahead_of_first_use_or_says_why_not_in_one_line(cac
         return
     assert failed.returncode == 2 and failed.stdout == ""
     assert failed.stderr == (
-        "error: the C++ kernels cannot be built here: no C++ compiler (no-such-compiler) on PATH; the fused "
-        "cells run PyTorch ops instead (the same results, slower)\n"
+        "error: the C++ kernels cannot be built here: no C++ compiler (no-such-compiler) on PATH; the cells "
+        "run their definition through autograd instead (the same results, slower)\n"
     )
 
 

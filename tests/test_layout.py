@@ -127,6 +127,25 @@ def test_the_cells_import_nothing_from_the_fast_paths():
     assert "nas.cells.cell" in graph and "nas.fast.backends" in graph  # the check reads the modules it names
 
 
+SPEED = "nas.speed"  # docs/layout.md: the one module outside nas/fast that imports it
+
+
+def test_only_the_run_backends_module_imports_the_speed_layer():
+    """The speed layer is handed in: a run's models get their backend object from `nas.speed` (chosen once from
+    the run's settings), so no module outside nas/fast but that one imports nas.fast, and docs/layout.md names it."""
+    graph = import_graph(ROOT, PACKAGES)
+    bad = sorted(
+        f"{m} → {t}"
+        for m, targets in graph.items()
+        if not (m == "nas.fast" or m.startswith("nas.fast.")) and m != SPEED
+        for t in targets
+        if t == "nas.fast" or t.startswith("nas.fast.")
+    )
+    assert not bad, bad
+    assert any(t.startswith("nas.fast.") for t in graph[SPEED])
+    assert f"`{SPEED}`" in (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+
+
 def test_library_modules_never_import_click():
     bad = []
     for package in PACKAGES:

@@ -248,12 +248,12 @@ def test_a_wheel_from_the_isolated_build_compiles_the_kernels_once_on_first_use(
     assert helped.returncode == 0 and "    nas-eval-lm runs/dartsv2 --data" in helped.stdout, helped.stderr
     assert "bin/" not in helped.stdout
 
-    # without a compiler, an empty cache: the PyTorch ops, and one line that says why
+    # without a compiler, an empty cache: the definition, and one line that says why
     _, lines, _ = fused_layer(NAS_KERNELS_CACHE=str(tmp_path / "empty"), CXX="no-such-compiler")
     assert lines == [
         "nas.fast: the C++ kernels could not be compiled on first use (no C++ compiler (no-such-compiler) on "
-        "PATH); the frozen cell runs PyTorch ops and the search cell its autograd path (the same results, "
-        "slower); to build them, install a C++ compiler ($CXX, else c++) and ninja (pip install ninja), then run "
+        "PATH); the cells run their definition through autograd (the same results, slower); to build them, "
+        "install a C++ compiler ($CXX, else c++) and ninja (pip install ninja), then run "
         "nas-build-kernels (bin/build-kernels in a checkout)"
     ]
 

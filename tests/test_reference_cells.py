@@ -15,6 +15,7 @@ from nas.methods import method_class
 from nas.lm.model import RNNModel, language_model_loss
 from nas.cells.search_cell import SearchRNN
 from nas.fast.backends import CpuFused
+from nas.fast.gemm import Gemm
 from reference.darts import (
     ReferenceArchitect,
     ReferenceSearchRNN,
@@ -22,6 +23,8 @@ from reference.darts import (
     reference_frozen,
     reference_mixing_weights,
 )
+
+ONEDNN = Gemm("onednn")  # the fused paths' rule that takes oneDNN where this torch has it (and the shape asks)
 
 TOL = dict(rtol=1e-5, atol=1e-9)
 
@@ -33,7 +36,7 @@ def _grads(module: torch.nn.Module, loss: torch.Tensor, *extra: torch.Tensor) ->
 def _search_pair(method: str, steps: int, dropout: float, fused: bool = True):
     torch.manual_seed(0)
     fast = SearchRNN(7, 6, steps, method_class(method).rule, dropout_x=dropout, dropout_h=dropout).double()
-    fast.backend = CpuFused() if fused else None
+    fast.backend = CpuFused(ONEDNN) if fused else None
     with torch.no_grad():
         fast.alpha.normal_(0, 1)  # far from uniform, so a misplaced weight shows
     ref = ReferenceSearchRNN(7, 6, steps, method, dropout_x=dropout, dropout_h=dropout).double()
@@ -85,7 +88,7 @@ def _search_model(cell_class, mixing, fused: bool = True) -> RNNModel:
     """`mixing`: the method's rule for SearchRNN, its name for the reference."""
     torch.manual_seed(0)
     model = RNNModel(11, 6, cell_class(6, 6, 3, mixing, dropout_x=0.3, dropout_h=0.2), 0.3, 0.2, 0.1).double()
-    model.rnn.backend = CpuFused() if fused else None
+    model.rnn.backend = CpuFused(ONEDNN) if fused else None
     with torch.no_grad():
         model.rnn.alpha.normal_(0, 1)
     return model
@@ -130,7 +133,7 @@ MULTI = Genotype(
 def test_frozen_cell_matches_reference_on_variable_lengths(geno, directions, fused):
     torch.manual_seed(0)
     rnn = FrozenRNN(geno, 5, 4, directions=directions).double()
-    rnn.backend = CpuFused() if fused else None
+    rnn.backend = CpuFused(ONEDNN) if fused else None
     with torch.no_grad():  # larger weights than the init range, so every path matters
         for p in rnn.parameters():
             p.uniform_(-0.5, 0.5)

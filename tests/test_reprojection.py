@@ -4,6 +4,7 @@ import pytest
 import torch
 from flair.models import SequenceTagger
 
+from nas.fast.backends import Torch
 from tagger import reprojection as reprojection_module
 from tagger.reprojection import Reprojection, skipping_padding
 
@@ -44,11 +45,13 @@ def test_products_are_formed_for_the_rows_that_are_not_zero_and_a_few_more_so_sh
     monkeypatch.setattr(reprojection_module, "ROWS", rows)
     layer = skipping_padding(torch.nn.Linear(6, 5))
     seen = []
-    real = reprojection_module.gemm.linear
-    # rows of the product, whichever rule runs it (oneDNN's takes the rows flat, torch.mm's the batch's shape)
-    monkeypatch.setattr(
-        reprojection_module.gemm, "linear", lambda x, w, b=None: seen.append(x.numel() // x.size(-1)) or real(x, w, b)
-    )
+
+    class Spy(Torch):  # rows of the product, whichever rule runs it (oneDNN's takes them flat, torch.mm's the shape)
+        def projection(self, x, w, b=None):
+            seen.append(x.numel() // x.size(-1))
+            return super().projection(x, w, b)
+
+    layer.backend = Spy(gemm=gemm_rule)
     layer(_padded_batch())
     assert seen == [multiplied]  # 12 rows, 3 padding, 1 dropped word: 8 not zero
 

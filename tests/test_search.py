@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from nas.cells import genotype
 from nas.methods.architect import Architect
 from nas.fast.backends import CpuFused, search_fusable
+from nas.fast.gemm import Gemm
 from nas.cli.search_lm import main as search_lm
 from nas.common.splits import find_splits
 from nas.lm.corpus import Corpus
@@ -21,6 +22,8 @@ from nas.methods import METHODS, Entry
 from nas.methods.darts import Darts
 from nas.runs.search import Searcher
 from nas.cells.search_cell import SearchRNN
+
+ONEDNN = Gemm("onednn")  # the fused paths' rule that takes oneDNN where this torch has it (and the shape asks)
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = [
@@ -50,7 +53,7 @@ def run_cli(args):
 def test_finite_difference_hvp_matches_autograd():
     torch.manual_seed(0)
     rnn = SearchRNN(6, 6, steps=2, rule=Darts.rule)
-    rnn.backend = CpuFused()
+    rnn.backend = CpuFused(ONEDNN)
     model = RNNModel(20, 6, rnn, dropout=0.0, dropouti=0.0).double()
     words, targets = torch.randint(20, (5, 3)), torch.randint(20, (5, 3))
     architect = Architect(model, loss_fn=language_model_loss, average=lambda tensors: tensors)
@@ -74,7 +77,7 @@ def test_eval_mode_normalises_each_state_as_training_did(fused):
     (one BatchNorm shared by all, as in DARTS, shrinks s0 and the early nodes in eval mode)."""
     torch.manual_seed(0)
     cell = SearchRNN(7, 6, 8, Darts.rule)
-    cell.backend = CpuFused() if fused else None
+    cell.backend = CpuFused(ONEDNN) if fused else None
     with torch.no_grad():
         for w in cell.ws:
             w.uniform_(-0.5, 0.5)

@@ -21,6 +21,7 @@ from conftest import write_lm_corpus
 import nas.runs.train
 from nas.cli.search_lm import main as search_lm
 from nas.cli.train_lm import main as train_lm
+from nas.fast.backends import CpuFused
 from nas.fast.graphs import StepGraphs
 
 TINY_LM = [
@@ -82,6 +83,10 @@ class CallsEagerly:
     def clear(self) -> None:
         pass
 
+    @staticmethod
+    def make_capturable(optimizer) -> None:  # CPU optimisers can't be
+        pass
+
 
 def search(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict]:
     result = CliRunner().invoke(
@@ -104,19 +109,18 @@ def train(run_dir: Path, corpus: Path, *extra: str) -> tuple[list[dict], dict, d
     return log, torch.load(run_dir / "checkpoint.pt", map_location="cpu", weights_only=True)["state_dict"], metrics
 
 
-def records_eagerly(monkeypatch, module) -> None:
-    """`module`'s searches or trainings take the recorded path, stepping eagerly through `CallsEagerly`."""
-    monkeypatch.setattr(module.graphs, "usable", lambda device, parallel: True)
-    monkeypatch.setattr(type(module.backends.current("cpu")), "captures_steps", True)
-    monkeypatch.setattr(module.graphs, "make_capturable", lambda optimizer: None)  # CPU optimisers can't be
-    monkeypatch.setattr(module, "StepGraphs", CallsEagerly)
+def records_eagerly(monkeypatch) -> None:
+    """Searches and trainings on the CPU's backend take the recorded path (the backend says it captures steps),
+    stepping eagerly through `CallsEagerly`."""
+    monkeypatch.setattr(CpuFused, "captures", lambda self, device, parallel: True)
+    monkeypatch.setattr(CpuFused, "step_graphs", lambda self: CallsEagerly(), raising=False)
     CallsEagerly.calls = 0
 
 
 def test_the_recorded_search_step_is_the_eager_step(tmp_path, monkeypatch):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
     eager_log, eager_weights = search(tmp_path / "eager", corpus)
-    records_eagerly(monkeypatch, nas.runs.search)
+    records_eagerly(monkeypatch)
     recorded_log, recorded_weights = search(tmp_path / "recorded", corpus)
     assert CallsEagerly.calls >= 2 * 6  # every bilevel step and every validation chunk went through it
     for record in (*eager_log, *recorded_log):
@@ -129,7 +133,7 @@ def test_the_recorded_search_step_is_the_eager_step(tmp_path, monkeypatch):
 def test_the_recorded_lm_training_step_is_the_eager_step_through_the_switch_to_asgd(tmp_path, monkeypatch):
     corpus = write_lm_corpus(tmp_path / "corpus", train_lines=120, other_lines=40)
     eager = train(tmp_path / "eager", corpus)
-    records_eagerly(monkeypatch, nas.runs.train)
+    records_eagerly(monkeypatch)
     recorded = train(tmp_path / "recorded", corpus)
     assert CallsEagerly.calls >= 4 * 6
     assert "ASGD" in [r["optimizer"] for r in eager[0]]  # the switch, and the optimiser it brings, were exercised

@@ -219,10 +219,14 @@ def run_recurrence(
             h_hist = packing.last_rows(torch.cat(histories, -2))
     if gates is None:
         return out, h, None
+    return out, h, (input_history(xs, m, packing), h_hist)
+
+
+def input_history(xs: torch.Tensor, m: int, packing: Packing | None = None) -> torch.Tensor:
+    """The inputs a gated layer carries to its next batch, from xs = x_{-m}..x_{T-1} (`input_gate`): each
+    sequence's last m inputs (before its length, with a `packing`), most recent first."""
     if packing is None:
-        x_hist = xs.flip(0)[:m]
-    else:  # the last m inputs before each sequence's length
-        ends = packing.lengths.view(*[1] * (x.dim() - 3), -1, 1)  # broadcast over the batch dim −2
-        index = m + ends.unsqueeze(0) - torch.arange(1, m + 1, device=x.device).view(-1, *[1] * ends.dim())
-        x_hist = xs.gather(0, index.expand(m, *x.shape[1:]))
-    return out, h, (x_hist, h_hist)
+        return xs.flip(0)[:m]
+    ends = packing.lengths.view(*[1] * (xs.dim() - 3), -1, 1)  # broadcast over the batch dim −2
+    index = m + ends.unsqueeze(0) - torch.arange(1, m + 1, device=xs.device).view(-1, *[1] * ends.dim())
+    return xs.gather(0, index.expand(m, *xs.shape[1:]))

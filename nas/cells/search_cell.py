@@ -80,6 +80,10 @@ class SearchRNN(nn.Module):
     def mixing_weights(self) -> torch.Tensor:
         return self.rule.normalise(self.alpha, self.steps)
 
+    def input_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W0x, W0h): the first node's weights of the input and of h_{t-1}."""
+        return self.w0[: self.ninp], self.w0[self.ninp :]
+
     def genotype(self, top_n: int = 1) -> Genotype:
         """The derived intra cell (the search adds the derived gates and attention type)."""
         nodes = self.rule.derive(self.mixing_weights(), self.steps, top_n)
@@ -101,13 +105,13 @@ class SearchRNN(nn.Module):
         if self.training:
             mx = variational_mask(x, self.dropout_x, (B, self.ninp))
             mh = variational_mask(x, self.dropout_h, (B, H))
-        xin = x if mx is None else x * mx
-        w0x, w0h = self.w0[: self.ninp], self.w0[self.ninp :]
         backend = self.backend or DEFINITION
-        xproj = None if self.inter is not None else backend.linear(xin, w0x.t())
-        done = backend.search_loop(self, x, xin, xproj, h, history, w0x, w0h, mh)
+        done = backend.search_loop(self, x, h, history, mx, mh)
         if done is not None:
             return self._finish(*done)
+        xin = x if mx is None else x * mx
+        w0x, w0h = self.input_weights()
+        xproj = None if self.inter is not None else backend.linear(xin, w0x.t())
         cell_step = self.step_function(mh, w0h)
         # unbound once: one backward node, not a zero-filled (T, B, ·) gradient per step
         xsteps = xin.unbind(0) if xproj is None else xproj.unbind(0)

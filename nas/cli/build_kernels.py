@@ -23,7 +23,7 @@ def main(rebuild) -> None:
     build carries their source, which this compiles for this processor into the kernel cache
     ($NAS_KERNELS_CACHE, else ~/.cache/nas-tagger/kernels), where every later process loads it; it needs a
     C++ compiler ($CXX, else c++) and ninja. Prints which kernels run; where none can, exits 2 with the
-    reason (the fused cells then run PyTorch ops: the same results, slower).
+    reason (the cells then run their definition through autograd: the same results, slower).
 
     \b
     Examples:
@@ -31,14 +31,14 @@ def main(rebuild) -> None:
         NAS_KERNELS_CACHE=/opt/nas-kernels bin/build-kernels
         bin/build-kernels --rebuild
     """
-    from nas.fast import kernels
+    from nas import speed
 
     try:
-        ready = kernels.compile_now(rebuild=rebuild)
+        ready = speed.compile_kernels(rebuild=rebuild)
     except (RuntimeError, OSError) as error:
         raise InputError(
-            f"the C++ kernels cannot be built here: {error}; the fused cells run PyTorch ops instead "
-            "(the same results, slower)"
+            f"the C++ kernels cannot be built here: {error}; the cells run their definition through autograd "
+            "instead (the same results, slower)"
         ) from None
     click.echo(f"C++ kernels ready: {ready}")
 

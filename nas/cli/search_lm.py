@@ -387,7 +387,7 @@ def main(
         bin/search-lm --data data/ptb --method beta-darts --beta-lambda-end 50 --epochs 2 --max-batches-per-epoch 50 --out beta.json
     """  # noqa: E501 (example command lines stay whole, to copy)
     from nas.common.splits import find_splits
-    from nas.fast import backends, gemm
+    from nas import speed
 
     seeds, select_args = _seed_flags(seeds, resume, select_args)
     settings = take_method_settings(options)
@@ -400,8 +400,8 @@ def main(
     with stored_settings(Path(resume) / "config.json" if resume else None):
         config.validate()
     use_threads(threads)
-    config.gemm = gemm.use(config.gemm)
-    config.backend = backends.use(config.backend, config.device, config.compile)
+    config.gemm = speed.resolve_gemm(config.gemm)  # recorded: a resumed run keeps them (the run's backend: speed.of)
+    config.backend = speed.resolve(config.backend, config.device, config.compile)
     if seeds is not None:
         return _search_seeds(config, run, seeds, workers, seeds_per_gpu, ray_address, select_budget, select_args, out)
     _search(config, run, bool(resume), workers, ray_address, out)

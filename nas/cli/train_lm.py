@@ -173,7 +173,7 @@ def main(
         bin/train-lm --cell darts_v2 --data data/ptb --run-dir runs/dartsv2 --emsize 200 --time-budget 10
     """
     from nas.common.runs import RunDir, default_run_dir
-    from nas.fast import backends, gemm
+    from nas import speed
     from nas.runs.train import Trainer, optimizer_kind
     from .terminal import Terminal, run_loop
 
@@ -190,8 +190,8 @@ def main(
         )
         run = RunDir(run_dir or default_run_dir("train"))
     use_threads(threads)
-    config.gemm = gemm.use(config.gemm)
-    config.backend = backends.use(config.backend, config.device)
+    config.gemm = speed.resolve_gemm(config.gemm)  # recorded: a resumed run keeps them (the run's backend: speed.of)
+    config.backend = speed.resolve(config.backend, config.device)
     trainer = Trainer.open(config, run, bool(resume))
     click.echo(_model_lines(trainer, config), err=True)
 

@@ -237,7 +237,7 @@ DEVICE = Device()
 
 
 def gemm_option() -> Callable:
-    """`--gemm`: the rule that puts a CPU's float32 products on oneDNN or torch.mm (`nas.fast.gemm.use`). A
+    """`--gemm`: the rule that puts a CPU's float32 products on oneDNN or torch.mm (`nas.fast.gemm.Gemm`). A
     training command records the rule `auto` resolved to in config.json, and resumes with it."""
     return click.option(
         "--gemm",

@@ -4,12 +4,13 @@ torch loads only to check a CUDA device, so `--device cpu` and a misspelt device
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 DEVICES = "cpu, cuda or cuda:N"
-# How a CPU's float32 matrix products are run (nas.fast.gemm.use): a fixed rule, so a seed fixes a run.
+# How a CPU's float32 matrix products are run (nas.fast.gemm.Gemm): a fixed rule, so a seed fixes a run.
 GEMM_BACKENDS = ("auto", "onednn", "mkl")
-# Which fast path runs the cells (nas.fast.backends.use): the definition, the CPU's fused loops, compiled CUDA steps.
+# Which fast path runs the cells (nas.fast.backends): the definition, the CPU's fused loops, compiled CUDA steps.
 BACKENDS = ("auto", "torch", "cpu-fused", "cuda-graphs", "cuda-loop")
 # The training step's precision (nas.common.runs.autocast): bf16 runs it under torch.autocast
 PRECISIONS = ("fp32", "bf16")
@@ -51,13 +52,32 @@ def precision_problem(device: str, precision: str) -> str | None:
     return None
 
 
-def backend_problem(backend: str, device: str) -> str | None:
-    """Why `--backend` cannot run on `device` by name alone (None: it can; whether Triton imports is
-    `nas.fast.backends.resolve`'s to say): one error line."""
+def backend_problem(backend: str, device: str, compile: bool = False) -> str | None:
+    """Why `--backend` cannot run on `device` (None: it can), with search-lm's `--compile`: one error line. The
+    one place that says which backends suit a device (`auto_backend` says which `auto` means);
+    `nas.fast.backends` builds them."""
     if backend not in BACKENDS:
         return f"--backend {backend}: expected one of {', '.join(BACKENDS)}"
     if backend == "cpu-fused" and device != "cpu":
         return f"--backend cpu-fused: CPU only (the device is {device}); on a GPU use cuda-graphs or torch"
     if backend in ("cuda-graphs", "cuda-loop") and not device.startswith("cuda"):
         return f"--backend {backend}: CUDA only (the device is {device}); on a CPU use cpu-fused or torch"
+    if backend == "cpu-fused" and compile:
+        return "--compile: not with --backend cpu-fused (its fused loops run no compiled step); use --backend torch"
+    if backend in ("cuda-graphs", "cuda-loop") and not triton_available():
+        return f"--backend {backend}: needs Triton (torch.compile's GPU code generator), which does not import here"
     return None
+
+
+def auto_backend(device: str, compile: bool = False) -> str:
+    """What `--backend auto` means on `device`: `cpu-fused` on a CPU (`torch` with `--compile`), `cuda-graphs`
+    on CUDA where Triton imports, else `torch`."""
+    kind = device.split(":")[0]
+    if kind == "cuda" and triton_available():
+        return "cuda-graphs"
+    return "cpu-fused" if kind == "cpu" and not compile else "torch"
+
+
+def triton_available() -> bool:
+    """Whether torch.compile can generate GPU code here (Triton imports; looked up, not imported)."""
+    return importlib.util.find_spec("triton") is not None

@@ -1,41 +1,43 @@
-"""The one dispatch point: which fast path runs the cells, chosen by name for a device.
+"""The one dispatch point: a run's backend, the one object that owns its fast paths, its GEMM rule and
+its graph capture, chosen by name for a device.
 
 A backend answers the hooks of `nas.cells.backend.CellBackend` (the cells import nothing from here);
-whoever builds a model injects one into its cells (`attach`). The names, as `--backend` takes them:
+whoever builds a model injects one into it (`attach`, through `nas.speed`). Its GEMM rule (`gemm`, a
+`nas.fast.gemm.Gemm` of `--gemm`) runs the fused paths' products and the model's other linear layers
+(`projection`: the LM's decoder, the tagger's reprojection) whatever runs the cells; the training loops
+ask it whether they record whole steps (`captures`, `step_graphs`). The names, as `--backend` takes them:
 
 - `torch`: the definition, op by op through autograd, on any device (`nas.cells.backend.Definition`);
   with `compiled` (search-lm's `--compile`), each time step through torch.compile.
 - `cpu-fused`: CPU only: the fused loops with hand-written backwards (`frozen_loop`, `search_loop`,
   `gate_dag`, their elementwise passes in C++, `kernels`), the per-step weights as `StepWeight`s,
-  the products on the GEMM rule of `gemm.use` (`--gemm`) and the language model's loss on C++ kernels
-  (`cross_entropy`). Each hook falls back, per call, to the
+  and the language model's loss on C++ kernels (`cross_entropy`). Each hook falls back, per call, to the
   definition outside what it supports (autocast, a batch of one, a GPU tensor, gates for the frozen
-  loop, an op the kernels do not know, evaluation for the search loop); without the C++ kernels the
-  search loop and the gate DAG fall back with one warning line, the frozen loop runs its PyTorch steps.
+  loop, an op the kernels do not know, evaluation for the search loop, the C++ kernels not built: one
+  warning line).
 - `cuda-graphs`: CUDA only (and Triton, torch.compile's GPU code generator): each cell's time step
   through torch.compile (the frozen cell's with a dynamic batch, which shrinks as sentences end), and
-  `captures_steps`: the training loops capture whole steps as CUDA graphs (`nas.fast.graphs`).
+  `captures`: the training loops capture whole steps as CUDA graphs (`nas.fast.graphs`).
 - `cuda-loop`: `cuda-graphs`, with the frozen cell's whole time loop as two Triton kernels, one launch
   per pass (`triton_loop`), where they apply; the tagger's layer. Not yet `auto`'s choice: it waits
   for a measurement on a GPU (docs/speed.md).
 - `auto`: `cpu-fused` on a CPU, `cuda-graphs` on CUDA where Triton imports, else `torch`.
 
-A command resolves its flag once (`use`, before any work) and records the resolved name in config.json,
-as it does the GEMM rule; the model builders (`nas.lm.model_file.build_lm`,
-`nas.runs.search_model.build_search_model`, `tagger.train.build_model`, `tagger.model`'s loaders)
-`attach` the process's backend (`current`). A library caller that never calls `use` gets `auto` for a CPU.
+A command resolves its flags once (`resolve`, `nas.fast.gemm.resolve`, before any work) and records the
+resolved names in config.json; the model builders (`nas.lm.model_file.build_lm`,
+`nas.runs.search_model.build_search_model`, `tagger.train.build_model`) `attach` the run's backend, chosen
+once from those settings (`choose`, `nas.speed.of`), and `tagger.model`'s loaders `for_prediction`'s. Nothing
+is process-wide. A library caller that gives `build_lm` no backend gets `auto`'s for a CPU.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 from typing import Callable, Iterator
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from nas.cells.backend import Definition
 from nas.cells.cell import FrozenRNN
@@ -43,31 +45,43 @@ from nas.cells.gates import FrozenGate, SearchGate
 from nas.cells.ops import OPS
 from nas.cells.recurrence import input_gate, run_recurrence
 from nas.cells.search_cell import SearchRNN
-from nas.common.devices import backend_problem
+from nas.common.devices import auto_backend, backend_problem
 from nas.common.errors import InputError
-from . import frozen_loop, gate_dag, gemm, search_loop, triton_loop
+from . import frozen_loop, gate_dag, gemm, graphs, kernels, search_loop, triton_loop
 from .cross_entropy import cross_entropy as kernels_cross_entropy
+from .gemm import Gemm
 from .step_weights import StepWeight
+
+CELLS = (FrozenRNN, SearchRNN, SearchGate, FrozenGate)  # the modules whose code a backend may replace
 
 
 class Torch(Definition):
-    """The definition; `compiled`: each time step through torch.compile."""
+    """The definition; `compiled`: each time step through torch.compile. The model's other products (the
+    LM's decoder, the tagger's reprojection) on the GEMM rule `gemm`."""
 
     name = "torch"
     captures_steps = False  # whether the training loops capture whole steps as CUDA graphs
 
-    def __init__(self, compiled: bool = False):
-        self.compiled = compiled
+    def __init__(self, compiled: bool = False, gemm: Gemm = Gemm()):
+        self.compiled, self.gemm = compiled, gemm
 
     def time_step(self, step: Callable, dynamic: bool = False) -> Callable:
         return _compiled(step, dynamic) if self.compiled else step
 
-    def cross_entropy(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """The language model's loss (`nas.lm.model.lm_loss`): mean `F.cross_entropy` over the rows."""
-        return F.cross_entropy(logits, targets)
+    def projection(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return self.gemm.linear(x, weight, bias)
+
+    def captures(self, device: torch.device, parallel: bool) -> bool:
+        return self.captures_steps and graphs.usable(device, parallel)
+
+    def step_graphs(self) -> graphs.StepGraphs:
+        return graphs.StepGraphs()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(compiled={self.compiled})"
+        return f"{type(self).__name__}(compiled={self.compiled}, gemm={self.gemm.rule})"
+
+    def __reduce__(self):
+        return Torch, (self.compiled, self.gemm)
 
 
 class CudaGraphs(Torch):
@@ -76,11 +90,11 @@ class CudaGraphs(Torch):
     name = "cuda-graphs"
     captures_steps = True
 
-    def __init__(self):
-        super().__init__(compiled=True)
+    def __init__(self, gemm: Gemm = Gemm()):
+        super().__init__(compiled=True, gemm=gemm)
 
     def __reduce__(self):
-        return CudaGraphs, ()
+        return type(self), (self.gemm,)
 
 
 class CudaLoop(CudaGraphs):
@@ -98,30 +112,33 @@ class CudaLoop(CudaGraphs):
             batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, batch.counts, steps=triton_loop.STEPS
         )
 
-    def __reduce__(self):
-        return CudaLoop, ()
-
 
 class CpuFused(Definition):
-    """The CPU's fused loops, C++ kernels and GEMM rule; the definition wherever they do not apply."""
+    """The CPU's fused loops, C++ kernels and the GEMM rule `gemm`; the definition wherever they do not apply."""
 
     name = "cpu-fused"
     captures_steps = False
     compiled = False
 
+    def __init__(self, gemm: Gemm = Gemm()):
+        self.gemm, self.steps = gemm, frozen_loop.CpuSteps(gemm)
+
     def step_weight(self, weight: torch.Tensor) -> StepWeight:
-        return StepWeight(weight)
+        return StepWeight(weight, self.gemm)
 
     def cross_entropy(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """On the C++ kernels where they apply (float32/64 on a CPU, outside autocast)."""
         return kernels_cross_entropy(logits, targets)
 
     def linear(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        return gemm.linear(x, weight)
+        return self.gemm.linear(x, weight)
+
+    def projection(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return self.gemm.linear(x, weight, bias)
 
     def frozen_loop(self, rnn: FrozenRNN, batch, x, h, mx, mh) -> torch.Tensor | None:
-        """Without gates, on a CPU, outside autocast, over the ops the loop knows."""
-        plan = _frozen_plan(rnn, x, x.device.type == "cpu")
+        """Without gates, on a CPU with the C++ kernels built, outside autocast, over the ops the loop knows."""
+        plan = _frozen_plan(rnn, x, kernels.with_kernels(x))  # it warns once without them
         if plan is None:
             return None
         counts = batch.counts
@@ -129,24 +146,28 @@ class CpuFused(Definition):
         # prediction reuses them from batch to batch
         weights = _packed_cache(rnn).get(
             (rnn.w0, rnn.ws),
-            lambda: frozen_loop.loop_weights(plan, rnn.w0[:, rnn.ninp :], rnn.ws, counts),
+            lambda: self.steps.weights(plan, rnn.w0[:, rnn.ninp :], rnn.ws, counts),
             tag=counts[0],
         )
         return frozen_loop.fused_frozen_cell(
-            batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts, weights=weights
+            batch.packed_inputs(x, mx), h, rnn.w0, rnn.ws, mh, plan, counts, self.steps, weights
         )
 
-    def search_loop(self, rnn: SearchRNN, x, xin, xproj, h, history, w0x, w0h, mh) -> tuple | None:
+    def search_loop(self, rnn: SearchRNN, x, h, history, mx, mh) -> tuple | None:
         """In training: without gates, and with `project` gates, the whole loop as one Function; with `pad`
         gates, the Function one step at a time (x_t's projection needs h_{t-1..t-m})."""
         if not search_fusable(rnn, x):
             return None
+        xin = x if mx is None else x * mx
+        w0x, w0h = rnn.input_weights()
         B = x.size(1)
         mix, ws = rnn.mixing_weights()[:, 1:], torch.stack(list(rnn.ws))  # `none` adds nothing
         # packed once for a search step's two forwards (α and weights), which see the same weights
-        packed = _packed_cache(rnn).get((rnn.w0, *rnn.ws), lambda: search_loop.loop_weights(w0h, ws, B), tag=B)
+        packed = _packed_cache(rnn).get(
+            (rnn.w0, *rnn.ws), lambda: search_loop.loop_weights(self.gemm, w0h, ws, B), tag=B
+        )
         if rnn.inter is None:
-            out = search_loop.fused_search_cell(xproj, h, w0h, ws, mix, mh, rnn.bn, packed)
+            out = search_loop.fused_search_cell(self.linear(xin, w0x.t()), h, w0h, ws, mix, mh, rnn.bn, packed)
             return out, out[-1], None
         if rnn.inter.size_match == "project":  # g′'s products and the cell's steps: the whole loop in C++
             x_hist, h_hist = history
@@ -172,11 +193,14 @@ class CpuFused(Definition):
         autograd, as the search cell does)."""
         if not (gate.training and gate_dag.supports(e[0])):
             return None
-        w_node = [w if isinstance(w, StepWeight) else StepWeight(w) for w in w_node]
+        w_node = [w if isinstance(w, StepWeight) else StepWeight(w, self.gemm) for w in w_node]
         return gate_dag.mixed_gate(e, w_node, weights[:, 1:], gate.squash)
 
+    def __repr__(self) -> str:
+        return f"CpuFused(gemm={self.gemm.rule})"
+
     def __reduce__(self):
-        return CpuFused, ()
+        return CpuFused, (self.gemm,)
 
 
 Backend = Torch | CpuFused | CudaGraphs | CudaLoop
@@ -229,95 +253,53 @@ def _compiled(step: Callable, dynamic: bool) -> Callable:
     return torch.compile(step, dynamic=dynamic)
 
 
-def triton_available() -> bool:
-    """Whether torch.compile can generate GPU code here (Triton imports)."""
-    return importlib.util.find_spec("triton") is not None
-
-
-def problem(name: str, device: str | torch.device, compile: bool = False) -> str | None:
-    """Why backend `name` cannot run on `device` (None: it can), as one `--backend` error line."""
-    why = backend_problem(name, str(device))
-    if why is None and name == "cpu-fused" and compile:
-        why = "--compile: not with --backend cpu-fused (its fused loops run no compiled step); use --backend torch"
-    if why is None and name in ("cuda-graphs", "cuda-loop") and not triton_available():
-        why = f"--backend {name}: needs Triton (torch.compile's GPU code generator), which does not import here"
-    return why
-
-
 def resolve(name: str, device: str | torch.device, compile: bool = False) -> str:
-    """The backend `name` means on `device`: itself, or for `auto` the device's (see the module's docstring;
-    with `compile`, never `cpu-fused`). Raises InputError (one line) where it cannot run there."""
+    """The backend `name` means on `device`: itself, or for `auto` the device's (`nas.common.devices`, the one
+    place that says which backends suit a device). Raises InputError (one line) where it cannot run there."""
     if name == "auto":
-        kind = torch.device(device).type
-        if kind == "cuda" and triton_available():
-            return "cuda-graphs"
-        return "cpu-fused" if kind == "cpu" and not compile else "torch"
-    why = problem(name, device, compile)
+        return auto_backend(str(device), compile)
+    why = backend_problem(name, str(device), compile)
     if why is not None:
         raise InputError(why)
     return name
 
 
-def choose(name: str, device: str | torch.device, compile: bool = False) -> Backend:
-    """The backend object of `name` (or `auto`) for `device`."""
-    resolved = resolve(name, device, compile)
+def choose(name: str, device: str | torch.device, compile: bool = False, gemm_rule: str = "auto") -> Backend:
+    """The backend object of `name` (or `auto`) for `device`, its products on GEMM rule `gemm_rule` (`onednn`,
+    `mkl`, or `auto`: the host's, `nas.fast.gemm.host_backend`): a run's, chosen once from its settings."""
+    resolved, rule = resolve(name, device, compile), Gemm(gemm.resolve(gemm_rule))
     if resolved == "cpu-fused":
-        return CpuFused()
+        return CpuFused(rule)
     if resolved == "cuda-graphs":
-        return CudaGraphs()
+        return CudaGraphs(rule)
     if resolved == "cuda-loop":
-        return CudaLoop()
-    return Torch(compiled=compile)
+        return CudaLoop(rule)
+    return Torch(compiled=compile, gemm=rule)
 
 
-_current: Backend | None = None  # the process's backend (`use`); None until then: auto for a CPU
-
-
-def use(name: str, device: str | torch.device, compile: bool = False) -> str:
-    """Build every model of this process on backend `name` for `device` from now on (`current`); returns
-    the resolved name, which a run records so that its resume runs the same code."""
-    global _current
-    _current = choose(name, device, compile)
-    return _current.name
-
-
-def current(device: str | torch.device = "cpu") -> Backend:
-    """The backend the model builders attach and the language model's loss runs on: the one `use` set, else
-    `auto`'s for `device`."""
-    return _current if _current is not None else _auto(str(device))
-
-
-def for_prediction(device: str | torch.device) -> Backend:
+def for_prediction(device: str | torch.device, gemm_rule: str = "auto") -> Backend:
     """What a saved tagger is loaded onto (`tagger.model`'s loaders, for bin/tag, bin/evaluate and a training
     run's scoring of its own file alike): `auto`'s backend on a CPU; on a GPU the definition, uncompiled,
     as compiling a time step costs tens of seconds on its first call (87 s for bench/birnn.py's BiRNN on an
     H200), more than tagging a file takes."""
-    return _auto(str(device)) if torch.device(device).type == "cpu" else _uncompiled()
+    if torch.device(device).type == "cpu":
+        return choose("auto", device, gemm_rule=gemm_rule)
+    return Torch(gemm=Gemm(gemm.resolve(gemm_rule)))
 
 
-@functools.cache
-def _uncompiled() -> Backend:
-    return Torch()
-
-
-@functools.cache
-def _auto(device: str) -> Backend:
-    return choose("auto", device)
-
-
-def attach(model: nn.Module, backend: Backend | None = None) -> nn.Module:
-    """Injects `backend` (default: `current()`; None after `detach`) into every cell and gate of `model`."""
-    chosen = current() if backend is None else backend
+def attach(model: nn.Module, backend: Backend) -> nn.Module:
+    """Injects `backend` into every module of `model` that asks one (a `backend` attribute: the cells and
+    gates, and the model's layers on its GEMM rule, e.g. the language model's decoder)."""
     for module in model.modules():
-        if isinstance(module, (FrozenRNN, SearchRNN, SearchGate, FrozenGate)):
-            module.backend = chosen
+        if hasattr(module, "backend"):
+            module.backend = backend
     return model
 
 
 def detach(model: nn.Module) -> nn.Module:
     """Every cell and gate of `model` back on the definition (backend None)."""
     for module in model.modules():
-        if isinstance(module, (FrozenRNN, SearchRNN, SearchGate, FrozenGate)):
+        if isinstance(module, CELLS):
             module.backend = None
     return model
 
@@ -326,7 +308,7 @@ def detach(model: nn.Module) -> nn.Module:
 def on_definition(model: nn.Module) -> Iterator[nn.Module]:
     """`model`'s cells and gates on the definition for a while, then back on their backends: for what
     differentiates twice (the Hessian of the search's health check), which torch.compile's steps cannot."""
-    kept = [(m, m.backend) for m in model.modules() if isinstance(m, (FrozenRNN, SearchRNN, SearchGate, FrozenGate))]
+    kept = [(m, m.backend) for m in model.modules() if isinstance(m, CELLS)]
     try:
         yield detach(model)
     finally:

@@ -18,16 +18,18 @@ reverse, then forms each weight's gradient as one GEMM over all rows, ∂W = X�
 ∂W0x = xᵀ·G₀, ∂x = G₀·W0xᵀ: the input projection is one GEMM over all rows both ways). When no
 gradient is wanted (prediction) nothing is kept and X is not formed.
 
-The derivatives use the saved activations; the two elementwise passes of an edge are
-`nas.fast.kernels` (C++ when the install built it, else a few PyTorch ops). Every GEMM is
-`nas.fast.gemm.product` (oneDNN's matmul in float32 on a CPU, where it beats torch.mm: docs/speed.md), with the weights
-of the per-step GEMMs packed once per pass where that pays (`loop_weights`).
-
-Where the C++ kernels are built, on a CPU, the steps themselves run in C++ (`frozen_forward_steps`,
-`frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line `_forward_steps` and
-`_backward_steps` below): a tagger's sentences are short and its batches small, so the few dozen
-views and calls per step that Python makes cost about a seventh of an epoch. The Python steps run
-on other devices and without the kernels; the tests hold both to the autograd path.
+Step t (rows `counts[t]`), per wave: each group's GEMM into its edges' slots of A (wave 0 adds to the
+input projection), the edges' activations A = [σ(c) | f(h)] in place, each edge's highway into its node's
+state in S; then h_t = the mean of the concat states. Backward, per step in reverse and wave by wave in
+reverse: G = ∂[c | h] of each edge from ∂s, A and S (the equations of `nas.fast.kernels`), ∂prev through the
+highway, then through each group's GEMM, (G·[W_i | W_j | …]ᵀ)⊙m_h. The steps run in C++ on a CPU
+(`CpuSteps`: `frozen_forward_steps`, `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp; a tagger's
+sentences are short and its batches small, so a Python loop's few dozen views and calls per step cost about
+a seventh of an epoch) and as two Triton kernels on a GPU (`nas.fast.triton_loop`); without the C++ kernels
+the backend leaves the layer to its definition (autograd). Every GEMM outside the steps is the run's
+`Gemm.product` (`nas.fast.gemm`: oneDNN's matmul in float32 on a CPU where its rule puts it, docs/speed.md), with
+the weights of the per-step GEMMs packed once per pass where that pays (`loop_weights`). The tests hold each
+path to the definition.
 """
 
 from __future__ import annotations
@@ -38,14 +40,15 @@ from typing import Iterable, NamedTuple, Sequence
 import torch
 
 from nas.cells.waves import Wave
-from nas.fast.gemm import LoopWeight, pack_for_steps, product
-from .kernels import OP_CODES, compiled, highway_backward, highway_forward, warn_once_without_kernels, with_kernels
+from nas.fast.gemm import Gemm, LoopWeight
+from .kernels import OP_CODES, compiled
 
 LoopWeights = list[list[Sequence[LoopWeight]]]  # per wave, per group, per direction (`loop_weights`)
 
 
 class Pick:
-    """Indices into one dimension, taken as a view when they are evenly spaced (a copy otherwise)."""
+    """Indices into one dimension, taken as a view when they are evenly spaced (a copy otherwise), as the C++
+    loop's `Pick` takes them."""
 
     def __init__(self, index: Sequence[int]):
         self.index = list(index)
@@ -54,43 +57,15 @@ class Pick:
         if self.step is not None and self.step < 0:
             self.step = None
         self.distinct = len(set(self.index)) == len(self.index)
-        self._tensors: dict[torch.device, torch.Tensor] = {}
-
-    def tensor(self, device: torch.device) -> torch.Tensor:
-        if device not in self._tensors:
-            self._tensors[device] = torch.tensor(self.index, device=device)
-        return self._tensors[device]
-
-    @property
-    def is_view(self) -> bool:
-        return self.step is not None
 
     def take(self, t: torch.Tensor, dim: int) -> torch.Tensor:
         """t.index_select(dim, index)."""
         if self.step is None:
-            return t.index_select(dim, self.tensor(t.device))
+            return t.index_select(dim, torch.tensor(self.index, device=t.device))
         if self.step == 0:
             return t.narrow(dim, self.index[0], 1).expand(*t.shape[:dim], len(self.index), *t.shape[dim + 1 :])
         view = t.narrow(dim, self.index[0], (len(self.index) - 1) * self.step + 1)
         return view if self.step == 1 else view.unfold(dim, 1, self.step).squeeze(-1)
-
-    def put(self, t: torch.Tensor, dim: int, src: torch.Tensor) -> None:
-        """Writes src at the indices; repeated indices add up (into a t that is zero there)."""
-        if self.distinct and self.step is not None:
-            self.take(t, dim).copy_(src)
-        elif self.distinct:
-            t.index_copy_(dim, self.tensor(t.device), src)
-        else:
-            self.add(t, dim, src)
-
-    def add(self, t: torch.Tensor, dim: int, src: torch.Tensor) -> None:
-        """t.index_add_(dim, index, src)."""
-        if self.step == 0:
-            t.narrow(dim, self.index[0], 1).add_(src.sum(dim, keepdim=True))
-        elif self.step is not None:
-            self.take(t, dim).add_(src)
-        else:
-            t.index_add_(dim, self.tensor(t.device), src)
 
 
 class Group(NamedTuple):
@@ -191,16 +166,16 @@ def _native_weights(weights: LoopWeights) -> list[Sequence[LoopWeight]]:
 
 
 def loop_weights(
-    plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
+    gemm: Gemm, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
 ) -> LoopWeights:
     """Per wave, per group, per direction: the weight the loop multiplies by at every step, packed for
     oneDNN's products from the row count the GEMM rule puts on oneDNN and where that pays for the
-    packing, over steps of `counts` rows (`nas.fast.gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
+    packing, over steps of `counts` rows (`Gemm.pack_for_steps`). Forward [W_i | W_j | …]ᵀ
     (E·2H, H), backward [W_i | W_j | …] (H, E·2H). A caller may keep the forward ones while the
     weights do not change (`nas.cells.cell.FrozenRNN` in prediction)."""
     with torch.no_grad():
         return [
-            [[pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
+            [[gemm.pack_for_steps(w, counts) for w in _group_weights(g, w0h, ws, forward)] for g in wave.groups]
             for wave in plan.waves
         ]
 
@@ -215,106 +190,20 @@ def _group_weights(group: Group, w0h: torch.Tensor, ws: torch.Tensor, forward: b
     return joined.transpose(1, 2) if forward else joined
 
 
-def _forward_steps(
-    plan: Plan,
-    counts: list[int],
-    h: torch.Tensor,
-    mh: torch.Tensor | None,
-    weights: LoopWeights,
-    X: torch.Tensor | None,
-    A: torch.Tensor,
-    S: torch.Tensor,
-    out: torch.Tensor,
-) -> None:
-    """The time loop: fills X, A, S and out (A's slot 0 already holds the input projection). Without X
-    (no gradient wanted, no mask) each GEMM reads its state in place."""
-    start = 0
-    for n in counts:
-        rows = slice(start, start + n)
-        states = S[:, :, rows]
-        states[:, 0] = h[:, :n]
-        for wave, wave_weights in zip(plan.waves, weights):
-            for group, w in zip(wave.groups, wave_weights):
-                prev = states[:, group.pred]
-                if X is None:
-                    xs = prev
-                else:
-                    xs = X[:, rows, group.input]
-                    torch.mul(prev, mh[:, :n], out=xs) if mh is not None else xs.copy_(prev)
-                for d in range(xs.size(0)):  # wave 0 adds to the input projection
-                    product(xs[d], w[d], A[d, rows, group.edges].flatten(-2), accumulate=group.weights is None)
-            act, prev = A[:, rows, wave.edges].transpose(1, 2), wave.preds.take(states, 1)
-            if wave.nodes.is_view and wave.nodes.distinct:
-                highway_forward(act, prev, wave.ops, wave.codes, wave.nodes.take(states, 1))
-            else:
-                new = torch.empty_like(prev)
-                highway_forward(act, prev, wave.ops, wave.codes, new)
-                wave.nodes.put(states, 1, new)
-        h = out[:, rows]
-        torch.mean(plan.concat.take(states, 1), 1, out=h)
-        start += n
-
-
-def _backward_steps(
-    plan: Plan,
-    counts: list[int],
-    grad_out: torch.Tensor,
-    mh: torch.Tensor | None,
-    weights: LoopWeights,
-    A: torch.Tensor,
-    S: torch.Tensor,
-    G: torch.Tensor,
-) -> torch.Tensor:
-    """Back-propagation through the time loop: fills G, returns ∂h0."""
-    D, _, R, H = S.shape
-    scale = 1.0 / len(plan.concat.index)
-    grad_states = grad_out.new_empty(D, plan.states, counts[0], H)
-    grad_prevs = grad_out.new_empty(D, max(len(wave.ops) for wave in plan.waves), counts[0], H)
-    through = grad_out.new_empty(counts[0], H)
-    carry = None  # ∂h_{t-1} of step t: h_{t-1} is the output of step t − 1
-    end = R
-    for n in reversed(counts):
-        rows = slice(end - n, end)
-        end -= n
-        grad_h = grad_out[:, rows] * scale
-        if carry is not None:
-            grad_h[:, : carry.size(1)].add_(carry, alpha=scale)
-        grad_s = grad_states[:, :, :n].zero_()
-        plan.concat.put(grad_s, 1, grad_h.unsqueeze(1).expand(-1, len(plan.concat.index), -1, -1))
-        states = S[:, :, rows]
-        for wave, wave_weights in zip(reversed(plan.waves), reversed(weights)):
-            grad_prev = grad_prevs[:, : len(wave.ops), :n]
-            highway_backward(
-                wave.nodes.take(grad_s, 1),
-                wave.preds.take(states, 1),
-                A[:, rows, wave.edges].transpose(1, 2),
-                wave.ops,
-                wave.codes,
-                G[:, rows, wave.edges].transpose(1, 2),
-                grad_prev,
-            )
-            wave.preds.add(grad_s, 1, grad_prev)
-            for group, w in zip(wave.groups, wave_weights):  # through the group's GEMM, masked
-                for d in range(D):
-                    product(G[d, rows, group.edges].flatten(-2), w[d], through[:n])
-                    grad_s[d, group.pred].add_(through[:n]) if mh is None else grad_s[d, group.pred].addcmul_(
-                        through[:n], mh[d, :n]
-                    )
-        carry = grad_s[:, 0].clone()
-    return carry
-
-
 class CpuSteps:
-    """The time steps on a CPU: `_forward_steps` and `_backward_steps` in C++ where the kernels are built
-    (`frozen_forward_steps`, `frozen_backward_steps` in nas/fast/csrc/fused_kernels.cpp, line for line the
-    same steps, every direction: one after the other on one thread, concurrently on more), else in
-    Python, one direction after the other so that each one's weights stay in cache from step to step.
-    Their weights are `loop_weights`. `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
+    """The time steps on a CPU, in C++ (`frozen_forward_steps`, `frozen_backward_steps` in
+    nas/fast/csrc/fused_kernels.cpp: every direction, one after the other on one thread, concurrently on
+    more), on the weights of `loop_weights`. Without the kernels the backend does not run this loop (the cell
+    runs its definition). `gemm`: the rule of every product of the loop (`FusedFrozenCell`'s too).
+    `nas.fast.triton_loop.TritonSteps` is the same interface on a GPU."""
+
+    def __init__(self, gemm: Gemm):
+        self.gemm = gemm
 
     def weights(
         self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True
     ) -> LoopWeights:
-        return loop_weights(plan, w0h, ws, counts, forward)
+        return loop_weights(self.gemm, plan, w0h, ws, counts, forward)
 
     def forward(
         self,
@@ -328,23 +217,8 @@ class CpuSteps:
         S: torch.Tensor,
         out: torch.Tensor,
     ) -> None:
-        warn_once_without_kernels()
-        if with_kernels(A):
-            return compiled().frozen_forward_steps(
-                _native_plan(plan.key), counts, h0, mh, _native_weights(weights), X, A, S, out
-            )
-        for d in _directions(A.size(0), A.device):
-            _forward_steps(
-                plan,
-                counts,
-                h0[d],
-                None if mh is None else mh[d],
-                [[w[d] for w in wave] for wave in weights],
-                None if X is None else X[d],
-                A[d],
-                S[d],
-                out[d],
-            )
+        """Fills X (when given), A (whose edge 0 already holds the input projection), S and out."""
+        compiled().frozen_forward_steps(_native_plan(plan.key), counts, h0, mh, _native_weights(weights), X, A, S, out)
 
     def backward(
         self,
@@ -358,34 +232,9 @@ class CpuSteps:
         G: torch.Tensor,
     ) -> torch.Tensor:
         """Fills G, returns ∂h0 (D, B, H)."""
-        if with_kernels(A):
-            return compiled().frozen_backward_steps(
-                _native_plan(plan.key), counts, grad_out, mh, _native_weights(weights), A, S, G
-            )
-        return torch.cat(
-            [
-                _backward_steps(
-                    plan,
-                    counts,
-                    grad_out[d],
-                    None if mh is None else mh[d],
-                    [[w[d] for w in wave] for wave in weights],
-                    A[d],
-                    S[d],
-                    G[d],
-                )
-                for d in _directions(A.size(0), A.device)
-            ]
+        return compiled().frozen_backward_steps(
+            _native_plan(plan.key), counts, grad_out, mh, _native_weights(weights), A, S, G
         )
-
-
-CPU_STEPS = CpuSteps()
-
-
-def _directions(D: int, device: torch.device) -> list[slice]:
-    """On a CPU one direction after the other, so that each one's weights stay in cache from step to
-    step; elsewhere both at once."""
-    return [slice(d, d + 1) for d in range(D)] if device.type == "cpu" else [slice(None)]
 
 
 class FusedFrozenCell(torch.autograd.Function):
@@ -394,7 +243,8 @@ class FusedFrozenCell(torch.autograd.Function):
     Inputs: x (already masked by m_x), h0 (D, B, H) the initial state (B = counts[0]),
     w0 (D, ninp + H, 2H), ws (D, N, H, 2H), mh (D, B, H) or None, the Plan, counts (the
     rows of each step, non-increasing; row r of step t is sequence r − offset_t), the steps that run the
-    time loop (`CPU_STEPS`, or `nas.fast.triton_loop.STEPS` on a GPU), and their forward weights
+    time loop (`CpuSteps`, or `nas.fast.triton_loop.STEPS` on a GPU) and whose `gemm` runs the products here,
+    and their forward weights
     (`steps.weights(plan, w0[:, ninp:], ws, counts)`) or None to form them here.
     """
 
@@ -419,7 +269,7 @@ class FusedFrozenCell(torch.autograd.Function):
         S = (x.new_zeros if plan.multi_input else x.new_empty)(D, plan.states, R, H)  # edges into one node add up
         out = x.new_empty(D, R, H)
         for d in range(D):  # the input projection of every row at once
-            product(x[d], w0[d, :ninp].t(), A[d, :, 0])
+            steps.gemm.product(x[d], w0[d, :ninp].t(), A[d, :, 0])
         weights = steps.weights(plan, w0[:, ninp:], ws, counts) if weights is None else weights
         steps.forward(plan, counts, h0, mh, weights, X, A, S, out)
         if backward:
@@ -431,7 +281,7 @@ class FusedFrozenCell(torch.autograd.Function):
     def backward(ctx, grad_out: torch.Tensor):
         x, w0, ws, mh, X, A, S = ctx.saved_tensors
         plan, counts, steps = ctx.plan, ctx.counts, ctx.steps
-        D, ninp = x.size(0), x.size(-1)
+        D, ninp, product = x.size(0), x.size(-1), steps.gemm.product
         G = torch.empty_like(A)  # ∂[c | h] of every edge and row
         grad_h0 = steps.backward(
             plan, counts, grad_out, mh, steps.weights(plan, w0[:, ninp:], ws, counts, forward=False), A, S, G
@@ -460,7 +310,7 @@ def fused_frozen_cell(
     mh: torch.Tensor | None,
     plan: Plan,
     counts: list[int],
-    steps: CpuSteps = CPU_STEPS,
+    steps: CpuSteps,
     weights: object | None = None,
 ) -> torch.Tensor:
     """FusedFrozenCell.apply: the packed outputs (D, R, H)."""

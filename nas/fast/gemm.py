@@ -2,16 +2,17 @@
 
 torch.mm on a CPU runs MKL's sgemm, which on AMD CPUs with AVX-512 takes its AVX2 path, where
 oneDNN's matmul (the op Inductor calls, `torch.ops.mkldnn._linear_pointwise`) runs AVX-512
-(figures: docs/speed.md, and bench/). `product` is the one GEMM routine of the fused cells;
-`Linear` is nn.Linear computing forward and backward with it, for the decoder and the input
-projections; `prefers_onednn` says whether a product of a given shape, packed or not, runs on oneDNN,
-and every product asks it.
+(figures: docs/speed.md, and bench/). A run's rule is a `Gemm`, which its backend holds: `Gemm.product`
+is the one GEMM routine of the fused cells; `Gemm.linear` is F.linear computing forward and backward with
+it, for the decoder, the reprojection and the input projections; `Gemm.prefers_onednn` says whether a
+product of a given shape, packed or not, runs on oneDNN, and every product asks it.
 
-Which backend a product gets is a rule of the run's setting (`use`: `onednn`, `mkl`, or `auto`, the
-host's rule, `host_backend`) and of the product's shape, never a timing: the two backends differ in
+Which backend a product gets is a rule of the run's setting (a `Gemm`: `onednn` or `mkl`, resolved from
+`auto`, the host's rule, `host_backend`) and of the product's shape, never a timing: the two backends differ in
 the last bits, so a choice measured at run time made a run's floats depend on the machine's load (a
-neighbour process), and a seed no longer fixed the run. The commands that train record the setting
-in config.json and resume with it. Elsewhere (GPU, float64, bf16, a build without oneDNN, `mkl`)
+neighbour process), and a seed no longer fixed the run. The rule is the run's backend's
+(`nas.fast.backends`), never the process's: the commands that train record it in config.json and resume
+with it. Elsewhere (GPU, float64, bf16, a build without oneDNN, `mkl`)
 both are plain torch.
 
 A weight multiplied at every time step is first `pack`ed into oneDNN's blocked layout, which
@@ -27,10 +28,10 @@ import itertools
 import os
 import re
 import sys
+from dataclasses import dataclass
 from typing import Callable, NamedTuple, Sequence, TypeVar
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 from nas.common.errors import InputError
@@ -45,7 +46,6 @@ _AVAILABLE = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, 
 _PACKING = hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 _T = TypeVar("_T")
 GEMM_ENV = "NAS_GEMM"  # `auto`'s rule where set (`host_backend`)
-_backend: str | None = None  # "onednn" or "mkl" (`use`); None until then: the host's rule
 
 
 def host_backend(cpuinfo: str | None = None) -> str:
@@ -86,25 +86,6 @@ def resolve(backend: str) -> str:
     return backend
 
 
-def use(backend: str) -> str:
-    """Run every product of this process by `backend`'s rule from now on; returns the rule it resolved to,
-    which a run records so that its resume runs the same products: `onednn`, oneDNN for every product
-    of at least `MIN_ONEDNN` multiply-adds it can run (CPU, float32), torch.mm for the rest; `mkl`,
-    torch.mm (MKL on x86) for all; `auto`, the host's (`host_backend`)."""
-    global _backend
-    _backend = resolve(backend)
-    return _backend
-
-
-def backend() -> str:
-    """The rule products follow now (`use`; the host's until a command sets one)."""
-    return _backend if _backend is not None else use("auto")
-
-
-def uses_onednn(x: torch.Tensor) -> bool:
-    return backend() == "onednn" and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
-
-
 def _gapped(t: torch.Tensor) -> bool:
     """Neither a contiguous matrix nor the transpose of one: rows (or columns) with a gap between
     them, as a slice of a wider buffer. oneDNN multiplies such layouts on a reference kernel, hundreds
@@ -121,31 +102,20 @@ def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = N
     return torch.ops.mkldnn._linear_pointwise(_dense(x), _dense(weight), bias, "none", [], "")
 
 
-def _packed(weight: torch.Tensor) -> bool:
+def is_packed(weight: torch.Tensor) -> bool:
+    """Whether `weight` is in oneDNN's blocked layout (`Gemm.pack`)."""
     return weight.layout == torch._mkldnn
 
 
 class OnMKL(NamedTuple):
-    """A weight (N, K) that `product` multiplies on torch.mm: what `pack` gives where `prefers_onednn` says torch.mm."""
+    """A weight (N, K) that `product` multiplies on torch.mm: what `Gemm.pack` gives where `prefers_onednn` says
+    torch.mm."""
 
     weight: torch.Tensor
 
 
-def pack(weight: torch.Tensor, rows: int | None = None) -> torch.Tensor | OnMKL:
-    """weight (N, K) in oneDNN's blocked layout for `product` (which is all it is good for: an opaque
-    tensor without views, copies or pickling), or weight itself where `product` would not use oneDNN.
-    Given the row count of the products it will take part in, `OnMKL(weight)` where `prefers_onednn`
-    puts that shape on torch.mm."""
-    if uses_onednn(weight) and _PACKING:
-        if rows is not None and not prefers_onednn(rows, weight.size(1), weight.size(0)):
-            return OnMKL(weight)
-        with torch.no_grad():
-            return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
-    return weight
-
-
 class LoopWeight(NamedTuple):
-    """A weight (N, K) multiplied at every step (`pack_for_steps`): a product of at least `min_rows`
+    """A weight (N, K) multiplied at every step (`Gemm.pack_for_steps`): a product of at least `min_rows`
     rows runs on oneDNN with `blocked`, the weight packed, and a smaller one on torch.mm with `plain`."""
 
     plain: torch.Tensor
@@ -156,33 +126,99 @@ class LoopWeight(NamedTuple):
 NEVER = sys.maxsize  # `LoopWeight.min_rows` of a weight not packed
 
 
-def pack_for_steps(weight: torch.Tensor, counts: Sequence[int]) -> LoopWeight:
-    """weight (N, K) for one product per step t of counts[t] rows: packed, and used from the fewest rows
-    from which `prefers_onednn` puts every larger row count of the batch on oneDNN, where `packing_pays`
-    for those products; else as it is throughout (oneDNN unpacked or torch.mm, as `product` decides)."""
-    N, K = weight.shape
-    if not (uses_onednn(weight) and _PACKING):
-        return LoopWeight(weight, None, NEVER)
-    leading = list(itertools.takewhile(lambda rows: prefers_onednn(rows, K, N), sorted(set(counts), reverse=True)))
-    if not leading or not packing_pays([n for n in counts if n >= leading[-1]], K, N):
-        return LoopWeight(weight, None, NEVER)
-    with torch.no_grad():
-        blocked = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
-    return LoopWeight(weight, blocked, leading[-1])
-
-
 def packing_pays(counts: Sequence[int], K: int, N: int) -> bool:
     """Whether products of counts[t] rows by a weight (N, K) save more on oneDNN packed than packing the
     weight costs: both grow with K·N, so the rule is a count of rows, `PACK_ROWS`."""
     return sum(counts) >= PACK_ROWS
 
 
-def prefers_onednn(rows: int, K: int, N: int, packed: bool = True) -> bool:
-    """Whether x (rows, K)·W (K, N) runs on oneDNN, W packed for it (or as it is, `packed=False`): under
-    the `onednn` rule, where the product has at least `MIN_ONEDNN` multiply-adds. A rule of the shape,
-    never a timing, so that a run's floats do not depend on the machine's load. False wherever
-    `product` would not use oneDNN."""
-    return backend() == "onednn" and _AVAILABLE and (_PACKING or not packed) and rows * K * N >= MIN_ONEDNN
+@dataclass(frozen=True)
+class Gemm:
+    """A run's GEMM rule, `onednn` or `mkl` (`resolve`): `onednn`, oneDNN for every product of at least
+    `MIN_ONEDNN` multiply-adds it can run (CPU, float32), torch.mm for the rest; `mkl`, torch.mm (MKL on
+    x86) for all. Its backend holds it (`nas.fast.backends`) and hands it to the fast paths."""
+
+    rule: str = "mkl"
+
+    def __post_init__(self):
+        if self.rule not in ("onednn", "mkl"):
+            raise ValueError(f"GEMM rule {self.rule!r}: expected onednn or mkl")
+
+    def uses_onednn(self, x: torch.Tensor) -> bool:
+        return self.rule == "onednn" and _AVAILABLE and x.device.type == "cpu" and x.dtype == torch.float32
+
+    def prefers_onednn(self, rows: int, K: int, N: int, packed: bool = True) -> bool:
+        """Whether x (rows, K)·W (K, N) runs on oneDNN, W packed for it (or as it is, `packed=False`): under
+        the `onednn` rule, where the product has at least `MIN_ONEDNN` multiply-adds. A rule of the shape,
+        never a timing, so that a run's floats do not depend on the machine's load. False wherever
+        `product` would not use oneDNN."""
+        return self.rule == "onednn" and _AVAILABLE and (_PACKING or not packed) and rows * K * N >= MIN_ONEDNN
+
+    def pack(self, weight: torch.Tensor, rows: int | None = None) -> torch.Tensor | OnMKL:
+        """weight (N, K) in oneDNN's blocked layout for `product` (which is all it is good for: an opaque
+        tensor without views, copies or pickling), or weight itself where `product` would not use oneDNN.
+        Given the row count of the products it will take part in, `OnMKL(weight)` where `prefers_onednn`
+        puts that shape on torch.mm."""
+        if self.uses_onednn(weight) and _PACKING:
+            if rows is not None and not self.prefers_onednn(rows, weight.size(1), weight.size(0)):
+                return OnMKL(weight)
+            with torch.no_grad():
+                return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
+        return weight
+
+    def pack_for_steps(self, weight: torch.Tensor, counts: Sequence[int]) -> LoopWeight:
+        """weight (N, K) for one product per step t of counts[t] rows: packed, and used from the fewest rows
+        from which `prefers_onednn` puts every larger row count of the batch on oneDNN, where `packing_pays`
+        for those products; else as it is throughout (oneDNN unpacked or torch.mm, as `product` decides)."""
+        N, K = weight.shape
+        if not (self.uses_onednn(weight) and _PACKING):
+            return LoopWeight(weight, None, NEVER)
+        leading = list(
+            itertools.takewhile(lambda rows: self.prefers_onednn(rows, K, N), sorted(set(counts), reverse=True))
+        )
+        if not leading or not packing_pays([n for n in counts if n >= leading[-1]], K, N):
+            return LoopWeight(weight, None, NEVER)
+        with torch.no_grad():
+            blocked = torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
+        return LoopWeight(weight, blocked, leading[-1])
+
+    def product(
+        self,
+        x: torch.Tensor,
+        weight: torch.Tensor | LoopWeight | OnMKL,
+        out: torch.Tensor | None = None,
+        accumulate: bool = False,
+        bias: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
+        weight may be `pack`ed, or a `LoopWeight`. Unpacked, the product runs on oneDNN only where
+        `prefers_onednn` puts its shape, and never with a `_gapped` operand (the fused loops' per-edge slices
+        in their weight gradients): torch.mm reads those in place, where oneDNN would copy them first, and
+        the copies cost more than oneDNN gains (a tagger epoch 9% faster without them)."""
+        if isinstance(weight, LoopWeight):
+            weight = weight.blocked if x.size(0) >= weight.min_rows else weight.plain
+        if isinstance(weight, OnMKL):
+            weight = weight.weight
+        elif is_packed(weight) or (
+            self.uses_onednn(x)
+            and not (_gapped(x) or _gapped(weight))
+            and self.prefers_onednn(x.size(0), x.size(1), weight.size(0), packed=False)
+        ):
+            result = _onednn_product(x, weight, bias)
+            if out is None:
+                return result.contiguous()
+            return out.add_(result) if accumulate else out.copy_(result)
+        if out is None:
+            return F.linear(x, weight, bias)
+        if bias is not None:
+            raise ValueError("product: bias only without out")
+        return torch.addmm(out, x, weight.t(), out=out) if accumulate else torch.mm(x, weight.t(), out=out)
+
+    def linear(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        """F.linear, on oneDNN on a CPU in float32 (outside autocast)."""
+        if self.uses_onednn(x) and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
+            return _OneDNNLinear.apply(x, weight, bias, self)
+        return F.linear(x, weight, bias)
 
 
 class PackedCache:
@@ -207,40 +243,8 @@ class PackedCache:
         self._key, self._value = None, None
 
 
-def product(
-    x: torch.Tensor,
-    weight: torch.Tensor,
-    out: torch.Tensor | None = None,
-    accumulate: bool = False,
-    bias: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """x (n, K) · weight (N, K)ᵀ (+ bias), written to / added to `out` when given. Any strides;
-    weight may be `pack`ed, or a `LoopWeight`. Unpacked, the product runs on oneDNN only where `prefers_onednn`
-    puts its shape, and never with a `_gapped` operand (the fused loops' per-edge slices in
-    their weight gradients): torch.mm reads those in place, where oneDNN would copy them first, and
-    the copies cost more than oneDNN gains (a tagger epoch 9% faster without them)."""
-    if isinstance(weight, LoopWeight):
-        weight = weight.blocked if x.size(0) >= weight.min_rows else weight.plain
-    if isinstance(weight, OnMKL):
-        weight = weight.weight
-    elif _packed(weight) or (
-        uses_onednn(x)
-        and not (_gapped(x) or _gapped(weight))
-        and prefers_onednn(x.size(0), x.size(1), weight.size(0), packed=False)
-    ):
-        result = _onednn_product(x, weight, bias)
-        if out is None:
-            return result.contiguous()
-        return out.add_(result) if accumulate else out.copy_(result)
-    if out is None:
-        return F.linear(x, weight, bias)
-    if bias is not None:
-        raise ValueError("product: bias only without out")
-    return torch.addmm(out, x, weight.t(), out=out) if accumulate else torch.mm(x, weight.t(), out=out)
-
-
 def _onednn_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    if _packed(weight):
+    if is_packed(weight):
         return torch.ops.mkldnn._linear_pointwise(_dense(x), weight, bias, "none", [], "")
     if bias is None and not x.is_contiguous() and x.numel() > weight.numel() + x.size(0) * weight.size(0):
         # oneDNN copies a transposed x (not a transposed weight): for a weight gradient gᵀ·x over
@@ -250,37 +254,23 @@ def _onednn_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
 
 
 class _OneDNNLinear(torch.autograd.Function):
-    """y = x·Wᵀ + b over the last dimension, every product of forward and backward through `product`."""
+    """y = x·Wᵀ + b over the last dimension, every product of forward and backward through `Gemm.product`."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, gemm: Gemm) -> torch.Tensor:
         ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return product(x.reshape(-1, x.size(-1)), weight, bias=bias).view(*x.shape[:-1], weight.size(0))
+        ctx.has_bias, ctx.gemm = bias is not None, gemm
+        return gemm.product(x.reshape(-1, x.size(-1)), weight, bias=bias).view(*x.shape[:-1], weight.size(0))
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
         x, weight = ctx.saved_tensors
         g = grad.reshape(-1, grad.size(-1))
-        need_x, need_w, need_b = ctx.needs_input_grad
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
         # Under create_graph (a Hessian-vector product, nas.runs.health) autograd must record the backward's
         # products, and it cannot record oneDNN's op: plain torch.mm then.
-        mm = (lambda a, b: a @ b.t()) if torch.is_grad_enabled() else product  # both: a·bᵀ
+        mm = (lambda a, b: a @ b.t()) if torch.is_grad_enabled() else ctx.gemm.product  # both: a·bᵀ
         grad_x = mm(g, weight.t()).view(x.shape) if need_x else None
         grad_w = mm(g.t(), x.reshape(-1, x.size(-1)).t()) if need_w else None
         grad_b = g.sum(0) if need_b and ctx.has_bias else None
-        return grad_x, grad_w, grad_b
-
-
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """F.linear, on oneDNN on a CPU in float32 (outside autocast)."""
-    if uses_onednn(x) and weight.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
-        return _OneDNNLinear.apply(x, weight, bias)
-    return F.linear(x, weight, bias)
-
-
-class Linear(nn.Linear):
-    """nn.Linear through `linear` (same parameters and state dict)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return linear(x, self.weight, self.bias)
+        return grad_x, grad_w, grad_b, None

@@ -73,6 +73,21 @@ class StepGraphs:
         """How many steps are recorded (a log line's detail)."""
         return len(self._graphs)
 
+    @staticmethod
+    def make_capturable(optimizer: torch.optim.Optimizer) -> None:
+        """Let an optimiser with a `capturable` mode (Adam, ASGD) step inside a recording: its step counters
+        and scalars on the parameters' device. Needed after construction and after every `load_state_dict`,
+        which restores the saved groups' flags and keeps the counters on the CPU."""
+        for group in optimizer.param_groups:
+            if "capturable" not in group:
+                continue
+            group["capturable"] = True
+            for p in group["params"]:
+                state = optimizer.state.get(p, {})
+                for name, value in state.items():
+                    if torch.is_tensor(value) and value.device != p.device:
+                        state[name] = value.to(p.device)
+
     def clear(self) -> None:
         """Forget every recording (after a restore replaced tensors the recordings read)."""
         self._graphs.clear()
@@ -88,18 +103,3 @@ def _on_side_stream(step: Callable[..., Any], inputs: tuple) -> Any:
         outputs = step(*inputs)
     torch.cuda.current_stream().wait_stream(stream)
     return outputs
-
-
-def make_capturable(optimizer: torch.optim.Optimizer) -> None:
-    """Let an optimiser with a `capturable` mode (Adam, ASGD) step inside a recording: its step counters
-    and scalars on the parameters' device. Needed after construction and after every `load_state_dict`,
-    which restores the saved groups' flags and keeps the counters on the CPU."""
-    for group in optimizer.param_groups:
-        if "capturable" not in group:
-            continue
-        group["capturable"] = True
-        for p in group["params"]:
-            state = optimizer.state.get(p, {})
-            for name, value in state.items():
-                if torch.is_tensor(value) and value.device != p.device:
-                    state[name] = value.to(p.device)

@@ -1,5 +1,5 @@
-"""The C++ elementwise kernels (`nas/fast/csrc/fused_kernels.cpp`), and the highway edge's two
-elementwise passes that both fused loops run on them, with PyTorch ops where they are missing.
+"""The C++ kernels (`nas/fast/csrc/fused_kernels.cpp`) that the CPU's fused paths run on: how they are
+found, compiled and loaded.
 
 The kernels come built by the install (the README's `pip install --no-build-isolation`), on x86-64 once per
 ISA level (`nas.fast.isa_builds`): the widest build this CPU runs is loaded. An install without them (a
@@ -10,9 +10,10 @@ first layer that needs them, or `nas-build-kernels` ahead of it, compiles it onc
 processor), saying so in one log line; later processes load the cached build. Processes starting together
 take turns on a lock (an flock, which a killed process drops): one compiles, the others wait for it and
 load its build, and a build left half-done by a killed process is taken over. Without a compiler or ninja,
-or when the build fails, the layer runs its PyTorch ops and one warning line says why and what to do.
+or when the build fails, the cells run their definition (autograd) and one warning line says why and what
+to do.
 
-For an edge s = p + σ(c)(f(h) − p) with the activations saved, a = f(h):
+For an edge s = p + σ(c)(f(h) − p) with the activations saved, a = f(h), the kernels' highway passes use:
 σ' = σ(1 − σ), tanh' = 1 − a², relu' = [a > 0], sigmoid' = a(1 − a); ∂p = ∂s(1 − σ), ∂c = ∂s(a − p)σ',
 ∂a = ∂s·σ. The kernels know the ops of `OP_CODES`: a fast path supports that op set only.
 """
@@ -34,8 +35,6 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Sequence
-
 import torch
 
 from . import isa_builds
@@ -89,7 +88,7 @@ def which() -> str:
     """Which kernels run, in words: the install's build of an ISA level, a build in the cache, or none."""
     _compile_once()
     if _kernels is None:
-        return "none (PyTorch ops)"
+        return "none (the cells run their definition)"
     if _level is not None:
         return f"the install's {_level} build ({_kernels.__file__})"
     return f"compiled for this processor ({_kernels.__file__})"
@@ -143,7 +142,7 @@ def _compile_once() -> None:
         if _compile_pending:
             try:
                 _compile_or_load()
-            except Exception as error:  # noqa: BLE001 - e.g. no home folder for the cache: the PyTorch path
+            except Exception as error:  # noqa: BLE001 - e.g. no home folder for the cache: the definition
                 _compile_error = _first_error(error)
             finally:
                 _compile_pending = False
@@ -306,7 +305,7 @@ def _compile_or_load() -> None:
         )
         _level = None
         log.info(f"nas.fast: C++ kernels compiled in {time.time() - started:.0f} s")
-    except Exception as error:  # noqa: BLE001 - any build failure leaves the PyTorch path
+    except Exception as error:  # noqa: BLE001 - any build failure leaves the definition
         _compile_error = _first_error(error)
         if isinstance(error, RuntimeError) and "Error building extension" in str(error):
             try:
@@ -328,7 +327,7 @@ def _first_error(error: Exception) -> str:
 
 
 # What a user without the kernels needs, in the warning itself: what runs instead, and how to get them.
-_INSTEAD = "the frozen cell runs PyTorch ops and the search cell its autograd path (the same results, slower)"
+_INSTEAD = "the cells run their definition through autograd (the same results, slower)"
 _TO_BUILD = (
     "to build them, install a C++ compiler ($CXX, else c++) and ninja (pip install ninja), then run "
     "nas-build-kernels (bin/build-kernels in a checkout)"
@@ -358,64 +357,7 @@ def warn_once_without_kernels() -> None:
         )
 
 
-def _activate_(op: str, h: torch.Tensor) -> None:
-    if op == "tanh":
-        h.tanh_()
-    elif op == "relu":
-        h.relu_()
-    elif op == "sigmoid":
-        h.sigmoid_()
-
-
-def _activation_grad(op: str, a: torch.Tensor, grad: torch.Tensor, out: torch.Tensor) -> None:
-    """out = grad · f'(h), with f' written through the activation's output a = f(h)."""
-    if op == "tanh":
-        torch.mul(grad, 1 - a * a, out=out)
-    elif op == "relu":
-        torch.mul(grad, a > 0, out=out)
-    elif op == "sigmoid":
-        torch.mul(grad, a - a * a, out=out)
-    else:
-        out.copy_(grad)
-
-
 def with_kernels(t: torch.Tensor) -> bool:
-    if _compile_pending:
-        _compile_once()
+    """Whether the C++ kernels are built (else one warning line) and take `t` (a CPU tensor in float32/64)."""
+    warn_once_without_kernels()
     return _kernels is not None and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
-
-
-def highway_forward(
-    act: torch.Tensor, prev: torch.Tensor, ops: Sequence[str], codes: list[int], out: torch.Tensor
-) -> None:
-    """act = [c | h] → [σ(c) | f(h)] in place; out = prev + σ(c)(f(h) − prev). Edges at dim 1."""
-    if with_kernels(act):
-        return _kernels.highway_forward(act, prev, codes, out)
-    H = prev.size(-1)
-    sig, a = act[..., :H], act[..., H:]
-    sig.sigmoid_()
-    for e, op in enumerate(ops):
-        _activate_(op, a[:, e])
-    torch.addcmul(prev, sig, a - prev, out=out)
-
-
-def highway_backward(
-    grad: torch.Tensor,
-    prev: torch.Tensor,
-    act: torch.Tensor,
-    ops: Sequence[str],
-    codes: list[int],
-    g: torch.Tensor,
-    direct: torch.Tensor,
-) -> None:
-    """g = [∂c | ∂h] of out = prev + σ(c)(f(h) − prev) from act = [σ(c) | f(h)] and grad = ∂out;
-    direct = ∂prev through the highway alone, grad·(1 − σ(c))."""
-    if with_kernels(act):
-        return _kernels.highway_backward(grad, prev, act, codes, g, direct)
-    H = prev.size(-1)
-    sig, a = act[..., :H], act[..., H:]
-    torch.mul(grad * (a - prev), sig - sig * sig, out=g[..., :H])
-    grad_a = grad * sig
-    for e, op in enumerate(ops):
-        _activation_grad(op, a[:, e], grad_a[:, e], g[:, e, ..., H:])
-    torch.sub(grad, grad_a, out=direct)

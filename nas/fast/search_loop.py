@@ -35,8 +35,7 @@ import torch.nn as nn
 from torch.autograd.function import once_differentiable
 
 from nas.cells.ops import edge_offsets
-from nas.fast import gemm
-from nas.fast.gemm import OnMKL, pack, product
+from nas.fast.gemm import NEVER, Gemm, LoopWeight, OnMKL, is_packed
 from .gate_dag import SQUASH_CODES
 from .kernels import built, compiled
 
@@ -44,20 +43,23 @@ OPS_SUPPORTED = ("none", "identity", "tanh", "relu", "sigmoid")  # the op set th
 
 
 class LoopWeights(NamedTuple):
-    """The weights multiplied at every step, `pack`ed: forward (W0hᵀ, [W_iᵀ]) and backward (W0h, [W_i])."""
+    """The weights multiplied at every step, `pack`ed: forward (W0hᵀ, [W_iᵀ]) and backward (W0h, [W_i]), and
+    the GEMM rule they were packed by, which every other product of the loop follows too."""
 
     forward: tuple[torch.Tensor, list[torch.Tensor]]
     backward: tuple[torch.Tensor, list[torch.Tensor]]
+    gemm: Gemm
 
 
-def loop_weights(w0h: torch.Tensor, ws: torch.Tensor, batch: int) -> LoopWeights:
+def loop_weights(gemm: Gemm, w0h: torch.Tensor, ws: torch.Tensor, batch: int) -> LoopWeights:
     """Packed for a batch of `batch` rows (node i's products take (i + 1)·batch), each where the GEMM
-    rule puts its shape on oneDNN (`nas.fast.gemm.pack`); once per forward when the Function runs
-    step by step (ESS gates) instead of once per call."""
+    rule puts its shape on oneDNN (`Gemm.pack`); once per forward when the Function runs step by step
+    (ESS gates) instead of once per call."""
     rows = [batch * (i + 1) for i in range(ws.size(0))]
     return LoopWeights(
-        (pack(w0h.t(), batch), [pack(w.t(), n) for w, n in zip(ws, rows)]),
-        (pack(w0h, batch), [pack(w, n) for w, n in zip(ws, rows)]),
+        (gemm.pack(w0h.t(), batch), [gemm.pack(w.t(), n) for w, n in zip(ws, rows)]),
+        (gemm.pack(w0h, batch), [gemm.pack(w, n) for w, n in zip(ws, rows)]),
+        gemm,
     )
 
 
@@ -105,8 +107,7 @@ class FusedSearchCell(torch.autograd.Function):
     Inputs: xproj (T, B, 2H) the input projection (x⊙m_x)·W0x, h0 (B, H), w0h (H, 2H),
     ws (N, H, 2H), mix (E, 4) the normalised weights of identity, tanh, relu, sigmoid per edge,
     mh (B, H) or None, the BatchNorm modules of s0 and each node, whose running statistics the forward
-    moves (or, given `stats`, leaves to `stats.update`), and `loop_weights(w0h, ws, B)` or None to form
-    them here.
+    moves (or, given `stats`, leaves to `stats.update`), and `loop_weights(gemm, w0h, ws, B)`.
     """
 
     @staticmethod
@@ -119,7 +120,7 @@ class FusedSearchCell(torch.autograd.Function):
         mix: torch.Tensor,
         mh: torch.Tensor | None,
         bn: nn.ModuleList,
-        packed: LoopWeights | None,
+        packed: LoopWeights,
         stats: RunningStats | None = None,
     ) -> torch.Tensor:
         T, B, H2 = xproj.shape
@@ -130,7 +131,7 @@ class FusedSearchCell(torch.autograd.Function):
         means, variances = xproj.new_empty(T, N + 1, H), xproj.new_empty(T, N + 1, H)
         out = xproj.new_empty(T, B, H)
         mix = mix.contiguous()
-        ctx.packed = loop_weights(w0h, ws, B) if packed is None else packed
+        ctx.packed = packed
         w0h_t, ws_t = ctx.packed.forward
         acts = compiled().search_forward_steps(
             xproj,
@@ -173,7 +174,7 @@ class FusedSearchCell(torch.autograd.Function):
             mh,
             _native(w0h_p),
             [_native(w) for w in ws_p],
-            _wgrad_onednn(S),
+            _wgrad_onednn(ctx.packed.gemm, S),
             out,
             A0,
             S,
@@ -187,7 +188,7 @@ class FusedSearchCell(torch.autograd.Function):
         if need_w0h:
             previous = torch.cat([h0.unsqueeze(0), out[:-1]])
             previous = previous if mh is None else previous * mh
-            grad_w0h = product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
+            grad_w0h = ctx.packed.gemm.product(previous.view(T * B, H).t(), G0.view(T * B, 2 * H).t())
         grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need_mix else None
         return G0, carry if need_h0 else None, grad_w0h, grad_ws, grad_mix, None, None, None, None
 
@@ -205,7 +206,7 @@ class FusedGatedSearchCell(torch.autograd.Function):
     Inputs: xin (T, B, ninp) the masked input, h0 (B, H), h_hist0 (m, B, H) the states before the
     batch (most recent first), f (T, B, H), W0x (ninp, 2H), W0h (H, 2H), ws, mix, then g′'s W_hist
     (m, H, ninp), node matrices (N_g − 1, ninp, ninp) and mixing weights (edges, 4), mh, the
-    BatchNorms, g′'s squash (`gate_dag.SQUASH_CODES`), and `loop_weights(w0h, ws, B)` or None to form them here.
+    BatchNorms, g′'s squash (`gate_dag.SQUASH_CODES`), and `loop_weights(gemm, w0h, ws, B)`.
     """
 
     @staticmethod
@@ -216,7 +217,7 @@ class FusedGatedSearchCell(torch.autograd.Function):
         S = xin.new_empty(T, N + 1, B, H)
         rstd, means, variances = (xin.new_empty(T, N + 1, H) for _ in range(3))
         out, h_in, xhat = xin.new_empty(T, B, H), xin.new_empty(T, B, H), torch.empty_like(xin)
-        weights = loop_weights(w0h, ws, B) if packed is None else packed
+        weights = packed
         w0h_t, ws_t = weights.forward
         contiguous = [t.contiguous() for t in (xin, h0, h_hist0, f, w0x, w_hist, w_node, mixg)]
         mix = mix.contiguous()
@@ -273,7 +274,7 @@ class FusedGatedSearchCell(torch.autograd.Function):
             mh,
             _native(w0h_p),
             [_native(w) for w in ws_p],
-            _wgrad_onednn(S),
+            _wgrad_onednn(ctx.weights.gemm, S),
             out,
             A0,
             S,
@@ -288,29 +289,13 @@ class FusedGatedSearchCell(torch.autograd.Function):
             grads["w_node"],
         )
         # W0x's and W0h's gradients, one GEMM each over every step: x̂ᵀ·∂xp and (ĥ⊙m_h)ᵀ·∂xp
-        rows = G0.view(T * B, 2 * H).t()
+        rows, product = G0.view(T * B, 2 * H).t(), ctx.weights.gemm.product
         grad_w0x = product(xhat.view(T * B, -1).t(), rows) if need["w0x"] else None
-        grad_w0h = None
-        if need["w0h"]:
-            previous = h_in if mh is None else h_in * mh
-            grad_w0h = product(previous.view(T * B, H).t(), rows)
-        return (
-            dxin,
-            dh0,
-            dh_hist0,
-            df,
-            grad_w0x,
-            grad_w0h,
-            grads["ws"],
-            (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None,
-            grads["w_hist"],
-            grads["w_node"],
-            grad_mixg.to(mixg.dtype) if need["mixg"] else None,
-            None,
-            None,
-            None,
-            None,
-        )
+        grad_w0h = product((h_in if mh is None else h_in * mh).view(T * B, H).t(), rows) if need["w0h"] else None
+        grad_mix = (grad_mix[:, :4] + grad_mix[:, 4:]).to(mix.dtype) if need["mix"] else None
+        grad_mixg = grad_mixg.to(mixg.dtype) if need["mixg"] else None
+        weights = (grad_w0x, grad_w0h, grads["ws"], grad_mix, grads["w_hist"], grads["w_node"], grad_mixg)
+        return (dxin, dh0, dh_hist0, df, *weights, None, None, None, None)
 
 
 def fused_gated_search_cell(
@@ -325,7 +310,7 @@ def fused_gated_search_cell(
     gate: nn.Module,
     mh: torch.Tensor | None,
     bn: nn.ModuleList,
-    packed: LoopWeights | None = None,
+    packed: LoopWeights,
 ) -> torch.Tensor:
     """FusedGatedSearchCell.apply with g′ = `gate` (a `SearchGate` whose history is projected)."""
     return FusedGatedSearchCell.apply(
@@ -347,20 +332,20 @@ def fused_gated_search_cell(
     )
 
 
-def _wgrad_onednn(S: torch.Tensor) -> list[bool]:
+def _wgrad_onednn(gemm: Gemm, S: torch.Tensor) -> list[bool]:
     """Per node i, whether ∂W_i = Σ_t (S⊙m_h)ᵀ·∂[c | h] runs on oneDNN (where `product` would choose it
     for the shape), for the saved states S (T, N + 1, B, H)."""
     _, N1, B, H = S.shape
     return [gemm.uses_onednn(S) and gemm.prefers_onednn(H, (i + 1) * B, 2 * H, packed=False) for i in range(N1 - 1)]
 
 
-def _native(weight: torch.Tensor | OnMKL) -> gemm.LoopWeight:
+def _native(weight: torch.Tensor | OnMKL) -> LoopWeight:
     """A `pack`ed weight as the C++ steps take it: a LoopWeight used packed for every product, or never."""
     if isinstance(weight, OnMKL):
-        return gemm.LoopWeight(weight.weight, None, gemm.NEVER)
-    if gemm._packed(weight):
-        return gemm.LoopWeight(weight, weight, 0)
-    return gemm.LoopWeight(weight, None, gemm.NEVER)
+        return LoopWeight(weight.weight, None, NEVER)
+    if is_packed(weight):
+        return LoopWeight(weight, weight, 0)
+    return LoopWeight(weight, None, NEVER)
 
 
 def fused_search_cell(
@@ -371,7 +356,7 @@ def fused_search_cell(
     mix: torch.Tensor,
     mh: torch.Tensor | None,
     bn: nn.ModuleList,
-    packed: LoopWeights | None = None,
+    packed: LoopWeights,
     stats: RunningStats | None = None,
 ) -> torch.Tensor:
     """FusedSearchCell.apply: the outputs h_1..h_T (T, B, H)."""

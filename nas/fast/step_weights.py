@@ -8,7 +8,7 @@ the node that produced the loop's W after all its users), W's gradient is formed
 them in one batched GEMM with T·B rows. Forward values are those of `torch.matmul`.
 
 The per-step products x_t·W and g_t·Wᵀ run on oneDNN with W packed once per pass where the
-GEMM rule puts their shape there (`nas.fast.gemm.prefers_onednn`: the ESS gates'
+run's GEMM rule puts their shape there (`Gemm.prefers_onednn`: the ESS gates'
 4,096-wide products at 32 rows), else on `torch.matmul`; under autocast, and in a backward that
 autograd records (`create_graph`), always on `torch.matmul`.
 """
@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import torch
 
-from .gemm import OnMKL, pack, product, uses_onednn
+from .gemm import Gemm, OnMKL
 
 
 class StepWeight:
     """A weight (K, N) or (P, K, N) shared by the steps of one forward pass; `matmul(x)` is x·W,
-    x (..., K) or (P, rows, K)."""
+    x (..., K) or (P, rows, K), its products on the GEMM rule `gemm`."""
 
-    def __init__(self, weight: torch.Tensor):
+    def __init__(self, weight: torch.Tensor, gemm: Gemm):
         self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
         self.deferred = weight.requires_grad and torch.is_grad_enabled()
         self.weight = _Collect.apply(weight, self.pairs) if self.deferred else weight
-        self.packed = _Packed(weight)
+        self.packed = _Packed(weight, gemm)
 
     def matmul(self, x: torch.Tensor) -> torch.Tensor:
         if self.deferred or (torch.is_grad_enabled() and x.requires_grad):
@@ -42,9 +42,9 @@ class _Packed:
     """W packed for oneDNN, per matrix of a stack, both ways round (x·W forward, g·Wᵀ backward), each
     packed at its first use if `prefers_onednn` says so for that product's shape, else None."""
 
-    def __init__(self, weight: torch.Tensor):
-        self.source = weight.detach()
-        self.usable = uses_onednn(weight) and weight.dim() in (2, 3)
+    def __init__(self, weight: torch.Tensor, gemm: Gemm):
+        self.source, self.gemm = weight.detach(), gemm
+        self.usable = gemm.uses_onednn(weight) and weight.dim() in (2, 3)
         self.ways: dict[bool, list[torch.Tensor] | None] = {}
 
     def times(self, x: torch.Tensor, weight: torch.Tensor, transposed: bool = False) -> torch.Tensor:
@@ -53,8 +53,8 @@ class _Packed:
         if packed is None:
             return torch.matmul(x, weight.transpose(-1, -2) if transposed else weight)
         if self.source.dim() == 2:
-            return product(x.reshape(-1, x.size(-1)), packed[0]).view(*x.shape[:-1], -1)
-        return torch.stack([product(part, p) for part, p in zip(x.unbind(0), packed)])
+            return self.gemm.product(x.reshape(-1, x.size(-1)), packed[0]).view(*x.shape[:-1], -1)
+        return torch.stack([self.gemm.product(part, p) for part, p in zip(x.unbind(0), packed)])
 
     def _packed(self, x: torch.Tensor, transposed: bool) -> list[torch.Tensor] | None:
         stacked = self.source.dim() == 3
@@ -69,7 +69,7 @@ class _Packed:
             rows = x.size(1) if stacked else x.numel() // x.size(-1)
             mats = self.source.unbind(0) if stacked else [self.source]
             # product multiplies by its weight transposed: x·W packs Wᵀ (N, K), g·Wᵀ packs W (K, N)
-            packs = [pack(m if transposed else m.t(), rows) for m in mats]
+            packs = [self.gemm.pack(m if transposed else m.t(), rows) for m in mats]
             self.ways[transposed] = None if isinstance(packs[0], OnMKL) else packs  # None: one torch.matmul
         return self.ways[transposed]
 

@@ -5,8 +5,8 @@ batches are too small for any of them to fill the device: the layer waits on lau
 arithmetic. Here one program per direction and block of `BLOCK_B` sequences steps through the whole
 sentence: a sequence's step t reads only its own step t − 1, so the programs never wait for each
 other, and the only synchronisation is a barrier among one program's threads between the phases of
-a step. The kernels fill the same buffers as `frozen_loop._forward_steps` and `_backward_steps`
-(X, A, S forward; G and ∂h0 backward; docstring of `nas.fast.frozen_loop`), from the same `Plan`
+a step. The kernels fill the same buffers as the CPU's steps (`frozen_loop.CpuSteps`: X, A, S
+forward; G and ∂h0 backward; docstring of `nas.fast.frozen_loop`), from the same `Plan`
 flattened into small integer tables, so `FusedFrozenCell` does the rest (the input projection and the
 weight gradients, large GEMMs over all rows) as on a CPU.
 
@@ -30,6 +30,7 @@ from types import ModuleType, SimpleNamespace
 import torch
 
 from .frozen_loop import Plan
+from .gemm import Gemm
 
 BLOCK_B = 16  # sequences per program (tl.dot's smallest M)
 
@@ -125,7 +126,10 @@ def _steps(counts: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor,
 
 
 class TritonSteps:
-    """`FusedFrozenCell`'s time steps on the Triton kernels: weights stacked once per pass."""
+    """`FusedFrozenCell`'s time steps on the Triton kernels: weights stacked once per pass. On a GPU every
+    product is torch's (`gemm`: no oneDNN)."""
+
+    gemm = Gemm("mkl")
 
     def weights(
         self, plan: Plan, w0h: torch.Tensor, ws: torch.Tensor, counts: list[int], forward: bool = True

@@ -7,7 +7,6 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from nas.fast.graphs import StepGraphs
 from nas.lm.model import RNNModel
 
 
@@ -24,11 +23,11 @@ def token_losses(
     bptt: int,
     max_batches: int | None = None,
     on_chunk: Callable[[int], None] | None = None,
-    graphs: StepGraphs | None = None,
+    graphs: Callable | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(target ids, their NLL) over `data` (steps, batch), flattened; hidden carried across chunks; eval mode.
     `on_chunk(steps)`: after each chunk, the steps done so far (a caller's progress). `graphs`: each
-    chunk replayed as a recorded CUDA graph (`nas.fast.graphs`; on a GPU the chunks are launch-bound)."""
+    chunk replayed as a recorded CUDA graph (the backend's `step_graphs`; on a GPU the chunks are launch-bound)."""
     was_training = model.training
     model.eval()
     hidden = model.init_hidden(data.size(1))
@@ -61,7 +60,7 @@ def evaluate(
     bptt: int,
     max_batches: int | None = None,
     on_chunk: Callable[[int], None] | None = None,
-    graphs: StepGraphs | None = None,
+    graphs: Callable | None = None,
 ) -> float:
     """Mean token NLL over `data` (steps, batch), hidden carried across chunks; eval mode."""
     return float(token_losses(model, data, bptt, max_batches, on_chunk, graphs)[1].double().mean())

@@ -14,9 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
+from nas.cells.backend import DEFINITION, CellBackend
 from nas.cells.masks import batch_mask
-from nas.fast.backends import current
-from nas.fast.gemm import Linear
 
 
 def embedding_dropout(embed: nn.Embedding, words: torch.Tensor, p: float) -> torch.Tensor:
@@ -35,7 +34,21 @@ def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * batch_mask(x, p, (1, x.size(1), x.size(2)))
 
 
+class Decoder(nn.Linear):
+    """nn.Linear on the run's GEMM rule (`CellBackend.projection`; same parameters and state dict)."""
+
+    backend: CellBackend | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.backend or DEFINITION).projection(x, self.weight, self.bias)
+
+
 class RNNModel(nn.Module):
+    """embedding → recurrent layer → tied decoder. `backend`: the run's (`nas.speed.attach`), which its layers
+    and its loss (`lm_loss`) run on; None: the definition."""
+
+    backend: CellBackend | None = None
+
     def __init__(
         self,
         ntoken: int,
@@ -50,7 +63,7 @@ class RNNModel(nn.Module):
             raise ValueError(f"tied decoder needs the layer output ({rnn.output_size}) to equal emsize ({ninp})")
         self.encoder = nn.Embedding(ntoken, ninp)
         self.rnn = rnn
-        self.decoder = Linear(ninp, ntoken)  # nn.Linear on oneDNN where that is faster (nas.fast.gemm)
+        self.decoder = Decoder(ninp, ntoken)  # on oneDNN where the run's GEMM rule puts its products
         self.decoder.weight = self.encoder.weight
         self.dropout, self.dropouti, self.dropoute = dropout, dropouti, dropoute
         nn.init.uniform_(self.encoder.weight, -0.1, 0.1)
@@ -68,10 +81,10 @@ class RNNModel(nn.Module):
         return self.decoder(dropped), hidden, raw, dropped
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean token negative log-likelihood (nats); perplexity is its exp. `F.cross_entropy`, as the process's
-    backend runs it (`nas.fast.backends`: cpu-fused on the kernels of `nas.fast.cross_entropy` where they apply)."""
-    return current().cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, backend: CellBackend | None = None) -> torch.Tensor:
+    """Mean token negative log-likelihood (nats); perplexity is its exp. `F.cross_entropy`, as the model's
+    `backend` runs it (cpu-fused: on C++ kernels where they apply; None: the definition)."""
+    return (backend or DEFINITION).cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def language_model_loss(
@@ -79,14 +92,20 @@ def language_model_loss(
 ) -> tuple[torch.Tensor, Any]:
     """The LM's NLL on (words, targets), carrying the hidden state on."""
     logits, hidden, _, _ = functional_call(model, params, (batch[0], hidden))
-    return lm_loss(logits, batch[1]), hidden
+    return lm_loss(logits, batch[1], model.backend), hidden
 
 
 def regularised_loss(
-    logits: torch.Tensor, targets: torch.Tensor, raw: torch.Tensor, dropped: torch.Tensor, ar: float, tar: float
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    raw: torch.Tensor,
+    dropped: torch.Tensor,
+    ar: float,
+    tar: float,
+    backend: CellBackend | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss with AR and TAR added, raw NLL): AR on the dropped outputs, TAR on raw step differences."""
-    nll = lm_loss(logits, targets)
+    nll = lm_loss(logits, targets, backend)
     loss = nll
     if ar:
         loss = loss + ar * dropped.pow(2).mean()

@@ -19,9 +19,9 @@ from nas.cells.genotype import Genotype, validate
 from nas.common.errors import InputError
 from nas.common.files import pickle_head, safe_torch_load
 from nas.common.parameters import count_on_meta
-from nas.fast.backends import attach
 from nas.lm.lstm import LSTMLayer
 from nas.lm.model import RNNModel
+from nas.speed import Backend, attach, choose
 
 FORMAT = "nas-lm-model"
 # a tagger's model file (tagger.model_file's keys) or its training checkpoint (tagger.resume), read as bytes
@@ -58,11 +58,13 @@ def build_rnn(
         raise InputError(f"cell {genotype.name or ''}: {err}") from None
 
 
-def build_lm(spec: LMSpec) -> RNNModel:
-    """The language model of `spec`, its cells on the process's backend (`nas.fast.backends.current`)."""
+def build_lm(spec: LMSpec, backend: Backend | None = None) -> RNNModel:
+    """The language model of `spec` on `backend`, the run's (`nas.speed.of`); without one, `auto`'s for a CPU
+    (as `load_lm` loads a model for scoring)."""
     genotype = validate(spec.genotype, "genotype") if spec.kind == "cell" else None
     rnn = build_rnn(spec.kind, genotype, spec.emsize, spec.nhid, spec.dropoutx, spec.dropouth)
-    return attach(RNNModel(spec.ntoken, spec.emsize, rnn, spec.dropout, spec.dropouti, spec.dropoute))
+    model = RNNModel(spec.ntoken, spec.emsize, rnn, spec.dropout, spec.dropouti, spec.dropoute)
+    return attach(model, choose("auto", "cpu") if backend is None else backend)
 
 
 def rnn_parameters(kind: str, genotype: Genotype | None, ninp: int, nhid: int) -> int:
@@ -81,8 +83,11 @@ def model_file(spec: LMSpec, vocab: list[str], state_dict: dict, **extra: Any) -
     }
 
 
-def load_model_file(path: str | os.PathLike, device: str | torch.device = "cpu") -> tuple[RNNModel, dict]:
-    """(model with the file's weights, in eval mode, the whole file); a foreign file is an InputError."""
+def load_model_file(
+    path: str | os.PathLike, device: str | torch.device = "cpu", backend: Backend | None = None
+) -> tuple[RNNModel, dict]:
+    """(model with the file's weights, in eval mode, the whole file), on `backend` (`build_lm`'s default without
+    one); a foreign file is an InputError."""
     if any(marker in pickle_head(path) for marker in TAGGER_MARKERS):  # the loader would say "not tensors"
         raise InputError(
             f"{path}: a tagger's file (bin/train-tagger), not a language model: tag with its run's "
@@ -108,7 +113,7 @@ def load_model_file(path: str | os.PathLike, device: str | torch.device = "cpu")
         vocab = data["vocab"]
         if not (isinstance(vocab, list) and len(vocab) == spec.ntoken and all(isinstance(w, str) for w in vocab)):
             raise ValueError(f"the vocabulary does not hold {spec.ntoken} words")
-        model = build_lm(spec).to(device)
+        model = build_lm(spec, backend).to(device)
         model.load_state_dict(data["state_dict"])
     except (KeyError, TypeError, ValueError, RuntimeError) as err:
         raise InputError(f"{path}: model file is damaged ({str(err).splitlines()[0][:200]})") from None

@@ -31,10 +31,9 @@ import torch
 import torch.nn as nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from nas import __version__
+from nas import __version__, speed
 from nas.cells.genotype import Genotype, save
 from nas.common.errors import InputError
-from nas.fast import backends
 from nas.methods.architect import split_parameters
 from nas.methods.base import Conclusion, Scoring, SearchMethod
 from nas.runs.health import EarlyStop, alpha_stall, cell_shares, convergence, dominant_eigenvalue, op_shares
@@ -128,7 +127,7 @@ class BilevelSearch:
             t.model.eval()  # no dropout, BatchNorm's running statistics: the same loss at every call
             fixed = {n: w.detach() for n, w in split_parameters(t.model)[0].items()}  # α alone carries gradients
             # attention's fused kernels and compiled time steps are differentiable once only
-            with sdpa_kernel(SDPBackend.MATH), backends.on_definition(t.model):
+            with sdpa_kernel(SDPBackend.MATH), speed.on_definition(t.model):
                 eigenvalue, iterations = dominant_eigenvalue(
                     lambda: t.health_loss(fixed),
                     list(self.arch.values()),

@@ -21,6 +21,7 @@ from nas.cells.genotype import Genotype
 from nas.common.errors import InputError
 from nas.common.grid import check_workers, map_on_ray
 from nas.runs.search_model import build_search_model
+from nas import speed
 from nas.methods import method_class, search_settings
 from nas.methods.weight_sharing import WeightSharing
 from nas.runs.config import SearchConfig
@@ -44,7 +45,7 @@ def score_share(shared: SharedModel, genotypes: list[Genotype]) -> list[float]:
     """The validation NLL of each of `genotypes`, as `WeightSharing.score_all` gives it."""
     torch.set_num_threads(shared.threads)
     c = shared.config
-    model = build_search_model(c, shared.ntoken)
+    model = build_search_model(c, shared.ntoken, speed.choose("auto", "cpu", gemm_rule=c.gemm))  # a CPU worker
     model.load_state_dict(shared.weights)
     method = method_class(c.method)(search_settings(c), model, 1, loss_fn=language_model_loss)
     return method.score_all(genotypes, Validation(model, shared.columns, shared.split, c.bptt, c.eval_batches))

@@ -81,8 +81,8 @@ class LMConfig:
     eval_batches: int | None = None
     device: str = "cpu"
     precision: str = "fp32"
-    gemm: str = "auto"  # nas.fast.gemm.use; a run stores what auto resolved to (a run stored without it: auto)
-    backend: str = "auto"  # nas.fast.backends.use; a run stores what auto resolved to (a run stored without it: auto)
+    gemm: str = "auto"  # nas.speed.resolve_gemm; a run stores what auto resolved to (a run stored without it: auto)
+    backend: str = "auto"  # nas.speed.resolve; a run stores what auto resolved to (a run stored without it: auto)
     preset: str | None = None  # nas.common.presets: the flags it set are recorded with the others
     command: str = ""
 

@@ -414,7 +414,7 @@ class LMLoop(TrainingLoop):
         c = self.config
         with autocast(self.device, c.precision):
             logits, hidden, raw, dropped = self.model(words, detach_hidden(hidden))
-            loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar)
+            loss, nll = regularised_loss(logits, targets, raw, dropped, c.ar, c.tar, self.model.backend)
         loss_value, nll_value = self.ranks.average((loss.detach(), nll.detach()))
         return loss, loss_value, nll_value, hidden
 

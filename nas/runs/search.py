@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 from torch.func import functional_call
@@ -24,8 +24,6 @@ from nas.cells.cell import FrozenRNN
 from nas.cells.search_cell import SearchRNN
 from nas.common.errors import InputError
 from nas.common.runs import RunDir, autocast
-from nas.fast import backends, graphs
-from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
 from nas.common.stats import ppl
 from nas.lm.evaluation import get_batch
@@ -56,7 +54,7 @@ class Validation:
     split: torch.Tensor
     bptt: int
     max_batches: int | None  # --eval-batches
-    graphs: StepGraphs | None = None  # `full` replays its chunks as CUDA graphs (`nas.fast.graphs`)
+    graphs: Callable | None = None  # `full` replays its chunks as CUDA graphs (the backend's `step_graphs`)
 
     def full(self) -> float:
         """The epoch's validation NLL (`split`, at most --eval-batches batches)."""
@@ -103,14 +101,14 @@ class Searcher(LMLoop):
         self.method = method_class(c.method)(
             search_settings(c), self.model, self.full_epoch(), loss_fn=language_model_loss
         )
-        self.graphs = StepGraphs() if self.records_steps() else None
+        self.graphs = self.model.backend.step_graphs() if self.records_steps() else None
         self.validation = Validation(
             self.model,
             self.search_data,
             self.valid_data,
             c.bptt,
             c.eval_batches,
-            StepGraphs() if self.graphs is not None else None,
+            self.model.backend.step_graphs() if self.graphs is not None else None,
         )
         self.steps_done = 0
         self.hidden_valid = None
@@ -155,8 +153,7 @@ class Searcher(LMLoop):
         """Whether bilevel steps run as recorded CUDA graphs: the backend's choice, for methods whose α
         step is the same GPU work at every batch (first order; not the sampled cells of random search and ENAS)."""
         return (
-            backends.current(self.device).captures_steps
-            and graphs.usable(self.device, self.ranks.parallel)
+            self.model.backend.captures(self.device, self.ranks.parallel)
             and self.config.order == 1
             and self.method.records_steps
         )
@@ -164,7 +161,7 @@ class Searcher(LMLoop):
     def capturable_optimizers(self) -> None:
         if self.graphs is not None:
             for architect in self.method.architects.values():
-                graphs.make_capturable(architect.optimizer)
+                self.graphs.make_capturable(architect.optimizer)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -301,7 +298,7 @@ class Searcher(LMLoop):
         logits, _, _, _ = functional_call(
             self.model, {**weights, **self.bilevel.arch}, (words, self.model.init_hidden(words.size(1)))
         )
-        return lm_loss(logits, targets)
+        return lm_loss(logits, targets, self.model.backend)
 
     # -- the result --------------------------------------------------------------------------
 

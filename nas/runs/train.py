@@ -34,8 +34,6 @@ from nas.cells.genotype import load
 from nas.common.errors import InputError
 from nas.common.parameters import count_parameters
 from nas.common.runs import RunDir
-from nas.fast import backends, graphs
-from nas.fast.graphs import StepGraphs
 from nas.lm.corpus import Corpus, batchify
 from nas.common.stats import ppl
 from nas.lm.evaluation import evaluate
@@ -44,6 +42,7 @@ from nas.lm.model import RNNModel
 from nas.lm.model_file import LMSpec, build_lm, load_model_file, model_file, rnn_parameters
 from nas.runs.config import RetrainConfig
 from nas.runs.loop import LMLoop, NonFinite
+from nas import speed
 
 MIN_SEQ_LEN = 5  # AWD/DARTS floor on the sampled sequence length
 HALF_BPTT_PROB = 0.05  # AWD/DARTS: the mean sequence length is bptt/2 for 5% of the batches
@@ -131,19 +130,16 @@ class Trainer(LMLoop):
         )
         self.test_data = batchify(corpus.test, c.test_batch_size, 1, paths["test"], "--test-batch-size").to(self.device)
         self.spec = lm_spec(c, len(corpus.vocab))
-        self.model = build_lm(self.spec).to(self.device)
+        self.model = build_lm(self.spec, speed.of(c)).to(self.device)
         self.weights = list(self.model.parameters())
         self.optimizer = make_optimizer("SGD", self.model, c.lr, c.wdecay)
         self.val_history: list[float] = []  # validation NLL of the SGD epochs (AWD's trigger looks at these)
         self.best_valid, self.best_epoch = math.inf, 0
         self.epoch_optimizer = "SGD"  # the optimiser the epoch being validated trained with
         # on a GPU a cell's steps and validation chunks replay as CUDA graphs (cuDNN's LSTM is one kernel already)
-        records = (
-            c.kind == "cell"
-            and backends.current(self.device).captures_steps
-            and graphs.usable(self.device, self.ranks.parallel)
-        )
-        self.graphs, self.eval_graphs = (StepGraphs(), StepGraphs()) if records else (None, None)
+        backend = self.model.backend
+        records = c.kind == "cell" and backend.captures(self.device, self.ranks.parallel)
+        self.graphs, self.eval_graphs = (backend.step_graphs(), backend.step_graphs()) if records else (None, None)
 
     # -- state -------------------------------------------------------------------------------
 
@@ -208,7 +204,7 @@ class Trainer(LMLoop):
         self.optimizer = optimizer
         if self.graphs is not None:
             self.graphs.clear()
-            graphs.make_capturable(optimizer)
+            self.graphs.make_capturable(optimizer)
 
     def validate(self) -> float:
         """Validation NLL (under ASGD with its averaged weights); keeps the best model in best.pt and
@@ -263,7 +259,7 @@ class Trainer(LMLoop):
         if not self.ranks.main:
             return {}
         best = self.run_dir.path / "best.pt"
-        model, _ = load_model_file(best, self.device)
+        model, _ = load_model_file(best, self.device, self.model.backend)  # the run's backend
         test_nll = evaluate(model, self.test_data, c.bptt)
         metrics = {
             "cell": (c.genotype or {}).get("name") or c.cell,

@@ -23,6 +23,7 @@ from nas.lm.evaluation import token_losses
 from nas.lm.model import RNNModel
 from nas.lm.model_file import FORMAT as LM_FORMAT
 from nas.runs.search_model import build_search_model
+from nas import speed
 from nas.runs.config import SearchConfig
 from nas.runs.train import load_for_evaluation
 
@@ -65,7 +66,7 @@ def load_language_model(path: str | Path, device: str = "cpu") -> LanguageModel:
     if not train.is_file():
         raise InputError(f"{path}: its training file {train} (the vocabulary) is missing")
     vocab = vocabulary(read_tokens(train))
-    model = build_search_model(config, len(vocab))
+    model = build_search_model(config, len(vocab), speed.for_prediction(device))
     try:
         model.load_state_dict(state["model"])
     except (KeyError, RuntimeError) as err:

@@ -162,7 +162,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     from nas.cells.genotype import save
     from nas.cli.terminal import Terminal, run_loop
     from nas.runs.health import summary_lines
-    from nas.fast import backends, gemm
+    from nas import speed
     from tagger.cli.runtime import flair_logs_to_stderr, use_device
 
     from ..tagging_search import TaggingSearch
@@ -172,8 +172,8 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     )
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
-    config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
-    config.backend = backends.use(config.backend, config.device)  # the same
+    config.gemm = speed.resolve_gemm(config.gemm)  # a fresh run records what auto resolved to; a resumed one its own
+    config.backend = speed.resolve(config.backend, config.device)  # the same (the run's backend: speed.of)
     search = TaggingSearch.open(config, run, bool(resume))
     click.echo(f"run directory: {run.path} (backend {config.backend})", err=True)
     genotype = run_loop(

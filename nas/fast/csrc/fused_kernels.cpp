@@ -2,8 +2,8 @@
 // frozen cell (nas/fast/frozen_loop.py) the highway with its activations and its derivatives, and
 // its whole time loop; for the search cell (nas/fast/search_loop.py) a node mixing every op over all
 // its edges, its derivatives with the mixing weights' gradient, and BatchNorm's normalisation and
-// its derivative. Built by setup.py when torch is importable at build time; without them the frozen
-// cell runs PyTorch ops and the search cell its autograd path.
+// its derivative. Built by setup.py when torch is importable at build time; without them the cells
+// run their definition through autograd.
 //
 // Frozen-cell tensors are (D, E, n, K) views with a contiguous last dimension: directions, edges,
 // rows, and H (or 2H for [c | h]); `prev` may repeat along E (stride 0). `codes` holds each edge's
@@ -361,10 +361,10 @@ void batch_norm_backward(const at::Tensor& grad, const at::Tensor& xhat, const a
 
 
 // ---- The frozen cell's time loop (nas/fast/frozen_loop.py) -----------------------------------
-// `frozen_forward_steps` and `frozen_backward_steps` are `_forward_steps` and `_backward_steps` of
-// nas/fast/frozen_loop.py line for line (that file states the equations and the buffers' layout),
-// run here so that the per-step bookkeeping (a few dozen views and small ops per step) costs no
-// Python. Tensors keep the Python loop's shapes, with the directions D leading.
+// `frozen_forward_steps` and `frozen_backward_steps` are the time steps of nas/fast/frozen_loop.py's
+// `FusedFrozenCell` (that file states the equations and the buffers' layout), run here so that the
+// per-step bookkeeping (a few dozen views and small ops per step) costs no Python. Tensors keep the
+// Function's shapes, with the directions D leading.
 
 // Indices into one dimension, as `Pick` in frozen_loop.py: a view when evenly spaced, else a copy.
 struct Pick {
@@ -1043,12 +1043,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   py::class_<FrozenPlan>(m, "FrozenPlan");
   m.def("frozen_plan", &make_plan, "a frozen cell's Plan in the loop's own form: waves (edge start, stop), "
         "their nodes, predecessors and activation codes, groups (wave, edge start, stop, X slot, S slot, first), concat");
-  m.def("frozen_forward_steps", &frozen_forward_steps, "frozen_loop._forward_steps, every direction",
+  m.def("frozen_forward_steps", &frozen_forward_steps, "FusedFrozenCell's forward steps, every direction",
         py::call_guard<py::gil_scoped_release>());
   m.def("search_forward_steps", &search_forward_steps, "FusedSearchCell.forward's steps; each node's [sigmoid(c) | h]",
         py::call_guard<py::gil_scoped_release>());
   m.def("search_backward_steps", &search_backward_steps, "FusedSearchCell.backward's steps; dh0",
         py::call_guard<py::gil_scoped_release>());
-  m.def("frozen_backward_steps", &frozen_backward_steps, "frozen_loop._backward_steps, every direction; dh0",
+  m.def("frozen_backward_steps", &frozen_backward_steps, "FusedFrozenCell's backward steps, every direction; dh0",
         py::call_guard<py::gil_scoped_release>());
 }
