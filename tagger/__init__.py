@@ -1,7 +1,7 @@
 """BiRNN-CRF sequence taggers (flair) whose recurrent layer is a cell found by `nas` search.
 
 `tagger.load_tagger(path)` loads a saved tagger (see `tagger.model`); `tagger.train_tagger(config, run_dir)`
-trains one exactly as `bin/train-tagger` does, from a `tagger.TaggerConfig` (see `tagger.train`). They are
+trains one exactly as `bin/train-tagger` does, from a `tagger.TaggerConfig` (see `tagger.training`). They are
 looked up on first use, so importing `tagger` (as every command does before parsing its flags) does not
 load flair or torch.
 
@@ -48,7 +48,7 @@ def __getattr__(name: str):
 
         return load_tagger
     if name == "train_tagger":
-        from .cli.train_tagger import train_tagger
+        from .training import train_tagger
 
         return train_tagger
     if name == "TaggerConfig":

@@ -8,6 +8,7 @@ we train our own. The character dictionary is built from the corpus (never
 
 from __future__ import annotations
 
+import contextlib
 import math
 import pickle
 import random
@@ -109,11 +110,7 @@ def train_charlm(
     model = _SafeSavingLM(dictionary, forward, hidden_size=hidden, nlayers=1, embedding_size=embedding)
     trainer = LanguageModelTrainer(model, text)
     started = time.time()
-    previous = None
-    if time_budget is not None:  # flair's trainer treats KeyboardInterrupt as "stop and test the best model"
-        previous = signal.signal(signal.SIGALRM, _stop_training)
-        signal.setitimer(signal.ITIMER_REAL, time_budget * 60)
-    try:
+    with _time_budget(time_budget):
         trainer.train(
             out,
             sequence_length=sequence_length,
@@ -122,10 +119,6 @@ def train_charlm(
             max_epochs=epochs if epochs is not None else 10_000,
             num_workers=0,
         )
-    finally:
-        if time_budget is not None:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
     best = out / "best-lm.pt"
     if not best.is_file():
         raise InputError("training stopped before the first train split finished; raise --time-budget or --epochs")
@@ -141,6 +134,22 @@ def train_charlm(
         "parameters": sum(p.numel() for p in lm.parameters()),
         "size_bytes": best.stat().st_size,
     }
+
+
+@contextlib.contextmanager
+def _time_budget(minutes: float | None):
+    """A KeyboardInterrupt once `minutes` have passed (None: never), which flair's trainer takes as "stop and
+    test the best model"."""
+    if minutes is None:
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _stop_training)
+    signal.setitimer(signal.ITIMER_REAL, minutes * 60)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _stop_training(signum, frame):

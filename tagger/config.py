@@ -131,14 +131,28 @@ class TaggerConfig:
         """Every check bin/train-tagger makes, in its words (the command and `tagger.train_tagger` both run it): each
         number in its declared range, a device this machine has, settings that work together. The settings left
         unset (None) that follow the optimiser are then filled in, so the object says what will run."""
-        from .embeddings import parse_spec
-
         check_ranges(self, self.RANGES)
         if self.cell_init not in CELL_INITS:
             raise InputError(f"--cell-init {self.cell_init}: expected one of {', '.join(CELL_INITS)}")
         problem = device_problem(self.device)
         if problem:
             raise InputError(f"--device: {problem}")
+        self._check_embedding_settings()
+        self._fill_optimiser_settings()
+        if self.precision not in PRECISIONS or precision_problem(self.device, self.precision):
+            raise InputError(f"--precision {self.precision}: {precision_problem(self.device, self.precision)}")
+        if self.gemm not in GEMM_BACKENDS:
+            raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
+        problem = backend_problem(self.backend, self.device)
+        if problem:
+            raise InputError(problem)
+        if self.match_params is not None:
+            self.match_reference()
+
+    def _check_embedding_settings(self) -> None:
+        """--pooling, --fine-tune-embeddings and --embeddings-lr only with the embeddings they act on."""
+        from .embeddings import parse_spec
+
         kinds = [kind for kind, _ in parse_spec(self.embeddings)]
         if self.pooling != "min" and "pooled-flair" not in kinds:
             raise InputError(
@@ -154,6 +168,10 @@ class TaggerConfig:
                 f"--embeddings-lr {self.embeddings_lr:g}: only with --fine-tune-embeddings (frozen embeddings have no "
                 "learning rate)"
             )
+
+    def _fill_optimiser_settings(self) -> None:
+        """The optimiser, the schedule, the learning rates, the warm-up and the epochs left unset (None), filled in
+        as the optimiser (and fine-tuning) has them, after checking they work together."""
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise InputError(f"--optimizer {self.optimizer}: expected one of {', '.join(OPTIMIZERS)}")
         if self.scheduler is not None and self.scheduler not in SCHEDULERS:
@@ -184,15 +202,6 @@ class TaggerConfig:
                 f"{flag} {low:g}: below --min-lr {self.min_lr:g}, where the training stops at once; "
                 f"give a lower --min-lr (e.g. {low / 1000:g}), or --scheduler linear"
             )
-        if self.precision not in PRECISIONS or precision_problem(self.device, self.precision):
-            raise InputError(f"--precision {self.precision}: {precision_problem(self.device, self.precision)}")
-        if self.gemm not in GEMM_BACKENDS:
-            raise InputError(f"--gemm {self.gemm}: expected one of {', '.join(GEMM_BACKENDS)}")
-        problem = backend_problem(self.backend, self.device)
-        if problem:
-            raise InputError(problem)
-        if self.match_params is not None:
-            self.match_reference()
 
     def match_reference(self) -> tuple[str, int]:
         """(cell, hidden size) of the layer `--match-params` matches: CELL at --hidden-size for

@@ -226,33 +226,9 @@ class _Reader:
                 self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
                 sentence, sentence_tags, new_document = [], [], True
                 continue
-            if len(fields) > MAX_COLUMNS:
-                raise InputError(
-                    f"{path}: line {number}: {len(fields)} columns; a column file has at most "
-                    f"{MAX_COLUMNS} (one token and its tags per line)"
-                )
-            if width is None:
-                width = len(fields)
-                if self.exact is not None and width != self.exact:
-                    raise InputError(
-                        f"{path}: line {number}: {width} columns, but this corpus format has "
-                        f"{self.exact} ({' '.join(self.fmt.columns.values())}); read another layout "
-                        "with --columns"
-                    )
-                if width < self.min_columns:
-                    raise InputError(
-                        f"{path}: line {number}: {width} columns, but --columns needs at least {self.min_columns}"
-                    )
-            if len(fields) != width:
-                raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
-            if not fields[self.text_index].strip():
-                raise InputError(f"{path}: line {number}: an empty token (column {self.text_index})")
+            width = self._check_columns(fields, width, path, number)
             tag = fields[self.tag_index]
-            problem = tag_schemes.check_tag(tag, self.fmt.scheme) or tag_schemes.order_problem(
-                sentence_tags[-1] if sentence_tags else "O", tag, self.fmt.scheme
-            )
-            if problem:
-                raise InputError(f"{path}: line {number}: {problem}")
+            self._check_tag(tag, sentence_tags[-1] if sentence_tags else "O", path, number)
             if self.fmt.scheme == "iob2" and tag.startswith("B-"):
                 begun.add(tag[2:])
             elif self.fmt.scheme == "iob2" and tag.startswith("I-"):
@@ -263,13 +239,51 @@ class _Reader:
         self._close(sentence, sentence_tags, tokens, tag_lists, doc_starts, new_document)
         if not tokens:
             raise InputError(f"{path}: no sentences (empty {split} split)")
+        self._warn_of_entities_never_begun(inside, begun, path)
+        return Split(split, path, tokens, tag_lists, doc_starts)
+
+    def _check_columns(self, fields: list[str], width: int | None, path: Path, number: int) -> int:
+        """A token line's columns: as many as the file's first line has (`width`, None on that line), as the
+        format or --columns needs, and a token that is not empty; the file's width."""
+        if len(fields) > MAX_COLUMNS:
+            raise InputError(
+                f"{path}: line {number}: {len(fields)} columns; a column file has at most "
+                f"{MAX_COLUMNS} (one token and its tags per line)"
+            )
+        if width is None:
+            width = len(fields)
+            if self.exact is not None and width != self.exact:
+                raise InputError(
+                    f"{path}: line {number}: {width} columns, but this corpus format has "
+                    f"{self.exact} ({' '.join(self.fmt.columns.values())}); read another layout "
+                    "with --columns"
+                )
+            if width < self.min_columns:
+                raise InputError(
+                    f"{path}: line {number}: {width} columns, but --columns needs at least {self.min_columns}"
+                )
+        if len(fields) != width:
+            raise InputError(f"{path}: line {number}: {len(fields)} columns where this file has {width}")
+        if not fields[self.text_index].strip():
+            raise InputError(f"{path}: line {number}: an empty token (column {self.text_index})")
+        return width
+
+    def _check_tag(self, tag: str, previous: str, path: Path, number: int) -> None:
+        """A tag of the scheme, which may follow the sentence's tag before it (`previous`, O at its start)."""
+        problem = tag_schemes.check_tag(tag, self.fmt.scheme) or tag_schemes.order_problem(
+            previous, tag, self.fmt.scheme
+        )
+        if problem:
+            raise InputError(f"{path}: line {number}: {problem}")
+
+    def _warn_of_entities_never_begun(self, inside: dict[str, int], begun: set[str], path: Path) -> None:
+        """In IOB2 every entity begins with B-: a type whose I- tags no B- begins is a typo, or IOB1 data."""
         for kind, number in inside.items():
-            if kind not in begun:  # in IOB2 every entity begins with B-: a typo, or IOB1 data?
+            if kind not in begun:
                 self.warnings.append(
                     f"warning: {path}: line {number}: I-{kind}, and no B-{kind} anywhere in the "
                     f"file: read as entities of a type {kind} of their own (a typo, or IOB1 data?)"
                 )
-        return Split(split, path, tokens, tag_lists, doc_starts)
 
     def _check_end(self, sentence_tags: list[str], path: Path, number: int) -> None:
         """A sentence ending at line `number` must not leave an IOBES entity open."""

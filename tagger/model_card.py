@@ -29,13 +29,22 @@ MARKER = "tags: [flair, token-classification, sequence-tagger-model, nas-tagger]
 def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = None) -> str:
     """The card's text for one trained tagger (`metrics` as `tagger.train.train_run` writes them). Files the run
     read are named relative to `run_dir` when inside it, else by their name: a card says nothing of the machine."""
-    counts = metrics.get("corpus")
     cell = config.get("genotype") or None
     name = (cell or {}).get("name") or config.get("cell") or "lstm"
     corpus = config.get("corpus") or "columns"
-    test, dev = metrics["test"], metrics.get("dev")
-    memory = metrics.get("pooled_memory")
-    knows = " and ".join((["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))
+    lines = [
+        *_metadata(name, corpus, metrics["test"]),
+        *_model(config, metrics, model_file, run_dir, name, corpus, cell),
+        *_training_data(config, corpus, metrics.get("corpus"), run_dir),
+        *_results(metrics["test"], metrics.get("dev")),
+        *_use(model_file, cell, metrics.get("pooled_memory")),
+        *_how_it_was_made(config, run_dir),
+    ]
+    return "\n".join(lines)
+
+
+def _metadata(name: str, corpus: str, test: dict) -> list[str]:
+    """The YAML block the Hub reads: library, task, language, license, dataset, and the test F1."""
     lines = ["---", "library_name: flair", "pipeline_tag: token-classification", MARKER]
     if corpus in LANGUAGES:
         lines.append(f"language: [{LANGUAGES[corpus]}]")
@@ -43,7 +52,7 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
         lines.append(f"license: {LICENSES[corpus]}")
     if corpus in HUB_DATASETS:
         lines.append(f"datasets: [{HUB_DATASETS[corpus]}]")
-    lines += [
+    return lines + [
         "metrics: [f1]",
         "model-index:",
         f"- name: {json.dumps(f'{name} BiRNN-CRF on {corpus}')}",
@@ -54,9 +63,18 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
         f"    - {{type: f1, value: {_percent(test['f1'])}, name: test F1 (seqeval strict, micro average)}}",
         "---",
         "",
+    ]
+
+
+def _model(
+    config: dict, metrics: dict, model_file: str, run_dir: Path | None, name: str, corpus: str, cell: dict | None
+) -> list[str]:
+    """The title, what the tagger is, and its model: layer, sizes, embeddings, training, memory."""
+    memory = metrics.get("pooled_memory")
+    return [
         f"# {name} BiRNN-CRF tagger on {corpus}",
         "",
-        f"A flair BiRNN-CRF sequence tagger ({_task(counts)}) whose recurrent layer is "
+        f"A flair BiRNN-CRF sequence tagger ({_task(metrics.get('corpus'))}) whose recurrent layer is "
         + (f"the searched cell {name}" if cell else "flair's own BiLSTM")
         + ", trained with nas-tagger.",
         "",
@@ -79,21 +97,30 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
         ),
         "",
     ]
-    if counts:
-        lines += [
-            "## Training data",
-            "",
-            f"Corpus `{corpus}` (`{_shown(config.get('data') or '', run_dir)}`):",
-            "",
-            "| split | sentences | tokens | entities |",
-            "|---|---:|---:|---|",
-        ]
-        for split, c in counts.items():
-            if c is not None:
-                entities = ", ".join(f"{k} {v:,}" for k, v in c["entities"].items()) or "none"
-                lines.append(f"| {split} | {c['sentences']:,} | {c['tokens']:,} | {entities} |")
-        lines.append("")
-    lines += [
+
+
+def _training_data(config: dict, corpus: str, counts: dict | None, run_dir: Path | None) -> list[str]:
+    """The corpus and its splits' sizes (nothing when metrics.json holds no counts)."""
+    if not counts:
+        return []
+    lines = [
+        "## Training data",
+        "",
+        f"Corpus `{corpus}` (`{_shown(config.get('data') or '', run_dir)}`):",
+        "",
+        "| split | sentences | tokens | entities |",
+        "|---|---:|---:|---|",
+    ]
+    for split, c in counts.items():
+        if c is not None:
+            entities = ", ".join(f"{k} {v:,}" for k, v in c["entities"].items()) or "none"
+            lines.append(f"| {split} | {c['sentences']:,} | {c['tokens']:,} | {entities} |")
+    return lines + [""]
+
+
+def _results(test: dict, dev: dict | None) -> list[str]:
+    """Per entity type, the test F1 and support (and the dev F1 when the run scored dev)."""
+    lines = [
         "## Results",
         "",
         "F1 in percent, seqeval strict (IOB2), as in `metrics.json`:",
@@ -106,8 +133,13 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
             continue
         dev_cell = f"{_percent(dev['strict'].get(kind, {}).get('f1-score', 0.0))} | " if dev else ""
         lines.append(f"| {kind} | {dev_cell}{_percent(row['f1-score'])} | {row['support']:,} |")
-    lines += [
-        "",
+    return lines + [""]
+
+
+def _use(model_file: str, cell: dict | None, memory: dict | None) -> list[str]:
+    """Loading and running the model with flair, or with bin/tag."""
+    knows = " and ".join((["the searched cell"] if cell else []) + (["the pooled-Flair memory"] if memory else []))
+    return [
         "## Use it",
         "",
         "```python",
@@ -123,6 +155,12 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
         "",
         f"or `bin/tag --model {model_file} news.txt`.",
         "",
+    ]
+
+
+def _how_it_was_made(config: dict, run_dir: Path | None) -> list[str]:
+    """The command line of the run, and the versions it ran with."""
+    return [
         "## How it was made",
         "",
         "```",
@@ -132,7 +170,6 @@ def render(config: dict, metrics: dict, model_file: str, run_dir: Path | None = 
         f"Versions: {_versions()}.",
         "",
     ]
-    return "\n".join(lines)
 
 
 def write(path: Path, config: dict, metrics: dict, model_file: str, run_dir: Path | None = None) -> None:

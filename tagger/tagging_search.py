@@ -14,17 +14,17 @@ gradient norm clipped). At each epoch end the method's own phase runs on the hel
 ENAS score their candidates there, by the CRF loss per token. The dev split is only scored (F1 at
 each epoch end, and of the chosen cell); the test split is never used.
 
-The search runs on the bilevel loop of the LM search (`nas.runs.bilevel.BilevelSearch`, on the
-training loop `nas.runs.loop.TrainingLoop`): the run directory is laid out as `bin/search-lm` lays
-it out (config.json, log.jsonl with one record per epoch: loss, dev F1, the held-apart sentences'
-perplexity `valid_ppl`, α, the genotype so far, the search's health; checkpoint.pt, written after
-the epoch's log line; at the end metrics.json and genotype.json), and Ctrl-C, `--resume`,
+The search is a training loop (`nas.runs.loop.TrainingLoop`) that holds the part both searches share
+(`nas.runs.bilevel.BilevelSearch`) and steps with `nas.methods.architect.bilevel_step`: the run directory is
+laid out as `bin/search-lm` lays it out (config.json, log.jsonl with one record per epoch: loss, dev F1, the
+held-apart sentences' perplexity `valid_ppl`, α, the genotype so far, the search's health; checkpoint.pt,
+written after the epoch's log line; at the end metrics.json and genotype.json), and Ctrl-C, `--resume`,
 `--time-budget`, rollback after a non-finite loss (`--max-rollbacks`), the Hessian health check
-(`--hessian-iterations`: the Hessian of the CRF loss per token of the first --batch-size held-apart
-sentences) and DARTS-ES (`--early-stop hessian`) work as there. The checkpoint holds the RNG
-states and the position in the epoch, so a resumed search on the CPU ends exactly where an
-uninterrupted one would; with pooled-flair embeddings, whose word memory flair wipes whenever the
-model enters training mode, that memory starts afresh at the resume.
+(`--hessian-iterations`: the Hessian of the CRF loss per token of the first --batch-size held-apart sentences)
+and DARTS-ES (`--early-stop hessian`) work as there. The checkpoint holds the RNG states and the position in
+the epoch, so a resumed search on the CPU ends exactly where an uninterrupted one would; with pooled-flair
+embeddings, whose word memory flair wipes whenever the model enters training mode, that memory starts afresh
+at the resume.
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence
 from nas.common.errors import InputError
 from nas.common.runs import RunDir
 from nas.common.stats import ppl
-from nas.methods.architect import is_arch, split_parameters
+from nas.methods.architect import Batches, bilevel_step, is_arch, split_parameters
 from nas.methods.base import Conclusion
 from nas.runs.bilevel import BilevelSearch
 from nas.methods.settings import SearchSettings
-from nas.runs.loop import NonFinite
+from nas.runs.loop import NonFinite, TrainingLoop
 from nas.methods import method_class
 from nas.cells.recurrence import reverse_padded
 from tagger.charlm_states import reuse_states
@@ -169,8 +169,10 @@ def batches(order: list[int], size: int) -> list[list[int]]:
     return cut
 
 
-class TaggingSearch(BilevelSearch):
+class TaggingSearch(TrainingLoop):
     """One search in one run directory; `run` trains until `config.epochs` and returns the genotype."""
+
+    noun = "search"
 
     def __init__(self, config: TaggingSearchConfig, run_dir: RunDir, corpus: TaggingCorpus, embeddings):
         super().__init__(config, run_dir, config.time_budget, config.max_rollbacks)
@@ -193,7 +195,7 @@ class TaggingSearch(BilevelSearch):
             settings, self.model, min(one_pass, c.max_batches_per_epoch or one_pass), loss_fn=tagging_loss
         )
         self.validation = HeldApart(self.model, self.alpha_sentences, c.batch_size)
-        self.watch_alpha()
+        self.bilevel = BilevelSearch(self)
         self.steps_done = 0
         self.order: list[int] = []
         self.alpha_order: list[int] = []
@@ -235,7 +237,7 @@ class TaggingSearch(BilevelSearch):
             "steps": self.steps_done,
             "order": self.order,
             "alpha_order": self.alpha_order,
-            **self.bilevel_state(),
+            **self.bilevel.state(),
             **self.position(),
         }
 
@@ -247,7 +249,7 @@ class TaggingSearch(BilevelSearch):
         )  # older: DARTS's one group
         self.epoch, self.steps_done = state["epoch"], state["steps"]
         self.order, self.alpha_order = state["order"], state["alpha_order"]
-        self.load_bilevel_state(state)
+        self.bilevel.load_state(state)
         self.load_position(state)
 
     # -- steps -------------------------------------------------------------------------------
@@ -273,13 +275,10 @@ class TaggingSearch(BilevelSearch):
         on a batch of the others; an ESS round longer than a pass starts the pass again."""
         train = [self.train_sentences[i] for i in self.train_batches[self.batch % len(self.train_batches)]]
         alpha = [self.alpha_sentences[i] for i in self.alpha_batches[self.batch % len(self.alpha_batches)]]
-        self.search_step(train, alpha, self.config.lr)
+        bilevel_step(self.method, Batches(self.batch, train, alpha, self.config.lr), self.take_weight_step)
         store_embeddings(train + alpha, "cpu")  # as flair's trainer: static embeddings kept, dynamic ones dropped
         self.steps_done += 1
         return sum(map(len, train))
-
-    def take_alpha_step(self, train: list, valid: list, lr: float) -> None:
-        self.method.step_alpha(self.batch, train, None, valid, None, lr)
 
     def take_weight_step(self, train: list) -> None:
         """One SGD step on the summed CRF loss, as flair's trainer; a non-finite loss or gradient raises
@@ -300,7 +299,16 @@ class TaggingSearch(BilevelSearch):
     def giving_up(self, problem: str) -> str:
         return f"{problem}; {self.kept_note()} (try a lower --lr)"
 
-    # -- epochs ------------------------------------------------------------------------------
+    # -- epochs: the bilevel search's, with the tagger's scores ------------------------------------------
+
+    def validate(self) -> tuple[float, float]:
+        return self.bilevel.validate()
+
+    def epoch_record(self, valid: tuple[float, float], seconds: float) -> dict:
+        return self.bilevel.epoch_record(valid, seconds)
+
+    def stopped_early(self) -> bool:
+        return self.bilevel.stopped_early()
 
     def validation_score(self) -> tuple[float, float]:
         """(the dev F1, the held-apart sentences' CRF loss per token) of the search model as it stands."""
@@ -328,11 +336,15 @@ class TaggingSearch(BilevelSearch):
         """The CRF loss per token of the first --batch-size held-apart sentences (the held-apart split's
         first batch, in its fixed order), under `weights` (detached) and the model's α."""
         sentences = self.validation.batches[0]
-        loss, _ = tagging_loss(self.model, {**weights, **self.arch}, sentences)
+        loss, _ = tagging_loss(self.model, {**weights, **self.bilevel.arch}, sentences)
         store_embeddings(sentences, "cpu")
         return loss / sum(map(len, sentences))
 
     # -- the result --------------------------------------------------------------------------
+
+    def finish(self):
+        """The genotype; genotype.json and metrics.json written (`BilevelSearch.finish`)."""
+        return self.bilevel.finish()
 
     def search_score(self, conclusion: Conclusion, last: dict | None) -> dict:
         """The chosen cell's dev F1: scored anew where the method chose among candidates, else the log's."""

@@ -3,9 +3,9 @@
 Light on purpose (no torch, no flair), so `--help` and a bad flag answer at once. The tagger's
 settings keep `bin/train-tagger`'s names and defaults, except the hidden size: I-DARTS searched
 its NER cell at 256 (Jiang et al. 2019 §3.1). The search settings are DARTS's (Liu et al. 2019);
-the methods' own settings (ESS, random search, ENAS) keep `bin/search-lm`'s names and defaults,
-and `search_settings` hands them to the method as the `SearchSettings` it reads; the settings that
-methods declare for themselves (`nas.methods.settings`) are `method_settings`, as in `SearchConfig`.
+the methods' own settings come from their dataclasses (`nas.methods.settings`), as in `SearchConfig`:
+ESS's, random search's and ENAS's as fields (`nas.methods.flat_fields`), the others under
+`method_settings`; `search_settings` hands the method the `SearchSettings` it reads.
 The search's health (HEALTH_SETTINGS: the Hessian check and DARTS-ES) keeps `bin/search-lm`'s names,
 defaults and checks.
 """
@@ -19,20 +19,19 @@ from typing import Any
 from nas.common.devices import STORED_CHOICES
 from nas.common.errors import InputError
 from nas.common.ranges import check_ranges, check_stored
-from nas.methods import METHODS, method_settings
+from nas.methods import flat_fields, flat_ranges, flat_setting_names, method_settings, search_settings
 from nas.methods.settings import SearchSettings
 from nas.common.flags import flag_name
 from nas.runs.config import SearchConfig, check_early_stop, check_gate_history
 from tagger.config import SGD_LR, TaggerConfig
 
 T = TaggerConfig  # train-tagger's defaults
-S = SearchConfig  # search-lm's defaults of the methods' own settings
-# The methods' own settings (the registry's `options`) the tagging search takes: every one but ESS's
+S = SearchConfig  # search-lm's defaults of the search's health
+# The methods' settings kept as config fields that the tagging search takes: every one but ESS's
 # --cell and --rounds (the tagging search has no inter-only search space, and counts ESS rounds as
-# --epochs). Each is a field below, with search-lm's default.
-METHOD_SETTINGS = tuple(
-    dict.fromkeys(name for entry in METHODS.values() for name in entry.options if name not in ("cell", "rounds"))
-)
+# --epochs). Each is a field (from `flat_fields`, with its method's default), and a flag copied from search-lm.
+NOT_TAKEN = ("cell", "rounds")
+METHOD_SETTINGS = tuple(name for name in flat_setting_names() if name not in NOT_TAKEN)
 
 HEALTH_SETTINGS = (
     "hessian_iterations",
@@ -43,7 +42,7 @@ HEALTH_SETTINGS = (
 
 
 @dataclass
-class TaggingSearchConfig:
+class TaggingSearchConfig(flat_fields("TaggingMethodSettings", leave_out=NOT_TAKEN)):
     # the tagger, as bin/train-tagger takes it
     corpus: str = ""
     data: str = ""
@@ -81,22 +80,7 @@ class TaggingSearchConfig:
     early_stop: str = S.early_stop
     early_stop_window: int = S.early_stop_window
     early_stop_ratio: float = S.early_stop_ratio
-    # the methods' own (METHOD_SETTINGS)
-    search_space: str = S.search_space
-    intra_steps: int | None = S.intra_steps
-    inter_steps: int | None = S.inter_steps
-    arch_lr_intra: float = S.arch_lr_intra
-    arch_lr_inter: float = S.arch_lr_inter
-    history: int = S.history
-    inter_nodes: int = S.inter_nodes
-    gate_squash: str = S.gate_squash
-    gate_size_match: str = S.gate_size_match
-    candidates: int = S.candidates
-    track_candidates: int = S.track_candidates
-    controller_steps: int = S.controller_steps
-    controller_lr: float = S.controller_lr
-    entropy_weight: float = S.entropy_weight
-    baseline_decay: float = S.baseline_decay
+    # the methods' own: ESS's, random search's and ENAS's are the fields of the base class
     method_settings: dict = field(
         default_factory=dict
     )  # {}: the method's defaults (a run from before they were stored)
@@ -141,26 +125,15 @@ class TaggingSearchConfig:
         """The settings the search method reads, for a layer of `input_size` inputs and --hidden-size units:
         the weights step as flair's trainer does (no weight decay), candidates score on all the held-apart
         sentences, no attention, no fixed cell."""
-        return SearchSettings(
+        return search_settings(
+            self,
             emsize=input_size,
             nhid=self.hidden_size,
             dropoutx=self.dropout_x,
             dropouth=self.dropout_h,
             wdecay=0.0,
-            clip=self.clip,
-            seed=self.seed,
-            method=self.method,
-            order=self.order,
-            nodes=self.nodes,
-            arch_lr=self.arch_lr,
-            arch_wdecay=self.arch_wdecay,
             eval_batches=None,
-            eval_batch_size=self.eval_batch_size,
-            epochs=self.epochs,
-            method_settings=self.method_settings,
             attention_heads=S.attention_heads,
-            cell=None,
-            **{name: getattr(self, name) for name in METHOD_SETTINGS},
         )
 
     def check(self) -> None:
@@ -178,15 +151,9 @@ class TaggingSearchConfig:
             raise InputError(f"--time-budget: must be positive, got {self.time_budget}")
         if self.max_rollbacks < 0:
             raise InputError(f"--max-rollbacks: must be at least 0, got {self.max_rollbacks}")
-        check_ranges(
-            self,
-            {
-                name: SearchConfig.RANGES[name]
-                for name in (*METHOD_SETTINGS, *HEALTH_SETTINGS)
-                if name in SearchConfig.RANGES
-            },
-            flag_name,
-        )
+        ranges = {name: allowed for name, allowed in flat_ranges().items() if name in METHOD_SETTINGS}
+        ranges.update((name, SearchConfig.RANGES[name]) for name in HEALTH_SETTINGS if name in SearchConfig.RANGES)
+        check_ranges(self, ranges, flag_name)
         check_early_stop(self.early_stop, self.hessian_iterations)
         if self.search_space == "inter":
             raise InputError(

@@ -118,27 +118,80 @@ def training_precision(model, device, precision: str):
         del model.forward_loss
 
 
-def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None, max_epochs: int | None = None):
-    """A trainer plugin that logs the corpus notes to training.log, times each epoch, keeps the dev F1
-    of each epoch, and stops before an epoch that would end past `time_budget` minutes. flair's line at
-    the end of each epoch's training (`EPOCH 3 done: loss ...`) gets the time left: at most the epochs
-    left to `max_epochs` at the mean epoch time so far (the annealing may stop sooner), or the time
-    budget left if that is less.
+class _EpochClock:
+    """The times of a run's epochs, what they say of the time left, and the time budget's stop.
 
     The budget counts the wall-clock time since the first epoch started (training, dev evaluation,
     saving the best model). An epoch starts only if the mean epoch so far still fits, so a run stops
     before its budget rather than one epoch after; the first epoch always runs.
     """
+
+    def __init__(self, time_budget: float | None, max_epochs: int | None):
+        self.time_budget, self.max_epochs = time_budget, max_epochs
+        self.train_seconds: list[float] = []
+        self.epoch_seconds: list[float] = []
+        self.stopped: str | None = None
+        self._start = self._first = 0.0
+
+    def start_epoch(self) -> bool:
+        """Start an epoch's clock; False, with `stopped` saying why, when it would end past the time budget."""
+        now = time.perf_counter()
+        done, budget = len(self.epoch_seconds), self.time_budget
+        if not self._first:  # the first epoch of this process: a resumed run has spent its earlier epochs' time
+            self._first = now - sum(self.epoch_seconds)
+        if done and budget is not None and (now - self._first) * (done + 1) / done > 60 * budget:
+            self.stopped = f"time budget of {budget:g} minutes: the next epoch would end past it"
+            return False
+        self._start = now
+        return True
+
+    def time_left(self, record: logging.LogRecord) -> bool:
+        """A logging filter: flair's `EPOCH n done: ...` line, with the time left appended."""
+        message = record.getMessage()
+        words = message.split(" ", 2)
+        if (
+            self.max_epochs is not None
+            and len(words) == 3
+            and words[0] == "EPOCH"
+            and words[1].isdigit()
+            and words[2].startswith("done:")
+        ):
+            record.msg, record.args = f"{message} - {self.estimate(int(words[1]))}", ()
+        return True
+
+    def estimate(self, epoch: int) -> str:
+        """The time left after epoch `epoch`'s training (its dev evaluation still to come)."""
+        now = time.perf_counter()
+        train = [*self.train_seconds, now - self._start]  # this epoch's training has just ended
+        evaluating = [full - part for full, part in zip(self.epoch_seconds, self.train_seconds)]
+        per_epoch = _mean(train) + (_mean(evaluating) or 0.0)
+        epochs = max(self.max_epochs - epoch, 0)
+        left = epochs * per_epoch + (_mean(evaluating) or 0.0)
+        if not epochs:
+            return "last epoch"
+        plural = "s" if epochs > 1 else ""
+        said = f"time left at most ~{_duration(left)} ({epochs} epoch{plural} of ~{_duration(per_epoch)})"
+        if self.time_budget is not None:
+            budget_left = max(60 * self.time_budget - (now - self._first), 0.0)
+            if budget_left < left:
+                said = f"time left at most ~{_duration(budget_left)} (the time budget)"
+        return said
+
+
+def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None, max_epochs: int | None = None):
+    """A trainer plugin that logs the corpus notes to training.log, times each epoch, keeps the dev F1
+    of each epoch, and stops before an epoch that would end past `time_budget` minutes (`_EpochClock`).
+    flair's line at the end of each epoch's training (`EPOCH 3 done: loss ...`) gets the time left: at
+    most the epochs left to `max_epochs` at the mean epoch time so far (the annealing may stop sooner),
+    or the time budget left if that is less.
+    """
     from flair.trainers.plugins.base import TrainerPlugin, TrainingInterrupt
 
-    class EpochPlugin(TrainerPlugin):
+    class EpochPlugin(TrainerPlugin, _EpochClock):
         def __init__(self):
-            super().__init__()
-            self.train_seconds: list[float] = []
-            self.epoch_seconds: list[float] = []
+            TrainerPlugin.__init__(self)
+            _EpochClock.__init__(self, time_budget, max_epochs)
             self.dev_f1: list[float] = []
-            self.stopped: str | None = None
-            self._start = self._first = 0.0
 
         @TrainerPlugin.hook
         def after_setup(self, **kw):
@@ -150,48 +203,10 @@ def _epoch_plugin(notes: list[str], records_dev: bool, time_budget: float | None
         def remove_filter(self, **kw):
             log.removeFilter(self.time_left)
 
-        def time_left(self, record: logging.LogRecord) -> bool:
-            """A logging filter: flair's `EPOCH n done: ...` line, with the time left appended."""
-            message = record.getMessage()
-            words = message.split(" ", 2)
-            if (
-                max_epochs is not None
-                and len(words) == 3
-                and words[0] == "EPOCH"
-                and words[1].isdigit()
-                and words[2].startswith("done:")
-            ):
-                record.msg, record.args = f"{message} - {self.estimate(int(words[1]))}", ()
-            return True
-
-        def estimate(self, epoch: int) -> str:
-            """The time left after epoch `epoch`'s training (its dev evaluation still to come)."""
-            now = time.perf_counter()
-            train = [*self.train_seconds, now - self._start]  # this epoch's training has just ended
-            evaluating = [full - part for full, part in zip(self.epoch_seconds, self.train_seconds)]
-            per_epoch = _mean(train) + (_mean(evaluating) or 0.0)
-            epochs = max(max_epochs - epoch, 0)
-            left = epochs * per_epoch + (_mean(evaluating) or 0.0)
-            if not epochs:
-                return "last epoch"
-            plural = "s" if epochs > 1 else ""
-            said = f"time left at most ~{_duration(left)} ({epochs} epoch{plural} of ~{_duration(per_epoch)})"
-            if time_budget is not None:
-                budget_left = max(60 * time_budget - (now - self._first), 0.0)
-                if budget_left < left:
-                    said = f"time left at most ~{_duration(budget_left)} (the time budget)"
-            return said
-
         @TrainerPlugin.hook
         def before_training_epoch(self, epoch, **kw):
-            now = time.perf_counter()
-            done = len(self.epoch_seconds)
-            if not self._first:  # the first epoch of this process: a resumed run has spent its earlier epochs' time
-                self._first = now - sum(self.epoch_seconds)
-            if done and time_budget is not None and (now - self._first) * (done + 1) / done > 60 * time_budget:
-                self.stopped = f"time budget of {time_budget:g} minutes: the next epoch would end past it"
+            if not self.start_epoch():
                 raise TrainingInterrupt(f"stopping before epoch {epoch}: {self.stopped}")
-            self._start = now
 
         @TrainerPlugin.hook
         def after_training_epoch(self, **kw):
@@ -272,17 +287,44 @@ def _train_run(
     resume: bool,
     on_epoch: Callable | None,
 ) -> dict:
+    """`train_run` in this process (one of flair's GPU processes with `multi_gpu`): set up, train, and on the
+    main process score the saved model and write the run's files."""
     import flair
-    import torch
-    from flair.data import Corpus
-    from flair.datasets import FlairDatapointDataset
     from flair.distributed_utils import is_main_process
     from flair.trainers import ModelTrainer
-    from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
-    from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
-    from flair.trainers.plugins.loggers.loss_file import LossFilePlugin
 
     from nas.fast.backends import current
+
+    state = _begin_run(config, seed, out, multi_gpu, resume)
+    train = to_sentences(corpus.train, corpus.tag_type)
+    dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
+    test = to_sentences(corpus.test, corpus.tag_type)
+    embeddings.to(flair.device)  # built where flair.device pointed then (the GPU, wherever one exists)
+    states, states_notes = _charlm_states(embeddings, train + (dev or []) + test, config.charlm_states)
+    scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
+    model = build_model(config, corpus, embeddings, genotype)
+    untrained = _dev_f1_untrained(model, state, scored_dev, corpus, config.eval_batch_size)
+    # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
+    memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
+    notes = [*corpus.notes, *states_notes, f"backend: {current(config.device).name}"]
+    timer, schedule, keeper = _plugins(config, out, notes, state, scored_dev is not None, untrained, memory, on_epoch)
+    trainer = ModelTrainer(model, _flair_corpus(corpus, train, dev))
+    start = state["epoch"] if state is not None else 0
+    _fit(trainer, config, out, start, (timer, schedule, keeper), len(corpus.test.tokens), multi_gpu)
+    keeper.mark_best_complete()
+    if not is_main_process():
+        return {}
+    metrics = _score_run(config, corpus, seed, out, model, test, scored_dev, untrained, states, timer, schedule)
+    _record_run(out, config, genotype, metrics)
+    return metrics
+
+
+def _begin_run(config: TaggerConfig, seed: int, out: Path, multi_gpu: bool, resume: bool) -> dict | None:
+    """Seed flair, set its device, and lay out `out`: the checkpoint to continue from (None: a fresh start),
+    and its loss table cut to the epochs the checkpoint holds."""
+    import flair
+    import torch
+
     from . import resume as resuming
 
     if not multi_gpu:  # flair trains on flair.device, which flair sets to the GPU wherever one exists; the
@@ -292,32 +334,30 @@ def _train_run(
     run = RunDir(out)
     run.clean_temp_files()
     state = resuming.load_checkpoint(run) if resume else None
-    start = state["epoch"] if state is not None else 0
-    resuming.trim_loss_table(out, start)
-    train = to_sentences(corpus.train, corpus.tag_type)
-    dev = to_sentences(corpus.dev, corpus.tag_type) if corpus.dev is not None else None
-    test = to_sentences(corpus.test, corpus.tag_type)
-    embeddings.to(flair.device)  # built where flair.device pointed then (the GPU, wherever one exists)
-    states, states_notes = _charlm_states(embeddings, train + (dev or []) + test, config.charlm_states)
-    scored_dev = dev if dev is not None and not config.train_with_dev else None  # dev trained on is not scored
-    model = build_model(config, corpus, embeddings, genotype)
-    if state is None:
-        untrained = (
-            evaluation.evaluate(model, scored_dev, corpus.dev.tags, config.eval_batch_size)[0]["f1"]
-            if scored_dev is not None
-            else None
-        )
-    else:
+    resuming.trim_loss_table(out, state["epoch"] if state is not None else 0)
+    return state
+
+
+def _dev_f1_untrained(model, state: dict | None, scored_dev: list | None, corpus: TaggingCorpus, batch_size: int):
+    """The dev F1 before any training (None without a scored dev split), or the checkpoint's, whose weights
+    `model` takes."""
+    if state is not None:
         model.load_state_dict(state["model"])
-        untrained = state["dev_f1_untrained"]
-    # The pooled-Flair memory the model trains and is selected on, saved with every model file (tagger.pooled_memory)
-    memory = pool_memory(model, train + (dev or []), config.eval_batch_size)
-    timer = _epoch_plugin(
-        [*corpus.notes, *states_notes, f"backend: {current(config.device).name}"],
-        scored_dev is not None,
-        config.time_budget,
-        config.max_epochs,
-    )
+        return state["dev_f1_untrained"]
+    if scored_dev is None:
+        return None
+    return evaluation.evaluate(model, scored_dev, corpus.dev.tags, batch_size)[0]["f1"]
+
+
+def _plugins(config: TaggerConfig, out: Path, notes, state, scored_dev: bool, untrained, memory, on_epoch) -> tuple:
+    """The trainer plugins of a run's own: the epoch clock (`_epoch_plugin`), the schedule (annealing on the dev
+    F1, or flair's linear one) and the checkpoints and best model (`resume.TrainingState`)."""
+    from flair.trainers.plugins.functional.anneal_on_plateau import AnnealingPlugin
+    from flair.trainers.plugins.functional.linear_scheduler import LinearSchedulerPlugin
+
+    from . import resume as resuming
+
+    timer = _epoch_plugin(notes, scored_dev, config.time_budget, config.max_epochs)
     schedule = (
         LinearSchedulerPlugin(warmup_fraction=config.warmup_fraction)
         if config.scheduler == "linear"
@@ -334,21 +374,39 @@ def _train_run(
         out,
         schedule,
         timer,
-        best_by_dev=scored_dev is not None,
+        best_by_dev=scored_dev,
         keep_best=not config.train_with_dev,
         dev_f1_untrained=untrained,
         state=state,
         on_epoch=on_epoch,
         memory=memory,
     )
-    splits = Corpus(
+    return timer, schedule, keeper
+
+
+def _flair_corpus(corpus: TaggingCorpus, train: list, dev: list | None):
+    """flair's corpus of the train and dev sentences: the test split is scored after training (`_score_saved`)."""
+    from flair.data import Corpus
+    from flair.datasets import FlairDatapointDataset
+
+    return Corpus(
         FlairDatapointDataset(train),
         FlairDatapointDataset(dev) if dev else None,
         None,
         name=corpus.train.path.parent.name,
         sample_missing_splits=False,
     )
-    trainer = ModelTrainer(model, splits)
+
+
+def _fit(trainer, config: TaggerConfig, out: Path, start: int, plugins: tuple, tested: int, multi_gpu: bool) -> None:
+    """flair's training from epoch `start` with the run's `plugins` (`_plugins`), flair's loss table, training.log
+    and the TensorBoard curves; `tested`: the size of the test split, scored after training."""
+    import flair
+    from flair.trainers.plugins.loggers.loss_file import LossFilePlugin
+
+    from . import resume as resuming
+
+    timer, schedule, keeper = plugins
     if start:  # to stderr under the commands; AppendingLog marks training.log itself
         log.info(resuming.resumed_line(start))
     # in this order: the epoch's row of loss.tsv is written before TrainingState's checkpoint
@@ -360,46 +418,62 @@ def _train_run(
         keeper,
         *_live_curves(out),
     ]
-    truthful = _OwnTestScoring(len(corpus.test.tokens))
+    truthful = _OwnTestScoring(tested)
     log.addFilter(truthful)
     try:
         with (
             keeper.stop,
             _bars_on_terminals_only(),
             warnings.catch_warnings(),
-            training_precision(model, flair.device, config.precision),
+            training_precision(trainer.model, flair.device, config.precision),
         ):
             warnings.filterwarnings(
                 "ignore", message=GRAD_SCALER, category=FutureWarning
             )  # whatever filters the caller set
-            trainer.train_custom(
-                out,
-                # flair's split: the parameters named `embeddings` at learning_rate, the others at decoder_learning_rate
-                learning_rate=config.embeddings_lr or config.lr,
-                decoder_learning_rate=config.lr if config.embeddings_lr else None,
-                mini_batch_size=config.batch_size,
-                eval_batch_size=config.eval_batch_size,
-                max_epochs=config.max_epochs,
-                optimizer=optimizer_class(config.optimizer),
-                max_grad_norm=config.clip,
-                train_with_dev=config.train_with_dev,
-                shuffle=True,
-                plugins=plugins,
-                epoch=start,
-                save_final_model=False,
-                use_final_model_for_eval=True,
-                create_file_logs=False,
-                create_loss_file=False,
-                multi_gpu=multi_gpu,
-            )
+            trainer.train_custom(out, plugins=plugins, epoch=start, multi_gpu=multi_gpu, **_trainer_settings(config))
     except Interrupted as stop:
         _append_line(out / "training.log", f"stopped: interrupted ({stop}); continue with --resume")
         raise
     finally:
         log.removeFilter(truthful)
-    keeper.mark_best_complete()
-    if not is_main_process():
-        return {}
+
+
+def _trainer_settings(config: TaggerConfig) -> dict:
+    """flair's `train_custom` settings of `config`; flair's own final model, test scoring and log files are off,
+    the run directory has its own."""
+    return dict(
+        # flair's split: the parameters named `embeddings` at learning_rate, the others at decoder_learning_rate
+        learning_rate=config.embeddings_lr or config.lr,
+        decoder_learning_rate=config.lr if config.embeddings_lr else None,
+        mini_batch_size=config.batch_size,
+        eval_batch_size=config.eval_batch_size,
+        max_epochs=config.max_epochs,
+        optimizer=optimizer_class(config.optimizer),
+        max_grad_norm=config.clip,
+        train_with_dev=config.train_with_dev,
+        shuffle=True,
+        save_final_model=False,
+        use_final_model_for_eval=True,
+        create_file_logs=False,
+        create_loss_file=False,
+    )
+
+
+def _score_run(
+    config: TaggerConfig,
+    corpus: TaggingCorpus,
+    seed: int,
+    out: Path,
+    model,
+    test: list,
+    scored_dev: list | None,
+    untrained: float | None,
+    states: dict | None,
+    timer,
+    schedule,
+) -> dict:
+    """The run's metrics: the saved model's test scores (its predictions written to test.conll) and dev scores,
+    and what the training did."""
     saved = "best-model.pt" if (out / "best-model.pt").is_file() else "final-model.pt"
     report, pred, memory = _score_saved(out / saved, test, corpus.test.tags, config)
     evaluation.write_conll(out / "test.conll", corpus.test.tokens, corpus.test.tags, pred)
@@ -427,6 +501,12 @@ def _train_run(
         metrics["pooled_memory"] = memory
     if scored_dev is not None:
         metrics["dev"] = _score_saved(out / saved, scored_dev, corpus.dev.tags, config)[0]
+    return metrics
+
+
+def _record_run(out: Path, config: TaggerConfig, genotype: Genotype | None, metrics: dict) -> None:
+    """metrics.json, the model card and the end of training.log; a finished run resumes to its metrics alone: its
+    checkpoint goes, and the final model unless asked for."""
     atomic_write_json(out / "metrics.json", metrics)
     model_card.write(
         out / "README.md",
@@ -435,13 +515,12 @@ def _train_run(
         metrics["model"],
         out,
     )
-    _append_line(out / "training.log", f"TEST ({metrics['model']}, seqeval strict IOB2):\n{evaluation.table(report)}")
+    table = evaluation.table(metrics["test"])
+    _append_line(out / "training.log", f"TEST ({metrics['model']}, seqeval strict IOB2):\n{table}")
     _append_line(out / "training.log", f"stopped: {metrics['stopped']['said']}")
-    # A finished run resumes to its metrics alone: its checkpoint goes, and the final model unless asked for.
-    run.checkpoint.unlink(missing_ok=True)
+    RunDir(out).checkpoint.unlink(missing_ok=True)
     if metrics["model"] != "final-model.pt" and not config.save_final_model:
         (out / "final-model.pt").unlink(missing_ok=True)
-    return metrics
 
 
 def stop_reason(config: TaggerConfig, timer, schedule) -> dict:

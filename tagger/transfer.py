@@ -186,11 +186,12 @@ class Benchmark:
 
     # -- running ---------------------------------------------------------------------------------
 
-    def run(self, workers: int = 1, address: str | None = None) -> None:
+    def run(self, tagger_params: Callable[[list[str]], dict], workers: int = 1, address: str | None = None) -> None:
         """Train every unfinished run, up to `workers` at once (on Ray when more than one, or at `address`:
         `nas.common.grid`), rewriting the report as each finishes. A failed run keeps only its log and
-        does not stop the others; at the end they are an InputError that names them."""
-        self.check_inputs()
+        does not stop the others; at the end they are an InputError that names them. `tagger_params`: the
+        parameters train-tagger takes from a run's arguments (`check_inputs`)."""
+        self.check_inputs(tagger_params)
         self._check_plan()
         check_workers(workers, address)
         todo = [r for r in self.runs if not r.finished]
@@ -241,13 +242,13 @@ class Benchmark:
                 "run the same command again to train the failed runs"
             )
 
-    def check_inputs(self) -> None:
+    def check_inputs(self, tagger_params: Callable[[list[str]], dict]) -> None:
         """Every cell file, every corpus and the train-tagger flags after `--`, before the first run
-        starts: a bad last cell or flag would otherwise fail after the others had trained."""
+        starts: a bad last cell or flag would otherwise fail after the others had trained. `tagger_params`:
+        the parameters train-tagger takes from a run's arguments, checked by its flags (the command's
+        `nas.common.cli.passed_on`)."""
         from nas.cells.genotype import load
-        from nas.common.cli import passed_on
 
-        from .cli.train_tagger import main as train_tagger
         from .corpora import load_corpus, parse_columns
         from .embeddings import check_files
 
@@ -259,7 +260,7 @@ class Benchmark:
                 _run_figures(run.path / "metrics.json")
         for corpus in self.corpora:
             argv = self.tagger_argv(next(r for r in self.runs if r.corpus == corpus))
-            params = passed_on(train_tagger, "bin/train-tagger", argv, f"bin/transfer -- {' '.join(self.tagger_args)}")
+            params = tagger_params(argv)
             check_files(params["embeddings"])
             load_corpus(
                 corpus.format,

@@ -228,7 +228,7 @@ def test_search_gate_with_one_hot_weights_is_the_derived_frozen_gate():
 
 def test_genotype_with_inter_and_attention_round_trips_and_has_the_expected_parameters(tmp_path):
     geno = Genotype(((("relu", 0),), (("tanh", 1),), (("identity", 1),)), (1, 2, 3), INTER, "multihead", "ess-test")
-    geno.save(tmp_path / "cell.json")
+    genotype.save(geno, tmp_path / "cell.json")
     again = genotype.load(tmp_path / "cell.json")
     assert again == geno and again.inter == INTER and again.attention == "multihead"
     ninp, nhid = 6, 5

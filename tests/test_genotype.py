@@ -32,7 +32,7 @@ def test_round_trip_through_a_file(tmp_path):
     geno = Genotype(
         ((("tanh", 0), ("relu", 0)), (("identity", 1),)), (1, 2), name="two-input", provenance={"method": "idarts"}
     )
-    geno.save(tmp_path / "cell.json")
+    genotype.save(geno, tmp_path / "cell.json")
     again = genotype.load(tmp_path / "cell.json")
     assert again == geno and again.provenance == {"method": "idarts"}
 

@@ -13,7 +13,8 @@ from nas.cells.search_cell import SearchRNN
 from nas.cli.search_lm import main as search_lm
 from nas.fast import gemm
 from nas.lm.model import RNNModel, lm_loss
-from nas.methods.darts import Darts, SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
+from nas.methods.darts import Darts
 from nas.runs import health
 
 SIZES = [

@@ -166,10 +166,11 @@ def package_graph(graph: dict[str, set[str]], package=package_of) -> dict[str, s
     return {p: targets - {p} for p, targets in packages.items()}
 
 
-def test_no_import_cycle_between_the_wings_of_nas():
-    """No cycle between the wings of `nas` either, even where every module-level path is acyclic: a wing is a unit
-    a reader takes in, or leaves out, whole."""
-    found = cycles(package_graph(import_graph(ROOT, ("nas",))))
+def test_no_import_cycle_between_packages():
+    """No cycle between the wings of `nas`, nor between `tagger` and its commands (`tagger.cli` imports `tagger`,
+    never the other way), even where every module-level path is acyclic: a package is a unit a reader takes in,
+    or leaves out, whole."""
+    found = cycles(package_graph(import_graph(ROOT, PACKAGES)))
     assert not found, "package cycles: " + "; ".join(" → ".join(c) for c in found)
 
 
@@ -241,12 +242,22 @@ def test_docs_layout_names_every_module_and_nothing_that_is_gone():
     assert not problems, problems
 
 
-CORE = ("nas.cells.ops", "nas.cells.mixing", "nas.methods.architect")  # docs/layout.md, "Where to look first"
+# docs/layout.md, "Reading the DARTS core": the five files a DARTS reader opens, and what their cells are made of
+READING = ("nas.cells.ops", "nas.cells.cell", "nas.cells.search_cell", "nas.cells.mixing", "nas.methods.architect")
+CORE = READING + (
+    "nas.cells.masks",
+    "nas.cells.waves",
+    "nas.cells.recurrence",
+    "nas.cells.backend",
+    "nas.cells.gates",
+    "nas.cells.attention",
+)
 
 
 def test_the_core_imports_only_torch():
-    """The op table, what a mixing rule is, and the α step (first and second order) read in plain torch: they
-    import torch, the standard library and one another, nothing of the project's plumbing or speed layer."""
+    """The op table and the genotype, the cell and the search cell, the mixing rules, the α step (first and
+    second order) and the bilevel step read in plain torch: they import torch, the standard library and one
+    another, nothing of the project's plumbing or speed layer."""
     project = import_graph(ROOT, PACKAGES)
     bad = sorted(f"{m} → {t}" for m in CORE for t in project[m] if t not in CORE)
     assert not bad, bad
@@ -259,3 +270,19 @@ def test_the_core_imports_only_torch():
         if name.split(".")[0] not in ("nas", "torch", "__future__")
     }
     assert foreign <= set(sys.stdlib_module_names), sorted(foreign - set(sys.stdlib_module_names))
+
+
+def test_docs_layout_lists_the_five_files_of_the_darts_core():
+    """The reading list names the files in `READING`, in that order, and they hold what it says."""
+    section = LAYOUT.read_text(encoding="utf-8").split("## Reading the DARTS core", 1)[1].split("\n## ", 1)[0]
+    listed = [path[:-3].replace("/", ".") for path in re.findall(r"^\d\. `(nas/[\w/]+\.py)`", section, re.M)]
+    assert listed == list(READING)
+    source = {m: (ROOT / Path(*m.split("."))).with_suffix(".py").read_text(encoding="utf-8") for m in READING}
+    for module, name in (
+        ("nas.cells.ops", "class Genotype"),
+        ("nas.cells.cell", "def cell_step"),
+        ("nas.cells.search_cell", "def search_step"),
+        ("nas.cells.mixing", "class SoftmaxPerEdge"),
+        ("nas.methods.architect", "def bilevel_step"),
+    ):
+        assert name in source[module], (module, name)

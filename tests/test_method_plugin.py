@@ -47,11 +47,7 @@ class ShrinkSettings(MethodSettings):
 class Shrink(Darts):
     """DARTS whose α is scaled by --shrink after every α step."""
 
-    Settings = ShrinkSettings
-
-    def __init__(self, config, model, full_epoch, **kwargs):
-        self.settings = self.Settings.of(config.method_settings)
-        super().__init__(config, model, full_epoch, **kwargs)
+    settings: ShrinkSettings  # handed in: its registry entry's settings, from the flags or config.json
 
     def step_alpha(self, batch, train, train_hidden, valid, valid_hidden, eta):
         valid_hidden = super().step_alpha(batch, train, train_hidden, valid, valid_hidden, eta)

@@ -14,7 +14,8 @@ from nas.cells import genotype
 from nas.runs.config import SearchConfig
 from nas.lm.corpus import Corpus
 from nas.methods import METHODS, Entry
-from nas.methods.darts import Darts, SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
+from nas.methods.darts import Darts
 from nas.runs.search import Searcher
 
 

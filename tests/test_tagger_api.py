@@ -178,7 +178,7 @@ def test_the_time_left_after_each_epoch(monkeypatch):
 def test_the_command_line_a_python_run_records_is_the_commands_own():
     from pathlib import Path
 
-    from tagger.cli.train_tagger import equivalent_command
+    from tagger.training import equivalent_command
 
     config = tagger.TaggerConfig(
         corpus="wnut17",
@@ -206,3 +206,20 @@ def test_the_command_line_a_python_run_records_is_the_commands_own():
         "time_budget": 2.5,
         "match_params": "lstm:32",
     }
+
+
+def test_every_setting_the_python_call_records_is_spelt_as_the_commands_flag():
+    """tagger.training writes a setting's flag from its field's name (the library does not import the command): a
+    flag spelt otherwise, or a switch on by default without its --no- form, fails here."""
+    from dataclasses import fields
+
+    from tagger.training import NOT_FLAGS
+
+    options = {opt: param for param in main.params for opt in [*param.opts, *param.secondary_opts]}
+    for field in fields(tagger.TaggerConfig):
+        if field.name in NOT_FLAGS:
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        assert flag in options and options[flag].name == field.name, flag
+        if field.default is True:
+            assert f"--no-{flag[2:]}" in options[flag].secondary_opts, flag

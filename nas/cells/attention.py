@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from nas.cells.genotype import ATTENTION_TYPES
+from nas.cells.ops import ATTENTION_TYPES
 
 SEARCH_CHOICES = ("search", *ATTENTION_TYPES, "none")
 

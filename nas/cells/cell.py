@@ -35,7 +35,7 @@ import torch.nn as nn
 from nas.cells.attention import build_attention
 from nas.cells.backend import DEFINITION, CellBackend, StepProduct, times
 from nas.cells.gates import InterGates
-from nas.cells.genotype import Genotype
+from nas.cells.ops import Genotype
 from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE
 from nas.cells.recurrence import PaddedBatch, run_recurrence

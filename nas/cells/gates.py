@@ -40,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from nas.cells.backend import DEFINITION, CellBackend, times
-from nas.cells.genotype import GATES, predecessors
+from nas.cells.ops import GATES, predecessors
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, SQUASHES
 from nas.cells.mixing import MixingRule
 

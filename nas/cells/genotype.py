@@ -4,83 +4,38 @@ A genotype lists, for nodes 1..N, the inputs of each node as `[op, predecessor]`
 (predecessor 0 is the first state s0), the nodes averaged into the output (`concat`), the
 optional ESS inter-cell gates (`inter`, whose schema `nas.cells.gates` describes), the optional NASABN
 attention type (`attention`) and the provenance of the cell. `validate` checks every field,
-the gates' included, so everything that builds a cell starts from well-formed data.
+the gates' included, so everything that builds a cell starts from well-formed data. The value itself,
+`Genotype`, is defined with the op table (`nas.cells.ops`), where the cells read it; this module is its file.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from nas.cells.ops import OPS, SQUASHES
+from nas.cells.ops import (  # noqa: F401  (the genotype's value and schema, re-exported with its file format)
+    ATTENTION_TYPES,
+    FORMAT,
+    GATES,
+    INTER_FIELDS,
+    OPS,
+    SIZE_MATCHES,
+    SQUASHES,
+    VERSION,
+    Genotype,
+    predecessors,
+)
 from nas.common.errors import InputError
 from nas.common.files import atomic_write_text, parse_json, read_json
 from nas.common.presets import cell_recipe
 from nas.common.ranges import NODES
 from nas.common.resources import resources_dir
 
-FORMAT = "nas-rnn-genotype"
-VERSION = 1
-ATTENTION_TYPES = ("dot", "multihead")
-# The `inter` section (ESS gates, `nas.cells.gates`): its fields, the gates and their size matchings.
-SIZE_MATCHES = ("project", "pad")
-GATES = ("f", "g")
-INTER_FIELDS = ("history", "squash", "size_match", *GATES)
-_ENAS_FUNCS = ("tanh", "relu", "sigmoid", "identity")  # ENAS fixed-arc function codes 0..3
 
-
-@dataclass(frozen=True)
-class Genotype:
-    """A cell: per node 1..N its inputs as (op, predecessor), the nodes averaged into the output
-    (`concat`), and the optional ESS gates (`inter`) and NASABN attention; what a search finds and
-    the only thing the tagger needs from it. Stored as JSON (docs/concepts/genotype.md)."""
-
-    nodes: tuple[tuple[tuple[str, int], ...], ...]
-    concat: tuple[int, ...]
-    inter: dict | None = None
-    attention: str | None = None
-    name: str | None = None
-    provenance: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def steps(self) -> int:
-        return len(self.nodes)
-
-    def to_dict(self) -> dict:
-        return {
-            "format": FORMAT,
-            "version": VERSION,
-            "name": self.name,
-            "nodes": [[[op, pred] for op, pred in node] for node in self.nodes],
-            "concat": list(self.concat),
-            "inter": self.inter,
-            "attention": self.attention,
-            "provenance": self.provenance,
-        }
-
-    def to_enas(self) -> str:
-        """ENAS fixed-arc notation: `pred func` per node (func 0=tanh 1=relu 2=sigmoid 3=identity)."""
-        out = []
-        for number, node in enumerate(self.nodes, start=1):
-            if len(node) != 1:
-                raise ValueError(f"node {number} has {len(node)} inputs; ENAS notation holds one")
-            op, pred = node[0]
-            out += [str(pred), str(_ENAS_FUNCS.index(op))]
-        return " ".join(out)
-
-    def dumps(self) -> str:
-        """JSON with one line per node, so a cell reads at a glance in a diff or a terminal."""
-        data = self.to_dict()
-        lines = [f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in data.items() if k != "nodes"]
-        nodes = ",\n".join(f"    {json.dumps(node)}" for node in data["nodes"])
-        lines.insert(3, f'  "nodes": [\n{nodes}\n  ]')
-        return "{\n" + ",\n".join(lines) + "\n}\n"
-
-    def save(self, path: str | os.PathLike) -> None:
-        atomic_write_text(path, self.dumps())
+def save(genotype: Genotype, path: str | os.PathLike) -> None:
+    """Write `genotype` to `path` as its JSON file (`Genotype.dumps`), atomically."""
+    atomic_write_text(path, genotype.dumps())
 
 
 def _fail(where: str, fieldname: str, problem: str) -> None:
@@ -99,7 +54,25 @@ def validate(data: Any, where: str) -> Genotype:
     for key in data:
         if key not in known:
             _fail(where, key, "unknown field")
-    nodes = data.get("nodes")
+    parsed = _nodes(data.get("nodes"), where)
+    concat = _concat(data.get("concat"), len(parsed), where)
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        _fail(where, "name", "must be a string or null")
+    attention = data.get("attention")
+    if attention is not None and attention not in ATTENTION_TYPES:
+        _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
+    inter = data.get("inter")
+    if inter is not None:
+        validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
+    provenance = data.get("provenance", {})
+    if not isinstance(provenance, dict):
+        _fail(where, "provenance", "must be a JSON object")
+    return Genotype(tuple(parsed), tuple(concat), inter, attention, name, provenance)
+
+
+def _nodes(nodes: Any, where: str) -> list[tuple[tuple[str, int], ...]]:
+    """A genotype's `nodes`, checked: per node i, its (op, predecessor) inputs, each predecessor in 0..i-1."""
     if not isinstance(nodes, list) or not nodes:
         _fail(where, "nodes", "must be a non-empty list of nodes")
     if len(nodes) > NODES.high:
@@ -127,32 +100,19 @@ def validate(data: Any, where: str) -> Genotype:
                 _fail(where, f"{label}[{k}]", f"predecessor {pred!r} of node {i} must be an integer in 0..{i - 1}")
             inputs.append((op, pred))
         parsed.append(tuple(inputs))
-    concat = data.get("concat")
+    return parsed
+
+
+def _concat(concat: Any, nodes: int, where: str) -> list[int]:
+    """A genotype's `concat`, checked: distinct node numbers in 1..`nodes`."""
     if not isinstance(concat, list) or not concat:
         _fail(where, "concat", "must be a non-empty list of node numbers")
     for c in concat:
-        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= len(parsed):
-            _fail(where, "concat", f"node {c!r} out of range 1..{len(parsed)}")
+        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= nodes:
+            _fail(where, "concat", f"node {c!r} out of range 1..{nodes}")
     if len(set(concat)) != len(concat):
         _fail(where, "concat", "repeats a node")
-    name = data.get("name")
-    if name is not None and not isinstance(name, str):
-        _fail(where, "name", "must be a string or null")
-    attention = data.get("attention")
-    if attention is not None and attention not in ATTENTION_TYPES:
-        _fail(where, "attention", f"unknown attention {attention!r} (one of {', '.join(ATTENTION_TYPES)}, or null)")
-    inter = data.get("inter")
-    if inter is not None:
-        validate_inter(inter, lambda f, p: _fail(where, f"inter.{f}" if f else "inter", p))
-    provenance = data.get("provenance", {})
-    if not isinstance(provenance, dict):
-        _fail(where, "provenance", "must be a JSON object")
-    return Genotype(tuple(parsed), tuple(concat), inter, attention, name, provenance)
-
-
-def predecessors(history: int, node: int) -> list[int]:
-    """Candidate inputs of gate node `node` (1-based): 0 = its history vector (if node ≤ m), then nodes 1..node-1."""
-    return ([0] if node <= history else []) + list(range(1, node))
+    return concat
 
 
 def validate_inter(inter: Any, fail: Callable[[str, str], None]) -> None:

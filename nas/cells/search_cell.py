@@ -24,7 +24,7 @@ import torch.nn as nn
 
 from nas.cells.backend import DEFINITION, CellBackend
 from nas.cells.cell import first_node
-from nas.cells.genotype import Genotype
+from nas.cells.ops import Genotype
 from nas.cells.masks import variational_mask
 from nas.cells.ops import ACTIVATIONS, INIT_RANGE, OPS, edge_offsets
 from nas.cells.recurrence import run_recurrence

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from nas.cells.genotype import Genotype
+from nas.cells.ops import Genotype
 
 
 class Wave(NamedTuple):

@@ -23,7 +23,7 @@ def method_setting_options(command: Callable) -> Callable:
     share is one flag)."""
     made = {}
     for e in METHODS.values():
-        for f in fields(e.settings):
+        for f in () if e.settings.flat else fields(e.settings):  # flat ones: bin/search-lm's own flags
             if f.name not in made:
                 made[f.name] = click.option(
                     flag_name(f.name),
@@ -46,6 +46,8 @@ def chosen_settings(method: str, given: dict[str, Any], stored: dict[str, Any] |
     """All settings of `method` as config.json stores them: `stored` (a --config file's, of the same
     method), then the flags `given` (not None), the rest at the method's defaults; checked, naming the flag."""
     settings = entry(method).settings
+    if settings.flat:  # config fields, not `method_settings`
+        return {}
     own = {f.name for f in fields(settings)}
     values = {**(stored or {}), **{k: v for k, v in given.items() if k in own and v is not None}}
     return settings.of(values).to_dict()

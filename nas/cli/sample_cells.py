@@ -32,6 +32,7 @@ def main(count, seed, out, nodes, inter, attention) -> None:
     \b
         bin/sample-cells --n 5 --seed 1 --out cells/random
     """
+    from nas.cells.genotype import save
     from nas.common.runs import RunDir
     from nas.methods.sampling import Space, random_cells  # torch: imported here so that --help answers at once
 
@@ -42,7 +43,7 @@ def main(count, seed, out, nodes, inter, attention) -> None:
     try:
         for cell in random_cells(Space(nodes=nodes, inter=inter, attention=attention), seed, count, typed):
             written.append(folder.path / f"{cell.name}.json")
-            cell.save(written[-1])
+            save(cell, written[-1])
     except BaseException:
         folder.discard()
         raise

@@ -531,12 +531,13 @@ def _fresh_config(
 
 def _report(searcher, genotype, out: str | None, unit: str) -> None:
     """The genotype written to --out, and what the search's end says: the candidates' ranks, the health."""
+    from nas.cells.genotype import save
     from nas.common.files import read_json
     from nas.runs.health import summary_lines
 
     target = Path(out) if out else searcher.run_dir.path / "genotype.json"
     if out:
-        genotype.save(target)
+        save(genotype, target)
     metrics = read_json(searcher.run_dir.path / "metrics.json")
     valid_ppl = genotype.provenance["search_valid_ppl"]
     if valid_ppl is None:
@@ -554,7 +555,7 @@ def _report(searcher, genotype, out: str | None, unit: str) -> None:
             f"on the validation split {valid_ppl if valid_ppl is None else round(valid_ppl, 1)}",
             err=True,
         )
-    for line in summary_lines(metrics["health"], genotype.nodes, bool(searcher.arch), unit):
+    for line in summary_lines(metrics["health"], genotype.nodes, bool(searcher.bilevel.arch), unit):
         click.echo(line, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(genotype.to_dict()["nodes"].__repr__())

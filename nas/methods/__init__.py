@@ -4,25 +4,35 @@ A method is a class in a module of this package (`base.SearchMethod` says what i
 Its entry here says where the class comes from (a function that imports it, called only when a
 search starts) and what `bin/search-lm` must know while it parses flags: the method's part of the
 `--method` help, its own settings (a dataclass in `settings`, light, since the flags are made from
-it before torch loads; the older methods' settings are still `SearchConfig` fields, listed in
-`options`), the flags it cannot take, and the setting that counts its epochs.
+it before torch loads), the flags it cannot take, and the setting that counts its epochs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, Callable
 
 from nas.common.errors import InputError
 from nas.common.flags import flag_name
-from .settings import BetaDartsSettings, DartsMinusSettings, DrnasSettings, GdasSettings, MethodSettings, SdartsSettings
+from .settings import (
+    BetaDartsSettings,
+    DartsMinusSettings,
+    DrnasSettings,
+    EnasSettings,
+    EssSettings,
+    GdasSettings,
+    MethodSettings,
+    RandomSearchSettings,
+    SdartsSettings,
+    SearchSettings,
+)
 
 
 @dataclass(frozen=True)
 class Entry:
     load: Callable[[], type]  # imports and returns the method's class
     summary: str  # its part of the --method help
-    options: tuple[str, ...] = ()  # SearchConfig fields only this method reads
+    options: tuple[str, ...] = ()  # config fields only this method reads besides its settings (I-DARTS: top_n)
     refuses: dict[str, str] = field(default_factory=dict)  # SearchConfig field → why this method cannot take it
     epochs: str = "epochs"  # the SearchConfig field that counts its epochs
     unit: str = "epoch"  # what one of those epochs is called in the progress lines
@@ -98,19 +108,7 @@ METHODS: dict[str, Entry] = {
     "ess": Entry(
         _ess,
         "joint intra- and inter-cell search in rounds (ESS)",
-        options=(
-            "search_space",
-            "cell",
-            "rounds",
-            "intra_steps",
-            "inter_steps",
-            "arch_lr_intra",
-            "arch_lr_inter",
-            "history",
-            "inter_nodes",
-            "gate_squash",
-            "gate_size_match",
-        ),
+        settings=EssSettings,
         refuses={
             "max_batches_per_epoch": "with --method ess a round is --intra-steps + --inter-steps batches",
             "epochs": "--method ess counts --rounds instead",
@@ -122,14 +120,14 @@ METHODS: dict[str, Entry] = {
         _random_search,
         "random search with weight sharing: one uniformly drawn cell per batch, then the best of "
         "--candidates draws on validation (Li & Talwalkar 2019)",
-        options=("candidates", "track_candidates"),
+        settings=RandomSearchSettings,
         refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA},
     ),
     "enas": Entry(
         _enas,
         "an LSTM controller samples the cell for each batch and learns by REINFORCE after each epoch; "
         "the best of --candidates samples on a validation batch is kept (ENAS, Pham et al. 2018)",
-        options=("candidates", "controller_steps", "controller_lr", "entropy_weight", "baseline_decay"),
+        settings=EnasSettings,
         refuses={"order": NO_ALPHA_STEP, "early_stop": NO_ALPHA},
     ),
     "beta-darts": Entry(
@@ -176,19 +174,51 @@ def total_epochs(config: Any) -> int:
 
 
 def own_settings(e: Entry) -> tuple[str, ...]:
-    """The settings only the method of entry `e` reads: its `SearchConfig` fields and its settings' fields."""
+    """The settings only the method of entry `e` reads: its config fields and its settings' fields."""
     return e.options + tuple(f.name for f in fields(e.settings))
 
 
 def method_setting_names() -> tuple[str, ...]:
-    """Every registered method's own settings (`settings` fields), each once: the flags made from them."""
-    return tuple(dict.fromkeys(f.name for e in METHODS.values() for f in fields(e.settings)))
+    """Every registered method's settings kept under `method_settings`, each once: the flags made from them."""
+    return tuple(dict.fromkeys(f.name for e in METHODS.values() if not e.settings.flat for f in fields(e.settings)))
+
+
+def flat_setting_names() -> tuple[str, ...]:
+    """Every registered method's settings kept as config fields (`MethodSettings.flat`, and an entry's `options`),
+    each once: the flags bin/search-lm writes out for them."""
+    return tuple(
+        dict.fromkeys(n for e in METHODS.values() for n in own_settings(e) if n in e.options or e.settings.flat)
+    )
+
+
+def flat_fields(name: str, leave_out: tuple[str, ...] = ()) -> type:
+    """A plain dataclass with a field for each flat setting of the registered methods (but `leave_out`), with
+    its default: what a search's config inherits, so that the settings' one home is their method's dataclass."""
+    made: dict[str, tuple] = {}
+    for e in METHODS.values():
+        if e.settings.flat:
+            for f in fields(e.settings):
+                if f.name not in leave_out:
+                    made.setdefault(f.name, (f.name, f.type, field(default=f.default)))
+    return make_dataclass(name, list(made.values()))
+
+
+def flat_ranges() -> dict[str, Any]:
+    """The allowed ranges of the flat settings' numbers, for the configs' checks and bin/search-lm's flag types."""
+    return {n: r for e in METHODS.values() if e.settings.flat for n, r in e.settings.ranges().items()}
 
 
 def method_settings(config: Any, where: Callable[[str], str] = flag_name) -> MethodSettings:
-    """The settings of `config.method`, from `config.method_settings` (none stored, as in a run from
-    before they were: the defaults), checked (a problem names `where(name)`)."""
-    return entry(config.method).settings.of(config.method_settings, where)
+    """The settings of `config.method` as the method reads them (`MethodSettings.read`), checked (a problem
+    names `where(name)`)."""
+    return entry(config.method).settings.read(config, where)
+
+
+def search_settings(config: Any, **given: Any) -> SearchSettings:
+    """What the method of a search's `config` reads: the fields of `SearchSettings` the config has (`given`
+    in place of them, and for those it lacks), its own settings among them."""
+    values = {f.name: getattr(config, f.name) for f in fields(SearchSettings) if hasattr(config, f.name)}
+    return SearchSettings(**{**values, "method_settings": method_settings(config), **given})
 
 
 def check_method_flags(method: str, given: dict[str, Any]) -> None:

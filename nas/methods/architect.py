@@ -1,4 +1,5 @@
-"""The α step of the bilevel search (docs/concepts/search-methods.md), kept apart from the weight step as in DARTS.
+"""The α step of the bilevel search (docs/concepts/search-methods.md), kept apart from the weight step as in DARTS,
+and `bilevel_step`, the order of one step of the search: α, what the method changes, then the weights.
 
 First order: α ← Adam step on ∇α L_val(w, α).
 Second order: with w' = w − η(k·∇w L_train(w) + wd·w),
@@ -21,7 +22,9 @@ model's (`nas.lm.model.language_model_loss`) or the tagger's (`tagger.tagging_se
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, ContextManager, Protocol, Sequence, TypeVar
 
 import torch
 import torch.nn as nn
@@ -32,6 +35,7 @@ Batch = tuple[torch.Tensor, torch.Tensor]  # (words, targets), both (T, B)
 LossFn = Callable[[nn.Module, dict[str, torch.Tensor], Any, Any], tuple[torch.Tensor, Any]]
 # average(tensors) -> their means over the data-parallel ranks (the tensors themselves on one process)
 Average = Callable[[Sequence[torch.Tensor]], Sequence[torch.Tensor]]
+W = TypeVar("W")
 
 
 def is_arch(name: str) -> bool:
@@ -145,3 +149,46 @@ def _set_rng_state(device: torch.device, state: torch.Tensor) -> None:
         torch.cuda.set_rng_state(state, device)
     else:
         torch.set_rng_state(state)
+
+
+class BilevelMethod(Protocol):
+    """What `bilevel_step` asks of a search method (`nas.methods.base.SearchMethod` implements it)."""
+
+    def step_alpha(self, batch: int, train: Any, train_hidden: Any, valid: Any, valid_hidden: Any, eta: float) -> Any:
+        """The α step of batch `batch` (one `Architect.step` of its group, or a draw); returns the validation
+        hidden state to carry on."""
+
+    def before_weight_step(self) -> None:
+        """What the method changes for the weight step that follows (SDARTS-RS perturbs the mixing weights)."""
+
+
+@dataclass
+class Batches:
+    """One bilevel step's data: the batch's number in the epoch (which α group steps), the batch the weights
+    step on and the batch α steps on, each with the hidden state carried to it (None: none), and the weights'
+    learning rate η (which the second-order α step unrolls with)."""
+
+    batch: int
+    train: Any
+    valid: Any
+    lr: float
+    train_hidden: Any = None
+    valid_hidden: Any = None
+
+
+def bilevel_step(
+    method: BilevelMethod,
+    batches: Batches,
+    weight_step: Callable[[Any], W],
+    alpha_context: Callable[[], ContextManager] = contextlib.nullcontext,
+) -> tuple[Any, W]:
+    """One step of the bilevel search, in the order every method relies on (DARTS's train_search.py:
+    `architect.step`, then the weights' step): the method's α step on `batches.valid`, what it changes for
+    the weight step (`before_weight_step`), then `weight_step(batches.train)`, the task's SGD step.
+    `alpha_context`: what the α step runs under (the LM search's bf16 autocast). Returns (the validation
+    hidden state to carry on, what `weight_step` returned)."""
+    b = batches
+    with alpha_context():
+        valid_hidden = method.step_alpha(b.batch, b.train, b.train_hidden, b.valid, b.valid_hidden, b.lr)
+    method.before_weight_step()
+    return valid_hidden, weight_step(b.train)

@@ -57,6 +57,7 @@ class SearchMethod:
         """`full_epoch`: batches of one pass over the training split; `loss_fn`: the loss α steps on
         (the language model's, or the task's on another task)."""
         self.config, self.full_epoch, self.loss_fn = config, full_epoch, loss_fn
+        self.settings = config.method_settings  # its own (`nas.methods.settings`), as its registry entry declares
         self.architects = self.make_architects(model)
 
     @classmethod

@@ -44,7 +44,7 @@ def cell_alphas(model: nn.Module) -> list[nn.Parameter]:
 
 
 class BetaDarts(ScheduledDarts):
-    Settings = BetaDartsSettings
+    settings: BetaDartsSettings
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
         alphas = cell_alphas(model)

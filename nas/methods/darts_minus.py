@@ -25,7 +25,7 @@ from nas.cells.ops import OPS, Layout
 from nas.methods.base import Scoring
 from nas.cells.mixing import Nodes
 from nas.methods.settings import SearchSettings
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import DartsMinusSettings
 
@@ -49,7 +49,7 @@ class SoftmaxWithSkip(SoftmaxPerEdge):
 
 
 class DartsMinus(ScheduledDarts):
-    Settings = DartsMinusSettings
+    settings: DartsMinusSettings
     rule = SoftmaxWithSkip()  # β = 0: the rule that reads a log's α (each layer gets its own, whose β moves)
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):

@@ -38,7 +38,8 @@ from nas.cells.ops import Layout
 from nas.methods.architect import LossFn
 from nas.methods.settings import SearchSettings
 from .beta_darts import cell_alphas
-from .darts import Darts, SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
+from .darts import Darts
 from .drawn import DrawingRule, DrawnRNN
 from .settings import DrnasSettings
 
@@ -66,7 +67,7 @@ class DirichletPerEdge(SoftmaxPerEdge, DrawingRule):
 
 
 class Drnas(Darts):
-    Settings = DrnasSettings
+    settings: DrnasSettings
     rule = DirichletPerEdge()
     records_steps = False  # a replayed CUDA graph would replay one Dirichlet draw
 
@@ -75,8 +76,7 @@ class Drnas(Darts):
         return DrawnRNN(c.emsize, c.nhid, c.nodes, cls.rule, c.dropoutx, c.dropouth, inter, attention)
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
-        self.settings = self.Settings.of(config.method_settings)
-        alphas, weight = cell_alphas(model), self.settings.dirichlet_kl
+        alphas, weight = cell_alphas(model), config.method_settings.dirichlet_kl
 
         def regularised(model: nn.Module, params: dict[str, torch.Tensor], batch: Any, hidden: Any):
             loss, hidden = loss_fn(model, params, batch, hidden)

@@ -35,7 +35,7 @@ import torch.nn as nn
 
 from nas.cells.genotype import Genotype
 from nas.methods.controller import Controller, Reinforce
-from nas.methods.settings import SearchSettings
+from nas.methods.settings import EnasSettings, SearchSettings
 from .base import Scoring
 from .weight_sharing import WeightSharing
 
@@ -45,11 +45,13 @@ MAX_NLL = 10.0
 
 class Enas(WeightSharing):
     candidate_scoring = "the first batch"
+    settings: EnasSettings
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         self.controller = Controller(config.nodes)
-        self.reinforce = Reinforce(self.controller, config.controller_lr, config.entropy_weight, config.baseline_decay)
+        s = self.settings
+        self.reinforce = Reinforce(self.controller, s.controller_lr, s.entropy_weight, s.baseline_decay)
         self.summary: dict = {}
 
     def draw(self) -> Genotype:
@@ -60,7 +62,7 @@ class Enas(WeightSharing):
         """The controller's phase; then the controller's most likely cell is the one in use."""
         batches = validation.stream()
         rewards, entropies = [], []
-        for _ in range(self.config.controller_steps):
+        for _ in range(self.settings.controller_steps):
             sample = self.controller.sample(self.rng)
             self.use(sample.genotype)
             nll = next(batches)
@@ -87,7 +89,7 @@ class Enas(WeightSharing):
 
     def candidates(self) -> list[Genotype]:
         with torch.no_grad():
-            return [self.controller.sample(self.rng).genotype for _ in range(self.config.candidates)]
+            return [self.controller.sample(self.rng).genotype for _ in range(self.settings.candidates)]
 
     def score(self, validation: Scoring) -> float:
         return validation.nll(1)

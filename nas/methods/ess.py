@@ -18,23 +18,25 @@ from nas.cells.gates import InterGates
 from nas.cells.genotype import Genotype, validate
 from nas.common.distributed import current
 from nas.methods.architect import Architect, split_parameters
-from nas.methods.settings import SearchSettings
+from nas.methods.settings import EssSettings, SearchSettings
 from .darts import Darts
 
 
 class Ess(Darts):
     wraps = True
 
+    settings: EssSettings
+
     @classmethod
     def layer(cls, config: SearchSettings, attention: nn.Module | None) -> nn.Module:
-        c = config
+        c, s = config, config.method_settings
         inter = None
-        if c.search_space != "intra":
+        if s.search_space != "intra":
             inter = InterGates.search(
-                c.emsize, c.nhid, cls.rule, c.history, c.inter_nodes, c.gate_squash, c.gate_size_match
+                c.emsize, c.nhid, cls.rule, s.history, s.inter_nodes, s.gate_squash, s.gate_size_match
             )
-        if c.search_space == "inter":
-            cell = validate(c.cell, "--cell")
+        if s.search_space == "inter":
+            cell = validate(s.cell, "--cell")
             return FrozenRNN(
                 Genotype(cell.nodes, cell.concat),
                 c.emsize,
@@ -51,14 +53,14 @@ class Ess(Darts):
     def make_architects(self, model: nn.Module) -> dict[str, Architect]:
         """`intra` and/or `inter`; the attention α steps with the intra-cell α, or with the
         inter-cell α when the intra cell is fixed."""
-        c = self.config
+        c, s = self.config, self.settings
         _, arch = split_parameters(model)
         inter = [n for n in arch if ".inter." in n]
         attention = [n for n in arch if ".attention." in n]
         intra = [n for n in arch if n not in inter and n not in attention]
         phases = {
-            "intra": (intra + attention if intra else [], c.arch_lr_intra),
-            "inter": (inter + ([] if intra else attention), c.arch_lr_inter),
+            "intra": (intra + attention if intra else [], s.arch_lr_intra),
+            "inter": (inter + ([] if intra else attention), s.arch_lr_inter),
         }
         return {
             phase: Architect(
@@ -80,7 +82,7 @@ class Ess(Darts):
     def round_steps(self) -> tuple[int, int]:
         """(intra, inter) batches of a round; half a pass over the training split each by default."""
         half = math.ceil(self.full_epoch / 2)
-        return self.config.intra_steps or half, self.config.inter_steps or half
+        return self.settings.intra_steps or half, self.settings.inter_steps or half
 
     def batches_per_epoch(self, one_pass: int) -> int:
         return sum(self.round_steps)
@@ -91,8 +93,8 @@ class Ess(Darts):
         return "intra" if batch < self.round_steps[0] else "inter"
 
     def cell(self, rnn: nn.Module) -> Genotype:
-        return rnn.genotype if self.config.search_space == "inter" else super().cell(rnn)
+        return rnn.genotype if self.settings.search_space == "inter" else super().cell(rnn)
 
     def genotype_name(self) -> str:
         c = self.config
-        return f"{c.method}_{c.search_space}_search_seed{c.seed}"
+        return f"{c.method}_{self.settings.search_space}_search_seed{c.seed}"

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 from nas.cells.ops import Layout
 from nas.common.errors import InputError
 from nas.methods.settings import SearchSettings
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 from .drawn import DrawingRule, DrawnRNN
 from .scheduled import ScheduledDarts
 from .settings import GdasSettings
@@ -88,7 +88,7 @@ def batch_norms(nhid: int, steps: int) -> nn.ModuleList:
 
 
 class Gdas(ScheduledDarts):
-    Settings = GdasSettings
+    settings: GdasSettings
     rule = GumbelHard()  # the rule that reads a log's α (each layer gets its own, whose τ moves)
 
     @classmethod

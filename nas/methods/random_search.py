@@ -25,18 +25,19 @@ import torch.nn as nn
 from nas.cells.genotype import Genotype
 from nas.common.stats import ppl
 from nas.methods.sampling import sample
-from nas.methods.settings import SearchSettings
+from nas.methods.settings import RandomSearchSettings, SearchSettings
 from .base import Scoring
 from .weight_sharing import WeightSharing
 
 
 class RandomSearch(WeightSharing):
     candidate_scoring = "at most --eval-batches batches"
+    settings: RandomSearchSettings
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):
         super().__init__(config, model, full_epoch, **kwargs)
         panel_rng = torch.Generator().manual_seed(config.seed + 1)
-        self.panel = [sample(self.space, panel_rng) for _ in range(config.track_candidates)]
+        self.panel = [sample(self.space, panel_rng) for _ in range(self.settings.track_candidates)]
         self.summary: dict = {}
 
     def after_batches(self, validation: Scoring) -> None:
@@ -58,7 +59,7 @@ class RandomSearch(WeightSharing):
         return sample(self.space, self.rng)
 
     def candidates(self) -> list[Genotype]:
-        return [sample(self.space, self.rng) for _ in range(self.config.candidates)]
+        return [sample(self.space, self.rng) for _ in range(self.settings.candidates)]
 
     def score(self, validation: Scoring) -> float:
         return validation.nll(self.config.eval_batches)

@@ -14,7 +14,6 @@ from nas.cells.search_cell import SearchRNN
 from nas.methods.architect import LossFn
 from nas.methods.base import Scoring
 from nas.methods.settings import SearchSettings
-from .settings import MethodSettings
 from .darts import Darts
 
 
@@ -24,7 +23,6 @@ def linear(start: float, end: float, epoch: int, epochs: int) -> float:
 
 
 class ScheduledDarts(Darts):
-    Settings: type[MethodSettings] = MethodSettings  # the method's own (its entry's `settings` in the registry)
     records_steps = False  # the moving setting is a Python number, which a replayed CUDA graph would keep fixed
 
     @classmethod
@@ -36,7 +34,6 @@ class ScheduledDarts(Darts):
         return rnn
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, loss_fn: LossFn):
-        self.settings = self.Settings.of(config.method_settings)
         self.epoch = 0  # epochs whose batches are done
         super().__init__(config, model, full_epoch, loss_fn=loss_fn)
         self.rules = [m.rule for m in model.modules() if isinstance(m, SearchRNN)]  # the tagger's: one per direction

@@ -26,7 +26,7 @@ from nas.cells.ops import Layout
 from nas.cells.search_cell import SearchRNN
 from nas.methods.base import Scoring
 from nas.methods.settings import SearchSettings
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 from .scheduled import ScheduledDarts
 from .settings import SdartsSettings
 
@@ -53,7 +53,7 @@ class PerturbedSoftmax(SoftmaxPerEdge):
 
 
 class SdartsRS(ScheduledDarts):
-    Settings = SdartsSettings
+    settings: SdartsSettings
     rule = PerturbedSoftmax()  # unperturbed: the rule that reads a log's α (each layer gets its own)
 
     def __init__(self, config: SearchSettings, model: nn.Module, full_epoch: int, **kwargs):

@@ -35,7 +35,7 @@ from nas.methods.architect import Architect, Batch
 from nas.methods.sampling import Space
 from nas.methods.settings import SearchSettings
 from .base import Conclusion, Scoring, SearchMethod
-from .darts import SoftmaxPerEdge
+from nas.cells.mixing import SoftmaxPerEdge
 
 
 class SampledRNN(SearchRNN):

@@ -1,12 +1,13 @@
-"""The bilevel search loop both tasks run on: the LM search (`nas.runs.search`) and the tagging search
-(`tagger.tagging_search`); docs/concepts/search-methods.md.
+"""What both searches share: the LM search (`nas.runs.search`) and the tagging search (`tagger.tagging_search`);
+docs/concepts/search-methods.md.
 
-`BilevelSearch` owns the order the search methods (`nas.methods`) rely on, and what the two tasks
-record alike:
+Each search is a training loop (`nas.runs.loop`) that holds a `BilevelSearch` (composition: the loop
+calls it from its epoch hooks, it reads the task's hooks back through `SearchTask`). Together they keep
+the order the search methods (`nas.methods`) rely on, and record what the two tasks record alike:
 
-- each batch: the method's α step (`method.step_alpha`) on a batch of the split α learns on, then
-  what the method changes for the weight step (`method.before_weight_step`: SDARTS-RS's random draw in
-  its mixing rule), then the weight step on a train batch;
+- each batch (the loop's): `nas.methods.architect.bilevel_step`: the method's α step on a batch of the
+  split α learns on, what the method changes for the weight step (SDARTS-RS's random draw in its mixing
+  rule), then the task's weight step on a train batch;
 - each epoch end: `method.after_batches` (ENAS's controller, random search's panel, the epoch moving
   β-DARTS's λ, DARTS−'s β, SDARTS's ε), then the validation score, then the log line (the task's
   scores, `method.record`, the genotype derived so far, the search's health: each op's share of the
@@ -15,8 +16,8 @@ record alike:
 - at the end: the method's conclusion (the cell of α at DARTS-ES's window start, if it fired), the
   provenance and the health summary (`nas.runs.health.convergence`), genotype.json and metrics.json.
 
-A task supplies the hooks below: its layer that holds α, its two half-steps, its validation score and
-the record of it, the loss the Hessian is taken of, and what its provenance names as data.
+A task supplies the hooks of `SearchTask`: its layer that holds α, its validation score and the record
+of it, the loss the Hessian is taken of, and what its provenance names as data.
 """
 
 from __future__ import annotations
@@ -24,106 +25,90 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from nas import __version__
-from nas.cells.genotype import Genotype
+from nas.cells.genotype import Genotype, save
 from nas.common.errors import InputError
 from nas.fast import backends
 from nas.methods.architect import split_parameters
-from nas.methods.base import Conclusion
+from nas.methods.base import Conclusion, Scoring, SearchMethod
 from nas.runs.health import EarlyStop, alpha_stall, cell_shares, convergence, dominant_eigenvalue, op_shares
-from nas.runs.loop import TrainingLoop
 
 
-class BilevelSearch(TrainingLoop):
-    """A search on one task. Subclasses set `model`, `method` and `validation`, call `watch_alpha()`
-    once the method is built, keep `steps_done`, and implement the hooks that raise NotImplementedError.
-    `config` needs `seed`, `hessian_iterations`, `early_stop`, `early_stop_window` and `early_stop_ratio`."""
+class SearchTask(Protocol):
+    """A search on one task as its `BilevelSearch` reads it: a `TrainingLoop` (its model, config, run directory,
+    ranks, epoch, elapsed time) with its method, its validation split, and these hooks. `config` needs `seed`,
+    `method`, `order`, `command`, `hessian_iterations`, `early_stop`, `early_stop_window` and `early_stop_ratio`."""
 
-    noun = "search"
-    settings_not_kept = ("command",)  # config fields the provenance's settings leave out
-
-    def watch_alpha(self) -> None:
-        """Every α of the method, by name, and DARTS-ES's rule when --early-stop hessian."""
-        c = self.config
-        self.arch: dict[str, nn.Parameter] = {n: p for a in self.method.architects.values() for n, p in a.arch.items()}
-        self.early_stop = EarlyStop(c.early_stop_window, c.early_stop_ratio) if c.early_stop == "hessian" else None
-
-    # -- hooks -------------------------------------------------------------------------------
+    method: SearchMethod
+    validation: Scoring
+    steps_done: int
 
     @property
     def cell(self) -> nn.Module:
         """The layer that holds α and derives the genotype."""
-        raise NotImplementedError
-
-    def take_alpha_step(self, train: Any, valid: Any, lr: float) -> None:
-        """The method's α step of this batch's group on `valid` (`train`: the batch the weights step on next)."""
-        raise NotImplementedError
-
-    def take_weight_step(self, train: Any) -> None:
-        """The weights' step on `train`; raises `NonFinite` before a bad step touches the weights."""
-        raise NotImplementedError
 
     def validation_score(self) -> Any:
         """What the epoch's record reads of the model as it stands, after the method's epoch-end phase."""
-        raise NotImplementedError
 
     def scores(self, valid: Any) -> dict:
         """The log line's scores of the epoch (`valid`: what `validation_score` gave)."""
-        raise NotImplementedError
 
     def counts(self, seconds: float) -> dict:
         """The log line's counts of the epoch (tokens, tokens per second, seconds)."""
-        raise NotImplementedError
 
     def health_loss(self, weights: dict[str, torch.Tensor]) -> torch.Tensor:
         """The loss α learns on, on one fixed batch, under `weights` (detached) and the model's α, in eval mode."""
-        raise NotImplementedError
 
     def search_score(self, conclusion: Conclusion, last: dict | None) -> dict:
         """The chosen cell's score for provenance and metrics.json (`last`: the log line of the epoch it comes from)."""
-        raise NotImplementedError
 
     def provenance_data(self, log: list[dict]) -> dict:
         """What the provenance names of the task and its data."""
-        raise NotImplementedError
 
     def genotype_name(self) -> str:
-        return self.method.genotype_name()
+        """The name of the genotype the search writes."""
 
-    # -- steps -------------------------------------------------------------------------------
 
-    def search_step(self, train: Any, valid: Any, lr: float) -> None:
-        """α's step, what the method changes for the weight step, then the weights' step: the order every method
-        relies on."""
-        self.take_alpha_step(train, valid, lr)
-        self.method.before_weight_step()
-        self.take_weight_step(train)
+class BilevelSearch:
+    """The shared part of the search `task` (a `TrainingLoop` and a `SearchTask`), which holds it as `bilevel`
+    and calls `validate`, `epoch_record`, `stopped_early`, `state`/`load_state` and `finish` from its own hooks."""
+
+    def __init__(self, task: SearchTask, settings_not_kept: tuple[str, ...] = ("command",)):
+        """`task`'s method is built; `settings_not_kept`: config fields the provenance's settings leave out."""
+        c = task.config
+        self.task = task
+        self.settings_not_kept = settings_not_kept
+        # every α of the method, by name, and DARTS-ES's rule when --early-stop hessian
+        self.arch: dict[str, nn.Parameter] = {n: p for a in task.method.architects.values() for n, p in a.arch.items()}
+        self.early_stop = EarlyStop(c.early_stop_window, c.early_stop_ratio) if c.early_stop == "hessian" else None
 
     # -- epochs ------------------------------------------------------------------------------
 
     def validate(self) -> Any:
         """The method's own end-of-epoch phase (ENAS trains its controller here), then the validation score."""
-        if not all(torch.isfinite(p).all() for p in self.model.parameters()):
-            raise InputError(f"weights became non-finite in epoch {self.epoch + 1}; {self.kept_note()}")
-        self.method.after_batches(self.validation)
-        return self.validation_score()
+        t = self.task
+        if not all(torch.isfinite(p).all() for p in t.model.parameters()):
+            raise InputError(f"weights became non-finite in epoch {t.epoch + 1}; {t.kept_note()}")
+        t.method.after_batches(t.validation)
+        return t.validation_score()
 
     def epoch_record(self, valid: Any, seconds: float) -> dict:
         """One log line: the task's scores, what the method records of its state (α, ...), the genotype so
         far, the counts, the health; and DARTS-ES's stop when its rule fired."""
-        record = {"epoch": self.epoch, "step": self.steps_done, **self.scores(valid), **self.method.record(self.cell)}
-        geno = self.method.derive(self.cell).to_dict()
+        t = self.task
+        record = {"epoch": t.epoch, "step": t.steps_done, **t.scores(valid), **t.method.record(t.cell)}
+        geno = t.method.derive(t.cell).to_dict()
         record.update({k: geno[k] for k in ("inter", "attention") if geno[k] is not None})
-        record.update({"genotype": geno["nodes"], **self.counts(seconds)})
+        record.update({"genotype": geno["nodes"], **t.counts(seconds)})
         record.update(self.health(geno["nodes"]))
-        if self.early_stop is not None and self.ranks.any(self.early_stop.update(record["eigenvalue"], self.arch)):
-            record["early_stop"] = {"stopped_at": self.epoch, "derive_epoch": self.early_stop.derive_epoch}
+        if self.early_stop is not None and t.ranks.any(self.early_stop.update(record["eigenvalue"], self.arch)):
+            record["early_stop"] = {"stopped_at": t.epoch, "derive_epoch": self.early_stop.derive_epoch}
         return record
 
     # -- health ------------------------------------------------------------------------------
@@ -131,44 +116,46 @@ class BilevelSearch(TrainingLoop):
     def health(self, nodes: list) -> dict:
         """Each op's share of the derived cell and of α's mass, and the dominant eigenvalue of the Hessian
         of `health_loss` in α (--hessian-iterations power iterations at most)."""
+        t = self.task
         record = {"cell_share": cell_shares(nodes)}
-        alpha = getattr(self.cell, "alpha", None)
+        alpha = getattr(t.cell, "alpha", None)
         if alpha is not None and any(
             alpha is p for p in self.arch.values()
         ):  # the intra cell's α (not ESS's gates alone)
-            record["alpha_share"] = op_shares(self.cell.mixing_weights())
-        if self.arch and self.config.hessian_iterations:
-            was_training = self.model.training
-            self.model.eval()  # no dropout, BatchNorm's running statistics: the same loss at every call
-            fixed = {n: w.detach() for n, w in split_parameters(self.model)[0].items()}  # α alone carries gradients
+            record["alpha_share"] = op_shares(t.cell.mixing_weights())
+        if self.arch and t.config.hessian_iterations:
+            was_training = t.model.training
+            t.model.eval()  # no dropout, BatchNorm's running statistics: the same loss at every call
+            fixed = {n: w.detach() for n, w in split_parameters(t.model)[0].items()}  # α alone carries gradients
             # attention's fused kernels and compiled time steps are differentiable once only
-            with sdpa_kernel(SDPBackend.MATH), backends.on_definition(self.model):
+            with sdpa_kernel(SDPBackend.MATH), backends.on_definition(t.model):
                 eigenvalue, iterations = dominant_eigenvalue(
-                    lambda: self.health_loss(fixed),
+                    lambda: t.health_loss(fixed),
                     list(self.arch.values()),
-                    self.config.hessian_iterations,
-                    seed=self.config.seed,
+                    t.config.hessian_iterations,
+                    seed=t.config.seed,
                 )
-            self.model.train(was_training)
+            t.model.train(was_training)
             record.update({"eigenvalue": eigenvalue, "eigen_iterations": iterations})
         return record
 
     def stopped_early(self) -> bool:
         return self.early_stop is not None and self.early_stop.stopped_at is not None
 
-    def bilevel_state(self) -> dict:
+    def state(self) -> dict:
         """DARTS-ES's part of the checkpoint."""
         return {"early_stop": None if self.early_stop is None else self.early_stop.state()}
 
-    def load_bilevel_state(self, state: dict) -> None:
+    def load_state(self, state: dict) -> None:
         if self.early_stop is not None:
             self.early_stop.load_state(state["early_stop"])
 
     def health_summary(self, log: list[dict]) -> dict:
         """What provenance and metrics.json say of the search's health: the convergence verdict, whether
         α has stalled, the eigenvalue at the first and last epoch, DARTS-ES's stop."""
+        t = self.task
         eigen = [r["eigenvalue"] for r in log if "eigenvalue" in r]
-        weights = lambda alpha: self.cell.rule.normalise(alpha, self.cell.steps)  # noqa: E731  (as the log's MAD)
+        weights = lambda alpha: t.cell.rule.normalise(alpha, t.cell.steps)  # noqa: E731  (as the log's MAD)
         summary = {
             "convergence": convergence(log),
             "alpha_stall": alpha_stall(log, weights),
@@ -189,47 +176,49 @@ class BilevelSearch(TrainingLoop):
     def conclude(self) -> tuple[Genotype, dict]:
         """The method's final genotype, named by the method, with the provenance of this search; and the
         chosen cell's score with the method's metrics of how it chose it."""
-        log = self.run_dir.read_log()
-        c = self.config
+        t = self.task
+        log = t.run_dir.read_log()
+        c = t.config
         last = log[-1] if log else None
         if self.stopped_early():  # DARTS-ES: the cell of α as it stood at the window's start
             with torch.no_grad():
                 for name, alpha in self.early_stop.window_start_alpha().items():
                     self.arch[name].copy_(alpha)
             last = log[self.early_stop.derive_epoch - 1]
-        conclusion = self.method.conclude(self.cell, self.validation)
+        conclusion = t.method.conclude(t.cell, t.validation)
         geno = conclusion.genotype
-        score = self.search_score(conclusion, last)
+        score = t.search_score(conclusion, last)
         provenance = {
             "method": c.method,
             "order": c.order,
-            **self.provenance_data(log),
+            **t.provenance_data(log),
             "seed": c.seed,
-            "epochs": self.epochs,
+            "epochs": t.epochs,
             "command": c.command,
             **score,
-            "epochs_run": self.epoch,
+            "epochs_run": t.epoch,
             "health": self.health_summary(log),
             "settings": {k: v for k, v in asdict(c).items() if k not in self.settings_not_kept},
             "toolkit_version": __version__,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "run_dir": str(self.run_dir.path),
+            "run_dir": str(t.run_dir.path),
         }
-        named = Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, self.genotype_name(), provenance)
+        named = Genotype(geno.nodes, geno.concat, geno.inter, geno.attention, t.genotype_name(), provenance)
         return named, {**score, **conclusion.metrics}
 
     def finish(self) -> Genotype:
         """The final genotype; rank 0 writes it (genotype.json) and metrics.json to the run directory."""
+        t = self.task
         started = time.perf_counter()
         genotype, metrics = self.conclude()
-        minutes = (self.elapsed + time.perf_counter() - started) / 60  # every epoch, over resumes, and the conclusion
-        if self.ranks.main:
-            genotype.save(self.run_dir.path / "genotype.json")
-            self.run_dir.save_metrics(
+        minutes = (t.elapsed + time.perf_counter() - started) / 60  # every epoch, over resumes, and the conclusion
+        if t.ranks.main:
+            save(genotype, t.run_dir.path / "genotype.json")
+            t.run_dir.save_metrics(
                 {
                     "genotype": genotype.to_dict(),
-                    "epochs": self.epochs,
-                    "epochs_run": self.epoch,
+                    "epochs": t.epochs,
+                    "epochs_run": t.epoch,
                     "health": genotype.provenance["health"],
                     "cell_share": cell_shares(genotype.to_dict()["nodes"]),
                     "minutes": minutes,

@@ -21,8 +21,7 @@ from nas.cells.genotype import Genotype
 from nas.common.errors import InputError
 from nas.common.grid import check_workers, map_on_ray
 from nas.runs.search_model import build_search_model
-from nas.methods import method_class
-from nas.methods.settings import SearchSettings
+from nas.methods import method_class, search_settings
 from nas.methods.weight_sharing import WeightSharing
 from nas.runs.config import SearchConfig
 from nas.runs.search import Validation
@@ -47,7 +46,7 @@ def score_share(shared: SharedModel, genotypes: list[Genotype]) -> list[float]:
     c = shared.config
     model = build_search_model(c, shared.ntoken)
     model.load_state_dict(shared.weights)
-    method = method_class(c.method)(SearchSettings.of(c), model, 1, loss_fn=language_model_loss)
+    method = method_class(c.method)(search_settings(c), model, 1, loss_fn=language_model_loss)
     return method.score_all(genotypes, Validation(model, shared.columns, shared.split, c.bptt, c.eval_batches))
 
 

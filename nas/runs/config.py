@@ -18,7 +18,6 @@ from nas.common.ranges import (
     BATCH,
     EPOCHS,
     ITERATIONS,
-    MANY,
     MINUTES,
     NODES,
     NON_NEGATIVE,
@@ -31,9 +30,9 @@ from nas.common.ranges import (
     check_ranges,
     check_stored,
 )
+from nas.methods import flat_fields, flat_ranges
+from nas.methods.settings import GATE_SIZE_MATCHES, GATE_SQUASHES, SEARCH_SPACES  # noqa: F401  (the flags' choices)
 
-
-SEARCH_SPACES = ("intra", "inter", "joint")
 EARLY_STOPS = ("none", "hessian")  # nas.runs.health.EarlyStop
 ATTENTION_CHOICES = (
     "search",
@@ -41,8 +40,6 @@ ATTENTION_CHOICES = (
     "multihead",
     "none",
 )  # a searched mix, nas.cells.genotype.ATTENTION_TYPES, or none
-GATE_SQUASHES = ("sigmoid", "2sigmoid", "none")  # the keys of nas.cells.gates.SQUASHES
-GATE_SIZE_MATCHES = ("project", "pad")  # nas.cells.gates.SIZE_MATCHES
 
 C = TypeVar("C", bound="LMConfig")
 
@@ -149,9 +146,11 @@ class LMConfig:
 
 
 @dataclass
-class SearchConfig(LMConfig):
+class SearchConfig(flat_fields("FlatMethodSettings"), LMConfig):
     """Every knob of a search; the defaults are DARTS's PTB search settings (Liu et al. 2019), but for the
-    seed (1 as everywhere in this toolkit; the DARTS code's is 3)."""
+    seed (1 as everywhere in this toolkit; the DARTS code's is 3). ESS's, random search's and ENAS's settings
+    are fields too, from their dataclasses (`nas.methods.settings`: `EssSettings`, `RandomSearchSettings`,
+    `EnasSettings`), as config.json has always kept them."""
 
     epochs: int = 50
     emsize: int = 300
@@ -169,28 +168,9 @@ class SearchConfig(LMConfig):
     extra: dict = field(default_factory=dict)
     # the method's own settings (nas.methods.settings; {}: its defaults, as in a run from before they were stored)
     method_settings: dict = field(default_factory=dict)
-    # ESS (Li et al. 2020) and NASABN (Jing et al. 2020)
-    search_space: str = "joint"
-    rounds: int = 50
-    intra_steps: int | None = None  # None: half an epoch, so a round is about one pass over train
-    inter_steps: int | None = None
-    arch_lr_intra: float = 3e-3
-    arch_lr_inter: float = 1e-3
-    history: int = 3
-    inter_nodes: int = 3
-    gate_squash: str = "sigmoid"
-    gate_size_match: str = "project"
-    cell: dict | None = None  # the fixed intra cell (genotype dict) of an inter-only search
+    # NASABN (Jing et al. 2020)
     attention: str = "none"
     attention_heads: int = 4
-    # random search with weight sharing (Li & Talwalkar 2019) and ENAS (Pham et al. 2018); sources in
-    # nas/methods/random_search.py, nas/methods/enas.py and nas/methods/controller.py
-    candidates: int = 100  # architectures scored at the end, the best kept
-    controller_steps: int = 2000  # ENAS: REINFORCE updates of the controller after each epoch (paper §2.2)
-    controller_lr: float = 3.5e-4  # ENAS: Adam learning rate of the controller (paper §3.1)
-    entropy_weight: float = 1e-4  # ENAS: weight of the controller's sample entropy in the reward (paper §3.1)
-    baseline_decay: float = 0.99  # ENAS: decay of the reward's moving-average baseline (the ENAS code's PTB setting)
-    track_candidates: int = 10  # random: fixed draws scored at each epoch end, whose best the convergence rule follows
     # search health (nas.runs.health): the Hessian eigenvalue each epoch, DARTS-ES, a time budget
     hessian_iterations: int = 20  # power iterations for the dominant eigenvalue of ∇²α L_val (0: not computed)
     early_stop: str = "none"  # "hessian": DARTS-ES (Zela et al. 2020)
@@ -205,16 +185,11 @@ class SearchConfig(LMConfig):
     COMMAND: ClassVar[str] = "bin/search-lm"
     RANGES: ClassVar[dict[str, Range]] = {
         **LMConfig.RANGES,
-        **dict.fromkeys(("top_n", "rounds", "intra_steps", "inter_steps", "attention_heads"), AT_LEAST_1),
-        **dict.fromkeys(("nodes", "history", "inter_nodes"), NODES),
-        **dict.fromkeys(("arch_lr", "arch_lr_intra", "arch_lr_inter"), POSITIVE),
+        **dict.fromkeys(("top_n", "attention_heads"), AT_LEAST_1),
+        "nodes": NODES,
+        "arch_lr": POSITIVE,
         "arch_wdecay": NON_NEGATIVE,
-        "candidates": MANY,
-        "controller_steps": AT_LEAST_1,
-        "controller_lr": POSITIVE,
-        "entropy_weight": NON_NEGATIVE,
-        "baseline_decay": Range(0, 1, high_open=True),
-        "track_candidates": MANY,
+        **flat_ranges(),  # ESS's, random search's, ENAS's
         "hessian_iterations": ITERATIONS,
         "early_stop_window": AT_LEAST_1,
         "early_stop_ratio": Range(0, 1, low_open=True, high_open=True),

@@ -1,13 +1,13 @@
 """The LM search (docs/concepts/search-methods.md; DARTS's rnn/train_search.py): α on validation batches, weights on
 train batches.
 
-`Searcher` runs a search method (`nas.methods`) on the bilevel loop (`nas.runs.bilevel`) over a
-language model's training loop (`nas.runs.loop.LMLoop`): each batch, the method's α group of that
-batch takes one step on a validation batch of the same length (random search and ENAS draw the
-batch's cell instead), then the weights take one SGD step on the train batch. The log records the
-train and validation perplexities; the health's Hessian is that of the validation NLL on one fixed
-validation batch (the first --bptt rows of the α step's columns). At the end the genotype and the
-search's metrics (`search_valid_ppl`) are written to the run directory.
+`Searcher` is a language model's training loop (`nas.runs.loop.LMLoop`) that runs a search method
+(`nas.methods`) and holds the part both searches share (`nas.runs.bilevel.BilevelSearch`): each batch,
+`nas.methods.architect.bilevel_step`: the method's α group of that batch takes one step on a validation batch
+of the same length (random search and ENAS draw the batch's cell instead), then the weights take one SGD step
+on the train batch. The log records the train and validation perplexities; the health's Hessian is that of the
+validation NLL on one fixed validation batch (the first --bptt rows of the α step's columns). At the end the
+genotype and the search's metrics (`search_valid_ppl`) are written to the run directory.
 """
 
 from __future__ import annotations
@@ -32,10 +32,9 @@ from nas.lm.evaluation import get_batch
 from nas.lm.evaluation import evaluate
 from nas.lm.model import RNNModel, detach_hidden, language_model_loss, lm_loss
 from nas.runs.search_model import build_search_model
-from nas.methods import method_class, total_epochs
-from nas.methods.architect import Batch, split_parameters
+from nas.methods import method_class, search_settings, total_epochs
+from nas.methods.architect import Batch, Batches, bilevel_step, split_parameters
 from nas.methods.base import Conclusion
-from nas.methods.settings import SearchSettings
 from nas.runs.bilevel import BilevelSearch
 from nas.runs.config import SearchConfig
 from nas.common.distributed import current, sync_batch_norm
@@ -88,8 +87,10 @@ class Validation:
         return float(current().average([torch.tensor([value], dtype=torch.float64, device=device)])[0])
 
 
-class Searcher(BilevelSearch, LMLoop):
-    settings_not_kept = ("command", "train", "valid", "test")  # the splits: the provenance's data
+class Searcher(LMLoop):
+    """One LM search in one run directory; `run` trains until its epochs and returns the genotype."""
+
+    noun = "search"
 
     def __init__(self, config: SearchConfig, run_dir: RunDir, corpus: Corpus):
         super().__init__(config, run_dir, corpus, config.time_budget, config.max_rollbacks)
@@ -100,7 +101,7 @@ class Searcher(BilevelSearch, LMLoop):
         self.weights = list(split_parameters(self.model)[0].values())
         self.optimizer = torch.optim.SGD(self.weights, lr=c.lr, weight_decay=c.wdecay)
         self.method = method_class(c.method)(
-            SearchSettings.of(c), self.model, self.full_epoch(), loss_fn=language_model_loss
+            search_settings(c), self.model, self.full_epoch(), loss_fn=language_model_loss
         )
         self.graphs = StepGraphs() if self.records_steps() else None
         self.validation = Validation(
@@ -113,7 +114,8 @@ class Searcher(BilevelSearch, LMLoop):
         )
         self.steps_done = 0
         self.hidden_valid = None
-        self.watch_alpha()
+        # the splits are the provenance's data, not its settings
+        self.bilevel = BilevelSearch(self, settings_not_kept=("command", "train", "valid", "test"))
         self.capturable_optimizers()
 
     @property
@@ -175,7 +177,7 @@ class Searcher(BilevelSearch, LMLoop):
             "steps": self.steps_done,
             **self.position(),
             "hidden_valid": self.ranks.gather_columns(self.hidden_valid),
-            **self.bilevel_state(),
+            **self.bilevel.state(),
             "elapsed": self.elapsed,
             "rollbacks": self.rollbacks,
             "lr_schedule": [self.config.lr_decay, self.config.lr_decay_start],
@@ -192,7 +194,7 @@ class Searcher(BilevelSearch, LMLoop):
         self.load_position(state)
         self._check_lr_schedule(state)
         self.hidden_valid = self.ranks.columns(state["hidden_valid"])
-        self.load_bilevel_state(state)
+        self.bilevel.load_state(state)
         # --time-budget and --max-rollbacks count over resumes (checkpoints written before they did: from 0)
         self.elapsed, self.rollbacks = state.get("elapsed", 0.0), state.get("rollbacks", 0)
 
@@ -223,7 +225,12 @@ class Searcher(BilevelSearch, LMLoop):
         sequence length, learning rate and α group; its loss and gradient norm are checked after it."""
         lr = self.epoch_lr() * seq_len / self.config.bptt  # the DARTS code scales the lr by the sequence length
         if self.graphs is None:
-            self.search_step((words, targets, seq_len), valid, lr)
+            self.hidden = detach_hidden(self.hidden)
+            batches = self.batches(words, targets, valid, lr, self.hidden, self.hidden_valid)
+            hidden_valid, _ = bilevel_step(
+                self.method, batches, lambda train: self.take_weight_step(train, seq_len), self.alpha_precision
+            )
+            self.hidden_valid = detach_hidden(hidden_valid)
         else:
             self.set_lr(seq_len)
             key = (lr, self.method.phase(self.batch))
@@ -235,34 +242,41 @@ class Searcher(BilevelSearch, LMLoop):
             self.count_nll(nll, targets)
         self.steps_done += 1
 
-    def take_alpha_step(self, train: tuple[torch.Tensor, torch.Tensor, int], valid: Batch, lr: float) -> None:
-        words, targets, _ = train
-        self.hidden = detach_hidden(self.hidden)
-        self.hidden_valid = self.alpha_step(words, targets, self.hidden, valid, self.hidden_valid, lr)
+    def take_weight_step(self, train: Batch, seq_len: int) -> None:
+        """The weights' SGD step on `train` (`LMLoop.weight_step`), at the lr of `seq_len`."""
+        self.weight_step(*train, seq_len)
 
-    def take_weight_step(self, train: tuple[torch.Tensor, torch.Tensor, int]) -> None:
-        self.weight_step(*train)
+    def batches(self, words: torch.Tensor, targets: torch.Tensor, valid: Batch, lr: float, hidden, hidden_valid):
+        """The bilevel step's data: the train batch with its hidden state, the validation batch with its own."""
+        return Batches(self.batch, (words, targets), valid, lr, hidden, detach_hidden(hidden_valid))
 
-    def alpha_step(self, words: torch.Tensor, targets: torch.Tensor, hidden, valid: Batch, hidden_valid, lr: float):
-        """The α step of this batch's group; returns the validation hidden state to carry on."""
-        with autocast(self.device, self.config.precision):
-            return detach_hidden(
-                self.method.step_alpha(self.batch, (words, targets), hidden, valid, detach_hidden(hidden_valid), lr)
-            )
+    def alpha_precision(self):
+        """The α step's precision: --precision's, as the weight step's (`nas.common.runs.autocast`)."""
+        return autocast(self.device, self.config.precision)
 
     def device_step(
         self, lr: float, words: torch.Tensor, targets: torch.Tensor, valid: Batch, hidden, hidden_valid
     ) -> tuple:
         """The bilevel step as GPU work alone, for recording: (loss, NLL, gradient norm, hidden, hidden_valid)."""
-        hidden_valid = self.alpha_step(words, targets, detach_hidden(hidden), valid, hidden_valid, lr)
-        self.method.before_weight_step()
-        loss, nll, norm, hidden = self.weight_update(words, targets, hidden)
-        return loss, nll, norm, hidden, hidden_valid
+        batches = self.batches(words, targets, valid, lr, detach_hidden(hidden), hidden_valid)
+        hidden_valid, (loss, nll, norm, hidden) = bilevel_step(
+            self.method, batches, lambda train: self.weight_update(*train, hidden), self.alpha_precision
+        )
+        return loss, nll, norm, hidden, detach_hidden(hidden_valid)
 
     def giving_up(self, problem: str) -> str:
         return f"{problem}; {self.kept_note()} (try a lower --lr)"
 
-    # -- epochs ------------------------------------------------------------------------------
+    # -- epochs: the bilevel search's, with the LM's scores --------------------------------------------
+
+    def validate(self) -> float:
+        return self.bilevel.validate()
+
+    def epoch_record(self, valid: float, seconds: float) -> dict:
+        return self.bilevel.epoch_record(valid, seconds)
+
+    def stopped_early(self) -> bool:
+        return self.bilevel.stopped_early()
 
     def validation_score(self) -> float:
         """The validation NLL."""
@@ -285,11 +299,18 @@ class Searcher(BilevelSearch, LMLoop):
         first --bptt rows of the α step's validation columns, from a fresh hidden state."""
         words, targets = get_batch(self.search_data, 0, self.config.bptt)
         logits, _, _, _ = functional_call(
-            self.model, {**weights, **self.arch}, (words, self.model.init_hidden(words.size(1)))
+            self.model, {**weights, **self.bilevel.arch}, (words, self.model.init_hidden(words.size(1)))
         )
         return lm_loss(logits, targets)
 
     # -- the result --------------------------------------------------------------------------
+
+    def finish(self):
+        """The genotype; genotype.json and metrics.json written (`BilevelSearch.finish`)."""
+        return self.bilevel.finish()
+
+    def genotype_name(self) -> str:
+        return self.method.genotype_name()
 
     def search_score(self, conclusion: Conclusion, last: dict | None) -> dict:
         """The chosen cell's validation perplexity: the method's own (candidates scored anew), else the log's."""

@@ -5,8 +5,7 @@ from __future__ import annotations
 from nas.cells.attention import search_attention
 from nas.fast.backends import attach
 from nas.lm.model import RNNModel
-from nas.methods import method_class
-from nas.methods.settings import SearchSettings
+from nas.methods import method_class, search_settings
 from nas.runs.config import SearchConfig
 
 
@@ -15,5 +14,5 @@ def build_search_model(config: SearchConfig, ntoken: int) -> RNNModel:
     its cells on the process's backend (`nas.fast.backends.current`)."""
     c = config
     attention = search_attention(c.attention, c.nhid, c.attention_heads)
-    rnn = method_class(c.method).layer(SearchSettings.of(c), attention)
+    rnn = method_class(c.method).layer(search_settings(c), attention)
     return attach(RNNModel(ntoken, c.emsize, rnn, c.dropout, c.dropouti, c.dropoute))

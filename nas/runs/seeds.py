@@ -22,7 +22,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from nas.cells.genotype import load
+from nas.cells.genotype import load, save
 from nas.common.errors import InputError
 from nas.common.ranges import SEED
 from nas.common.files import atomic_write_json, read_json
@@ -174,7 +174,7 @@ class SeedRuns:
             "leaderboard": str(self.run_dir / "leaderboard.json"),
         }
         for target in {self.run_dir / "genotype.json", *([Path(out)] if out else [])}:
-            genotype.save(target)
+            save(genotype, target)
         return board
 
     def _job(self, seed: int) -> Job:

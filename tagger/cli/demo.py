@@ -182,39 +182,61 @@ def _demo(
     quick: bool,
 ) -> None:
     """The four steps into `root`, then the summary."""
-    from tagger.synthetic import generate
-
     started = time.time()
     size = QUICK if quick else FULL
     if data is None:
-        click.echo(f"generating the default data (seed {seed}) in {root / 'data'}", err=True)
-        generated = generate(root / "data", seed=seed, **size["data"])
-        lm_dir, tag_dir, tag_corpus, raw = generated / "lm", generated / "conll03", "conll03", generated / "raw.txt"
+        lm_dir, tag_dir, tag_corpus, raw = _generate(root, seed, size)
         if embeddings is None:
-            _run(
-                "train-wordvec",
-                [
-                    "--data",
-                    str(lm_dir / "train.txt"),
-                    "--out",
-                    str(root / "vectors.txt"),
-                    "--dim",
-                    "50",
-                    "--epochs",
-                    size["wordvec_epochs"],
-                    "--seed",
-                    str(seed),
-                ],
-                root / "train-wordvec.log",
-            )
-            embeddings = f"glove:{root / 'vectors.txt'}"
+            embeddings = _train_word_vectors(root, lm_dir, size, seed)
     else:
         lm_dir, tag_dir, tag_corpus = Path(data) / lm_name, Path(data) / corpus, corpus
         raw = root / "raw.txt"
         atomic_write_text(raw, _raw_from_lm_test(lm_dir))
         embeddings = embeddings or "glove:glove-6b-50d"
-
     cell = root / "cell.json"
+    _search(root, lm_dir, cell, size, seed)
+    _retrain(root, lm_dir, cell, size, seed)
+    _train_tagger(root, cell, tag_corpus, tag_dir, embeddings, size, seed, threads)
+    tagged = root / "tagged.txt"
+    _run(
+        "tag", ["--model", str(root / "tagger"), str(raw), "--format", "inline", "--out", str(tagged)], root / "tag.log"
+    )
+    _summarise(root, cell, tagged, started)
+
+
+def _generate(root: Path, seed: int, size: dict) -> tuple[Path, Path, str, Path]:
+    """The embedded default data, generated from `seed` into root/data: the LM text folder, the tagging corpus
+    folder and format, and the raw text to tag."""
+    from tagger.synthetic import generate
+
+    click.echo(f"generating the default data (seed {seed}) in {root / 'data'}", err=True)
+    generated = generate(root / "data", seed=seed, **size["data"])
+    return generated / "lm", generated / "conll03", "conll03", generated / "raw.txt"
+
+
+def _train_word_vectors(root: Path, lm_dir: Path, size: dict, seed: int) -> str:
+    """Step 0 on the default data: word vectors from the LM text (bin/train-wordvec); their --embeddings spec."""
+    _run(
+        "train-wordvec",
+        [
+            "--data",
+            str(lm_dir / "train.txt"),
+            "--out",
+            str(root / "vectors.txt"),
+            "--dim",
+            "50",
+            "--epochs",
+            size["wordvec_epochs"],
+            "--seed",
+            str(seed),
+        ],
+        root / "train-wordvec.log",
+    )
+    return f"glove:{root / 'vectors.txt'}"
+
+
+def _search(root: Path, lm_dir: Path, cell: Path, size: dict, seed: int) -> None:
+    """Step 1: a tiny DARTS search on the LM text (bin/search-lm), its cell written to `cell`."""
     _run(
         "search-lm",
         [
@@ -249,6 +271,10 @@ def _demo(
         ],
         root / "search-lm.log",
     )
+
+
+def _retrain(root: Path, lm_dir: Path, cell: Path, size: dict, seed: int) -> None:
+    """Step 2: the found cell's language model retrained, short (bin/train-lm)."""
     _run(
         "train-lm",
         [
@@ -277,15 +303,21 @@ def _demo(
         ],
         root / "train-lm.log",
     )
+
+
+def _train_tagger(
+    root: Path, cell: Path, corpus: str, data: Path, embeddings: str, size: dict, seed: int, threads: int
+) -> None:
+    """Step 3: a tagger with the found cell (bin/train-tagger)."""
     _run(
         "train-tagger",
         [
             "--cell",
             str(cell),
             "--corpus",
-            tag_corpus,
+            corpus,
             "--data",
-            str(tag_dir),
+            str(data),
             "--embeddings",
             embeddings,
             "--hidden-size",
@@ -303,11 +335,10 @@ def _demo(
         ],
         root / "train-tagger.log",
     )
-    tagged = root / "tagged.txt"
-    _run(
-        "tag", ["--model", str(root / "tagger"), str(raw), "--format", "inline", "--out", str(tagged)], root / "tag.log"
-    )
 
+
+def _summarise(root: Path, cell: Path, tagged: Path, started: float) -> None:
+    """summary.json and the lines on stdout: the cell, the LM's perplexities, the tagger's F1, tagged examples."""
     genotype = json.loads(cell.read_text(encoding="utf-8"))
     lm = json.loads((root / "lm" / "metrics.json").read_text(encoding="utf-8"))
     tagger = json.loads((root / "tagger" / "metrics.json").read_text(encoding="utf-8"))

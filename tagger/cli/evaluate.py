@@ -113,36 +113,13 @@ def main(
         bin/evaluate --model runs/ner --format conlleval
         bin/evaluate --model runs/ner --corpus conll03 --data data/conll03 --split dev
     """
-    from nas.common.files import atomic_write_json
-
-    from ..corpora import load_corpus, parse_columns
-
     offline()
     model_path = Path(model)
     run = run_config(model_path, corpus)
     corpus, data = corpus or run.get("corpus"), data or run.get("data")
-    for flag, value in (("--corpus", corpus), ("--data", data)):
-        if not value:
-            raise InputError(
-                f"{flag}: not given, and {model_path} has no run config.json (of this corpus format) to take it from"
-            )
-    # the default --out is named after the corpus format, the run's when --corpus is not given
-    target = Path(out) if out else (model_path if model_path.is_dir() else model_path.parent) / f"eval-{corpus}-{split}"
-    problem = None if out else output_problem(target, "folder")
-    if problem:
-        raise InputError(f"{target}: {problem} (the default --out; give another)")
+    target = _out_folder(model_path, corpus, data, split, out)
     without_unused_libraries(model_path, scoring=True)  # before flair's and seqeval's import (tagger.light_import)
-    spec = columns if columns is not None else run.get("columns")  # an empty --columns is refused, not the run's
-    gold = load_corpus(
-        corpus,
-        data,
-        columns=parse_columns(spec) if spec is not None else None,
-        tag_column=tag_column or run.get("tag_column"),
-        scheme=tag_scheme or run.get("tag_scheme"),
-        seed=seed if seed is not None else run.get("seed", 1),
-    )
-    for note in gold.notes:
-        click.echo(note, err=True)
+    gold = _gold(corpus, data, run, columns, tag_column, tag_scheme, seed)
     part = getattr(gold, split)
     flair_logs_to_stderr(logging.WARNING)
     use_device(device, threads)
@@ -156,30 +133,64 @@ def main(
     report, predicted = evaluation.evaluate_saved(
         tagger, to_sentences(part, gold.tag_type), part.tags, batch_size or run.get("eval_batch_size") or 64
     )
-    made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
-    try:  # both files or neither
-        evaluation.write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
-        atomic_write_json(
-            target / "metrics.json",
-            {
-                "model": str(model_path),
-                "corpus": corpus,
-                "data": str(data),
-                "split": split,
-                "sentences": len(part.tokens),
-                split: report,
-            },
-        )
-    except BaseException:
-        if made is not None:
-            shutil.rmtree(made, ignore_errors=True)
-        raise
+    scores = {"model": str(model_path), "corpus": corpus, "data": str(data), "split": split}
+    _write_both(target, split, part, predicted, {**scores, "sentences": len(part.tokens), split: report})
     click.echo(
         f"{split} of {data}: {len(part.tokens)} sentences; wrote {target / 'metrics.json'} and "
         f"{target / f'{split}.conll'}",
         err=True,
     )
     click.echo(evaluation.table(report) if fmt == "table" else evaluation.conlleval(part.tags, predicted))
+
+
+def _out_folder(model: Path, corpus: str | None, data: str | None, split: str, out: str | None) -> Path:
+    """Where the scores go: --out, or eval-CORPUS-SPLIT beside the model file (named after the corpus format, the
+    run's when --corpus is not given), which must be free; --corpus and --data, given or the run's, checked first."""
+    for flag, value in (("--corpus", corpus), ("--data", data)):
+        if not value:
+            raise InputError(
+                f"{flag}: not given, and {model} has no run config.json (of this corpus format) to take it from"
+            )
+    target = Path(out) if out else (model if model.is_dir() else model.parent) / f"eval-{corpus}-{split}"
+    problem = None if out else output_problem(target, "folder")
+    if problem:
+        raise InputError(f"{target}: {problem} (the default --out; give another)")
+    return target
+
+
+def _gold(corpus: str, data: str, run: dict, columns, tag_column, tag_scheme, seed):
+    """The corpus with the gold tags, each setting not given taken from the run's config.json (`run`, {} when
+    there is none); its notes said on stderr."""
+    from ..corpora import load_corpus, parse_columns
+
+    spec = columns if columns is not None else run.get("columns")  # an empty --columns is refused, not the run's
+    gold = load_corpus(
+        corpus,
+        data,
+        columns=parse_columns(spec) if spec is not None else None,
+        tag_column=tag_column or run.get("tag_column"),
+        scheme=tag_scheme or run.get("tag_scheme"),
+        seed=seed if seed is not None else run.get("seed", 1),
+    )
+    for note in gold.notes:
+        click.echo(note, err=True)
+    return gold
+
+
+def _write_both(target: Path, split: str, part, predicted: list, metrics: dict) -> None:
+    """SPLIT.conll and metrics.json in `target`: both files or neither (a folder made for them goes again)."""
+    from nas.common.files import atomic_write_json
+
+    from ..evaluation import write_conll
+
+    made = next((p for p in reversed([target, *target.parents]) if not p.exists()), None)
+    try:
+        write_conll(target / f"{split}.conll", part.tokens, part.tags, predicted)
+        atomic_write_json(target / "metrics.json", metrics)
+    except BaseException:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
+        raise
 
 
 def _check_types(tagger, part, model: Path) -> None:

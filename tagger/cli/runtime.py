@@ -1,14 +1,17 @@
 """Set-up shared by the tagger commands before any model or embedding is built: no download where a
-command only loads saved models, stdout kept for the command's result, the device and thread count.
+command only loads saved models, and from `tagger.flair_runtime` (which `tagger.train_tagger` uses too)
+stdout kept for the command's result, the device and thread count.
 
 flair and torch load inside these functions, when a command's work starts, never on import."""
 
 from __future__ import annotations
 
-import logging
 import os
-import sys
 from pathlib import Path
+
+from ..flair_runtime import flair_logs_to_stderr, use_device
+
+__all__ = ["flair_logs_to_stderr", "offline", "run_config", "use_device", "warn_if_unfinished"]
 
 
 def offline() -> None:
@@ -17,29 +20,6 @@ def offline() -> None:
     through flair's and Hugging Face's caches and downloads (`tagger.embeddings`)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-
-def flair_logs_to_stderr(level: int = logging.INFO) -> None:
-    """flair logs to stdout; send it to stderr so stdout holds only the command's result. Commands
-    that only predict take WARNING, which drops flair's note on every model load."""
-    import flair  # noqa: F401 - configures the "flair" logger on import
-
-    logger = logging.getLogger("flair")
-    logger.setLevel(level)
-    for handler in logger.handlers:
-        if type(handler) is logging.StreamHandler:
-            handler.setStream(sys.stderr)
-
-
-def use_device(device: str, threads: int | None = None) -> None:
-    """flair's device (checked when the flag was parsed) and torch's CPU threads (None: torch's choice)."""
-    import flair
-    import torch
-
-    from nas.common.cli import use_threads
-
-    flair.device = torch.device(device)
-    use_threads(threads)
 
 
 def warn_if_unfinished(tagger, model: str) -> None:

@@ -159,7 +159,7 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
 
         bin/train-tagger --cell chunk-cell.json --corpus conll2000 --data data/conll2000
     """  # noqa: E501 (example command lines stay whole, to copy)
-    from nas.common.runs import RunDir, default_run_dir
+    from nas.cells.genotype import save
     from nas.cli.terminal import Terminal, run_loop
     from nas.runs.health import summary_lines
     from nas.fast import backends, gemm
@@ -167,43 +167,9 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
 
     from ..tagging_search import TaggingSearch
 
-    if resume:
-        run = RunDir(resume)
-        run.config()  # a folder that holds no run is said so, and not locked
-        run.lock()  # the one writer of the run from here on, before anything is read or written
-        stored = run.config()
-        config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
-        check_resume_flags(
-            run.path,
-            {**stored, **stored.get("method_settings", {})},
-            changeable=("epochs", "time_budget"),
-            runtime=("out",),
-            defaults={
-                "gemm": "auto",
-                "backend": "auto",  # a run started before the flags existed
-                **{name: getattr(D, name) for name in HEALTH_SETTINGS},
-            },
-        )
-    else:
-        for name in REQUIRED:
-            if options[name] is None:
-                raise InputError(f"--{name}: required (unless --resume)")
-        settings = {name: options.pop(name) for name in METHOD_SETTINGS}
-        own = take_method_settings(options)
-        check_method_flags(options["method"], {**settings, **own, "order": order, "early_stop": options["early_stop"]})
-        _refuse_without_effect(options)
-        settings.update((name, options.pop(name)) for name in HEALTH_SETTINGS)  # None: the default
-        config = TaggingSearchConfig(
-            order=int(order or D.order),
-            epochs=epochs if epochs is not None else D.epochs,
-            time_budget=time_budget,
-            command=command_line("bin/search-tagger"),
-            **options,
-            method_settings=chosen_settings(options["method"], own),
-            **{name: value for name, value in settings.items() if value is not None},
-        )
-        run = RunDir(run_dir or default_run_dir("search-tagger"))
-        config.check()  # a resumed config was checked by from_file, naming its file
+    run, config = (
+        _resumed(resume, epochs, time_budget) if resume else _fresh(run_dir, epochs, time_budget, order, options)
+    )
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     config.gemm = gemm.use(config.gemm)  # a fresh run records what auto resolved to; a resumed one runs with its own
@@ -223,11 +189,60 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     )
     target = Path(out) if out else run.path / "genotype.json"
     if out:
-        genotype.save(target)
-    for line in summary_lines(genotype.provenance["health"], genotype.nodes, bool(search.arch)):
+        save(genotype, target)
+    for line in summary_lines(genotype.provenance["health"], genotype.nodes, bool(search.bilevel.arch)):
         click.echo(line, err=True)
     click.echo(f"genotype written to {target}", err=True)
     click.echo(repr(genotype.to_dict()["nodes"]))
+
+
+def _resumed(resume: str, epochs: int | None, time_budget: float | None) -> tuple:
+    """(the run directory, locked, and its config, with the limits given) of `--resume`; flags that would change
+    the run are refused."""
+    from nas.common.runs import RunDir
+
+    run = RunDir(resume)
+    run.config()  # a folder that holds no run is said so, and not locked
+    run.lock()  # the one writer of the run from here on, before anything is read or written
+    stored = run.config()
+    config = TaggingSearchConfig.from_file(run.path / "config.json", stored, epochs=epochs, time_budget=time_budget)
+    check_resume_flags(
+        run.path,
+        {**stored, **stored.get("method_settings", {})},
+        changeable=("epochs", "time_budget"),
+        runtime=("out",),
+        defaults={
+            "gemm": "auto",
+            "backend": "auto",  # a run started before the flags existed
+            **{name: getattr(D, name) for name in HEALTH_SETTINGS},
+        },
+    )
+    return run, config
+
+
+def _fresh(run_dir: str | None, epochs: int | None, time_budget: float | None, order: str | None, options: dict):
+    """(the run directory, and the config of the flags given, checked) of a fresh search."""
+    from nas.common.runs import RunDir, default_run_dir
+
+    for name in REQUIRED:
+        if options[name] is None:
+            raise InputError(f"--{name}: required (unless --resume)")
+    settings = {name: options.pop(name) for name in METHOD_SETTINGS}
+    own = take_method_settings(options)
+    check_method_flags(options["method"], {**settings, **own, "order": order, "early_stop": options["early_stop"]})
+    _refuse_without_effect(options)
+    settings.update((name, options.pop(name)) for name in HEALTH_SETTINGS)  # None: the default
+    config = TaggingSearchConfig(
+        order=int(order or D.order),
+        epochs=epochs if epochs is not None else D.epochs,
+        time_budget=time_budget,
+        command=command_line("bin/search-tagger"),
+        **options,
+        method_settings=chosen_settings(options["method"], own),
+        **{name: value for name, value in settings.items() if value is not None},
+    )
+    config.check()  # a resumed config was checked by from_file, naming its file
+    return RunDir(run_dir or default_run_dir("search-tagger")), config
 
 
 def _refuse_without_effect(options: dict) -> None:

@@ -115,36 +115,9 @@ def main(
         bin/tag --model runs/chunk --columns test.txt --out test.tagged.conll
     """
     offline()
-    if tokenized and columns:
-        raise InputError("--tokenized and --columns exclude each other")
-    if list(inputs).count(STDIN) > 1:
-        raise InputError("- (stdin) can be read only once")
-    if no_line_breaks and (tokenized or columns):
-        raise InputError("--no-line-breaks is for raw text, not --tokenized or --columns")
-    if split_sentences and not tokenized:
-        raise InputError("--split-sentences splits --tokenized input; raw text is split into sentences anyway")
-    layout = (
-        "columns"
-        if columns
-        else ("tokenized-sentences" if split_sentences else "tokenized")
-        if tokenized
-        else "wrapped"
-        if no_line_breaks
-        else "raw"
-    )
+    layout = _layout(inputs, tokenized, split_sentences, columns, no_line_breaks)
     with ExitStack() as stack:
-        sources = {}
-        for name in inputs:
-            if name == STDIN:
-                spool = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tag-stdin-"))) / "stdin"
-                _spool_stdin(spool, encoding_errors)
-                sources[name] = spool
-            else:
-                check_file(Path(name), encoding_errors)
-                sources[name] = Path(name)
-        if columns:
-            for name, path in sources.items():
-                check_columns(path, "stdin" if name == STDIN else name, encoding_errors)
+        sources = _sources(stack, inputs, columns, encoding_errors)
         plan = _outputs(list(inputs), out, fmt)
         without_unused_libraries(model)  # before flair's import (tagger.light_import)
         flair_logs_to_stderr(logging.WARNING)
@@ -160,6 +133,47 @@ def main(
             _write(
                 tagger, [(name, sources[name]) for name in names], destination, fmt, layout, batch_size, encoding_errors
             )
+
+
+def _layout(
+    inputs: tuple[str, ...], tokenized: bool, split_sentences: bool, columns: bool, no_line_breaks: bool
+) -> str:
+    """What the inputs hold, from the flags, which are checked together: columns, tokenized (one sentence a line, or
+    split into sentences), raw text wrapped at a fixed width, or raw text."""
+    if tokenized and columns:
+        raise InputError("--tokenized and --columns exclude each other")
+    if list(inputs).count(STDIN) > 1:
+        raise InputError("- (stdin) can be read only once")
+    if no_line_breaks and (tokenized or columns):
+        raise InputError("--no-line-breaks is for raw text, not --tokenized or --columns")
+    if split_sentences and not tokenized:
+        raise InputError("--split-sentences splits --tokenized input; raw text is split into sentences anyway")
+    return (
+        "columns"
+        if columns
+        else ("tokenized-sentences" if split_sentences else "tokenized")
+        if tokenized
+        else "wrapped"
+        if no_line_breaks
+        else "raw"
+    )
+
+
+def _sources(stack: ExitStack, inputs: tuple[str, ...], columns: bool, encoding_errors: str) -> dict[str, Path]:
+    """Each input name's file, checked before anything is written: stdin spooled to a file (removed with `stack`)."""
+    sources = {}
+    for name in inputs:
+        if name == STDIN:
+            spool = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tag-stdin-"))) / "stdin"
+            _spool_stdin(spool, encoding_errors)
+            sources[name] = spool
+        else:
+            check_file(Path(name), encoding_errors)
+            sources[name] = Path(name)
+    if columns:
+        for name, path in sources.items():
+            check_columns(path, "stdin" if name == STDIN else name, encoding_errors)
+    return sources
 
 
 def _spool_stdin(path: Path, errors: str) -> None:

@@ -85,11 +85,7 @@ def main(
     \b
         bin/train-charlm --data data/wikitext-2 --direction forward --run-dir charlm-fwd --time-budget 20
     """
-    from nas.common.files import atomic_write_json
     from nas.common.paths import absolute
-    from nas.common.runs import RunDir
-
-    from ..charlm import train_charlm
 
     if epochs is None and time_budget is None:
         raise InputError("give --epochs N or --time-budget MIN")
@@ -98,7 +94,6 @@ def main(
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    command = command_line("bin/train-charlm")
     settings = {
         "data": str(absolute(data)),
         "direction": direction,
@@ -112,46 +107,51 @@ def main(
         "split_chars": split_chars,
         "seed": seed,
         "device": device,
-        "command": command,
+        "command": command_line("bin/train-charlm"),
     }
-    run = RunDir(run_dir)
-    run.claim()
-    try:
-        atomic_write_json(run.path / "config.json", settings)
-        result = train_charlm(
-            data,
-            run_dir,
-            direction,
-            hidden,
-            embedding,
-            epochs,
-            time_budget,
-            seq_len,
-            batch_size,
-            lr,
-            seed,
-            device,
-            split_chars,
-        )
-    except BaseException:
-        if not (run.path / "best-lm.pt").is_file():  # failed before its first model: leave nothing half-made
-            run.discard()
-        raise
-    provenance = {
-        "command": command,
-        "corpus": settings["data"],
-        "direction": direction,
-        "hidden": hidden,
-        "epochs": epochs,
-        "time_budget_min": time_budget,
-        **result,
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
-    atomic_write_json(Path(run_dir) / "provenance.json", provenance)
+    result = _train(data, run_dir, settings)
+    _write_provenance(run_dir, settings, result)
     click.echo(
         f"{Path(run_dir) / 'best-lm.pt'}: validation {result['valid_bpc']:.3f} bits per character, "
         f"{result['size_bytes'] / 1e6:.1f} MB"
     )
+
+
+def _train(data: str, run_dir: str, settings: dict) -> dict:
+    """The character LM of `settings` (config.json, written first) trained on `data` into `run_dir`; a run that
+    fails before its first model leaves nothing half-made."""
+    from nas.common.files import atomic_write_json
+    from nas.common.runs import RunDir
+
+    from ..charlm import train_charlm
+
+    run = RunDir(run_dir)
+    run.claim()
+    try:
+        atomic_write_json(run.path / "config.json", settings)
+        named = {name: value for name, value in settings.items() if name not in ("data", "seq_len", "command")}
+        return train_charlm(data, run_dir, sequence_length=settings["seq_len"], **named)
+    except BaseException:
+        if not (run.path / "best-lm.pt").is_file():
+            run.discard()
+        raise
+
+
+def _write_provenance(run_dir: str, settings: dict, result: dict) -> None:
+    """provenance.json beside the model: how it was made, what it scored, when."""
+    from nas.common.files import atomic_write_json
+
+    provenance = {
+        "command": settings["command"],
+        "corpus": settings["data"],
+        "direction": settings["direction"],
+        "hidden": settings["hidden"],
+        "epochs": settings["epochs"],
+        "time_budget_min": settings["time_budget"],
+        **result,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+    atomic_write_json(Path(run_dir) / "provenance.json", provenance)
 
 
 if __name__ == "__main__":

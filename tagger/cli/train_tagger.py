@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from dataclasses import fields, replace
@@ -25,6 +24,7 @@ from nas.common.cli import (
     backend_option,
 )
 from nas.common.errors import InputError
+from nas.common.files import read_json
 from nas.common.ranges import check_ranges, check_stored
 from nas.common.presets import preset_values, presets_help
 
@@ -46,6 +46,8 @@ from ..tag_schemes import SCHEMES
 
 if TYPE_CHECKING:
     from nas.cells.genotype import Genotype
+
+    from ..training import Trained
 
 D = TaggerConfig()
 T = flag_types(TaggerConfig.RANGES)
@@ -299,12 +301,18 @@ def main(run_dir, dry_run, resume, **options) -> None:
         )
         run_dir = Path(run_dir) if run_dir else default_run_dir("tagger")
     from ..evaluation import summary_table, table
-    from .training import report_heading, run_training  # what tagger.train_tagger runs too
+    from ..training import run_training  # what tagger.train_tagger runs too
 
     given = click.get_current_context().get_parameter_source("hidden_size") == click.core.ParameterSource.COMMANDLINE
     try:
         trained = run_training(
-            config, run_dir, resume=bool(resume), genotype=genotype, dry_run=dry_run, hidden_size_given=given
+            config,
+            run_dir,
+            resume=bool(resume),
+            genotype=genotype,
+            dry_run=dry_run,
+            hidden_size_given=given,
+            say=lambda line: click.echo(line, err=True),
         )
     except Interrupted as stop:
         click.echo(f"interrupted: {stop}; continue with --resume {run_dir}", err=True)
@@ -368,74 +376,18 @@ def _resumed(run) -> tuple[TaggerConfig, Genotype | None]:
     return config, validate(stored["genotype"], f"{run.path / 'config.json'} genotype")
 
 
-# -- the same from Python ---------------------------------------------------------------------
-
-
-def train_tagger(config: TaggerConfig, run_dir: str | Path | None = None) -> dict:
-    """Train the tagger of `config` into `run_dir` exactly as `bin/train-tagger` does, and return its metrics.
-
-    The same settings object as the command's (`TaggerConfig`: one field per flag, the same defaults),
-    the same checks, and the same run directory (default `runs/tagger-<time>`): config.json,
-    best-model.pt, metrics.json, the model card README.md, test.conll, training.log and loss.tsv; with
-    `config.runs` > 1, one folder per seed and a summary. Lines that say what it loaded and sized go to
-    stderr, flair's log too; the test report is `metrics["test"]` (`tagger.evaluation.table` prints it).
-
-    config.json records `config.command` if set, else the `bin/train-tagger` command line that makes the
-    same run, marked as written by this call; `bin/train-tagger --resume RUN_DIR` continues the run if
-    it is interrupted (Ctrl-C raises `nas.common.runs.Interrupted` after the epoch's checkpoint). Like
-    the command, it sets flair's device, torch's CPU threads (`config.threads`) and the process's
-    matrix-product rule (`config.gemm`), and it is the one writer of the run directory while it runs.
-    """
-    from dataclasses import replace
-
-    from nas.common.runs import default_run_dir
-
-    run_dir = Path(run_dir) if run_dir is not None else default_run_dir("tagger")
-    config = replace(config)  # the caller's object is left as it was
-    if not config.command:
-        config.command = equivalent_command(config, run_dir)
-    from .training import run_training
-
-    with _one_command():
-        return run_training(config, run_dir).metrics
-
-
-def equivalent_command(config: TaggerConfig, run_dir: Path) -> str:
-    """The bin/train-tagger command line of `config` (its flags that differ from the defaults, --corpus and
-    --data always), then a shell comment saying it was run from Python: a command `--config` accepts."""
-    import shlex
-
-    default = TaggerConfig()
-    words = ["bin/train-tagger"]
-    for param in main.params:
-        if param.name not in TaggerConfig.__dataclass_fields__ or param.name in ("preset", "command"):
-            continue
-        if param.name == "hidden_size" and (config.match_params or "").lower().startswith("lstm:"):
-            continue  # chosen to match the LSTM's parameters: the command refuses --hidden-size with it
-        value = getattr(config, param.name)
-        if param.name not in ("corpus", "data") and (value == getattr(default, param.name) or value is None):
-            continue
-        if getattr(param, "is_flag", False):
-            flag = param.opts[0] if value else (param.secondary_opts or [None])[0]
-            words += [flag] if flag else []
-        else:
-            words += [param.opts[0], shlex.quote(str(value))]
-    words += ["--run-dir", shlex.quote(str(run_dir))]
-    return " ".join(words) + f"  # run as tagger.train_tagger(config, {str(run_dir)!r})"
-
-
-@contextlib.contextmanager
-def _one_command():
-    """Outside a command, what `nas.common.cli.Command` holds while one runs: the run directory's lock
-    (one writer) and the guard on writes over files read (`nas.common.locks`, `nas.common.guard`)."""
-    from nas.common import guard, locks
-
-    with contextlib.ExitStack() as stack:
-        if locks._held is None:
-            stack.enter_context(locks.holding())
-        if guard._noted is None:
-            stack.enter_context(guard.guarding())
-        yield
+def report_heading(trained: Trained) -> str:
+    """The line above the test report: the split, its size, the model file scored."""
+    test, metrics, out = trained.corpus.test, trained.metrics, trained.run_dir
+    if trained.config.runs == 1:
+        tested = metrics["model"]
+    else:
+        seeds = [run["seed"] for run in metrics["runs"]]
+        models = sorted({read_json(out / f"seed-{seed}" / "metrics.json")["model"] for seed in seeds})
+        tested = (
+            f"{' or '.join(models)} of {len(seeds)} runs (seeds {', '.join(map(str, seeds))}), mean ± std over the runs"
+        )
+    return f"test split ({test.path.name}, {len(test.tokens):,} sentences), {tested}, seqeval strict IOB2:"
 
 
 if __name__ == "__main__":

@@ -99,9 +99,11 @@ def main(
     \b
         bin/transfer --cells darts_v2,lstm --corpora conll2000:data/conll2000 --seeds 2 --hidden-size 128 --run-dir runs/transfer -- --embeddings glove:glove-6b-50d --max-epochs 3
     """  # noqa: E501 (example command lines stay whole, to copy)
+    from nas.common.cli import passed_on
     from nas.common.runs import default_run_dir
 
     from ..transfer import Benchmark, parse_cells, parse_corpora
+    from .train_tagger import main as train_tagger
 
     bench = Benchmark(
         Path(run_dir) if run_dir else default_run_dir("transfer"),
@@ -116,7 +118,8 @@ def main(
         tuple(name.strip() for name in random_cells.split(",") if name.strip()),
         report=lambda line: click.echo(line, err=True),
     )
-    bench.run(workers, ray_address)
+    given_as = f"bin/transfer -- {' '.join(tagger_args)}"
+    bench.run(lambda argv: passed_on(train_tagger, "bin/train-tagger", argv, given_as), workers, ray_address)
     _, table = bench.write_report()
     click.echo(table)
     click.echo(f"written: {bench.run_dir / 'transfer.md'}, transfer.json, transfer.png", err=True)
