@@ -41,6 +41,8 @@ TINY_SEARCH = [
     "2",
     "--epochs",
     "3",
+    "--hessian-iterations",
+    "2",
 ]
 TINY_LM = [
     "--cell",
@@ -237,6 +239,8 @@ def test_search_tagger_killed_around_an_epoch_end_loses_no_epoch(tmp_path, resto
         "4",
         "--threads",
         "1",
+        "--hessian-iterations",
+        "2",
     ]
     module, straight, cut = "tagger.cli.search_tagger", tmp_path / "straight", tmp_path / "cut"
     straight_run(module, [*args, "--run-dir", str(straight)])

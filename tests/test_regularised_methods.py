@@ -269,6 +269,7 @@ def test_search_lm_runs_each_method_and_stores_its_settings(lm_corpus, tmp_path,
 def tiny_tagging_search(data, vectors, method: str, run):
     """bin/search-tagger with `method` for 2 epochs of 3 batches at the smallest size, into `run`."""
     flags = "--corpus conll03 --hidden-size 8 --nodes 3 --batch-size 8 --epochs 2 --max-batches-per-epoch 3"
+    flags += " --hessian-iterations 2"  # as the LM searches here: the eigenvalue logged, at a tenth of the cost
     return CliRunner().invoke(
         search_tagger,
         [
@@ -432,6 +433,7 @@ def test_a_resumed_tagging_search_equals_an_uninterrupted_one(tmp_path, method):
         max_batches_per_epoch=3,
         seed=4,
         method=method,
+        hessian_iterations=2,
     )
     corpus, embeddings = load_corpus("conll03", tmp_path / "data"), build_embeddings(config.embeddings)
     whole = TaggingSearch(config, RunDir(tmp_path / "whole"), corpus, embeddings)

@@ -38,6 +38,7 @@ def setup(tmp_path_factory):
         batch_size=8,
         epochs=2,
         seed=4,
+        hessian_iterations=2,  # the health's eigenvalue is tested in test_search_health_tagger; 2 keep it in the logs
     )
     return root, config, load_corpus("conll03", root / "data"), build_embeddings(config.embeddings)
 
@@ -61,6 +62,8 @@ def test_found_cell_trains_with_train_tagger(setup, tmp_path, restore_flair_logg
             "--batch-size",
             "8",
             "--epochs",
+            "2",
+            "--hessian-iterations",
             "2",
             "--run-dir",
             str(tmp_path / "run"),

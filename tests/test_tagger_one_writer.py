@@ -181,7 +181,18 @@ def test_search_tagger_locks_before_a_resume_reads_or_writes_and_keeps_its_gemm_
     corpus, tmp_path, kept_rule, restore_flair_logging
 ):
     run_dir = tmp_path / "search"
-    args = [*corpus, *TAGGER, "--nodes", "3", "--max-batches-per-epoch", "2", "--epochs", "1"]
+    args = [
+        *corpus,
+        *TAGGER,
+        "--nodes",
+        "3",
+        "--max-batches-per-epoch",
+        "2",
+        "--epochs",
+        "1",
+        "--hessian-iterations",
+        "2",
+    ]
     first = CliRunner().invoke(search_tagger.main, [*args, "--gemm", OTHER, "--run-dir", str(run_dir)])
     assert first.exit_code == 0, first.stderr
     assert json.loads((run_dir / "config.json").read_text())["gemm"] == OTHER
