@@ -153,6 +153,19 @@ def load_corpus(
     return TaggingCorpus(splits["train"], splits["dev"], splits["test"], tag_column, notes)
 
 
+def corpus_of(config) -> TaggingCorpus:
+    """The corpus a tagger or tagging-search config names (its corpus, data, columns, tag column, scheme and
+    seed): the one reading both runs share."""
+    return load_corpus(
+        config.corpus,
+        config.data,
+        columns=parse_columns(config.columns) if config.columns is not None else None,
+        tag_column=config.tag_column,
+        scheme=config.tag_scheme,
+        seed=config.seed,
+    )
+
+
 def _only_tag_column(columns: dict[int, str]) -> str:
     others = [name for name in columns.values() if name != "text"]
     if len(others) != 1:

@@ -49,7 +49,7 @@ from nas.runs.loop import NonFinite, TrainingLoop
 from nas.methods import method_class
 from nas.cells.recurrence import reverse_padded
 from tagger.charlm_states import reuse_states
-from tagger.corpora import Split, TaggingCorpus, load_corpus, parse_columns, to_sentences
+from tagger.corpora import Split, TaggingCorpus, corpus_of, to_sentences
 from tagger.embeddings import build_embeddings
 from tagger.evaluation import evaluate
 from tagger.train import build_model
@@ -206,14 +206,7 @@ class TaggingSearch(TrainingLoop):
     def open(cls, config: TaggingSearchConfig, run_dir: RunDir, resume: bool) -> "TaggingSearch":
         """The search of `config` in `run_dir`, started fresh or resumed from its checkpoint."""
         c = config
-        corpus = load_corpus(
-            c.corpus,
-            c.data,
-            columns=parse_columns(c.columns) if c.columns is not None else None,
-            tag_column=c.tag_column,
-            scheme=c.tag_scheme,
-            seed=c.seed,
-        )
+        corpus = corpus_of(c)
         search = cls(config, run_dir, corpus, build_embeddings(c.embeddings, c.pooling))
         if resume:
             search.resume()

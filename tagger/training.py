@@ -52,19 +52,12 @@ def run_training(
     was on the command line, which --match-params with --cell lstm refuses. `say` takes the lines for the user."""
     from nas import speed
 
-    from .corpora import load_corpus, parse_columns
+    from .corpora import corpus_of
     from .embeddings import build_embeddings
     from .flair_runtime import flair_logs_to_stderr, use_device
 
     genotype, reference = _check(config, run_dir, resume, genotype, dry_run, hidden_size_given)
-    corpus = load_corpus(
-        config.corpus,
-        config.data,
-        columns=parse_columns(config.columns) if config.columns is not None else None,
-        tag_column=config.tag_column,
-        scheme=config.tag_scheme,
-        seed=config.seed,
-    )
+    corpus = corpus_of(config)
     flair_logs_to_stderr()
     use_device(config.device, config.threads)
     config.gemm = speed.resolve_gemm(config.gemm)  # a fresh run records what auto resolved to; a resumed one its own
