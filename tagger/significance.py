@@ -60,9 +60,9 @@ ASO_THRESHOLD = 0.2  # ε_min below it: A is (almost stochastically) better; dee
 
 @dataclass(frozen=True)
 class SeedTest:
-    """The test over training runs of `seed_level_test`: A's scores against B's, paired by seed."""
+    """The test over training runs of `seed_level_test`: A's scores against B's."""
 
-    seeds: int  # the runs of each model it rests on
+    seeds: int  # the runs of A it rests on (paired: of each model)
     mean_difference: float | None  # mean over the seeds of A − B (None with no seed)
     epsilon_min: float | None  # ASO's ε_min of "A is better than B" (None with fewer than 2 seeds)
     epsilon_min_reverse: float | None  # of "B is better than A"
@@ -73,23 +73,31 @@ class SeedTest:
     seed: int = ASO_SEED
 
 
-def seed_level_test(a: list[float], b: list[float]) -> SeedTest:
-    """Is A better than B over training runs? `a` and `b` hold one score per seed, paired by position.
+def seed_level_test(a: list[float], b: list[float], paired: bool = True) -> SeedTest:
+    """Is A better than B over training runs? `a` and `b` hold one score per run: per seed, paired by
+    position, or (`paired=False`) any number of runs each, e.g. a cell's seeds against every run of
+    several random cells, which counts the spread between random cells as well as between seeds.
 
     ASO (deepsig's `multi_aso` on the two models, which gives ε_min both ways from one bootstrap)
     at `ASO_CONFIDENCE`, `ASO_ITERATIONS` and `ASO_SEED`; the verdict is "better" when ε_min of
     A over B is below `ASO_THRESHOLD`, "worse" when that of B over A is, else "undecided" (both
-    cannot be: the two ε_min add up to at least 1). With fewer than 2 seeds there is no test.
+    cannot be: the two ε_min add up to at least 1). With fewer than 2 runs a side there is no test.
+    The mean difference is mean(A) − mean(B), which for paired runs is the mean per-seed difference.
     """
-    if len(a) != len(b):
+    if paired and len(a) != len(b):
         raise ValueError(f"seed-level test: {len(a)} scores of A against {len(b)} of B; pair them by seed")
     for name, scores in (("A", a), ("B", b)):
         bad = next((k for k, x in enumerate(scores) if not math.isfinite(x)), None)
         if bad is not None:  # deepsig would answer "undecided" with ε_min NaN
             raise ValueError(f"seed-level test: score {bad + 1} of {name} is {scores[bad]}, not a finite number")
-    difference = statistics.fmean(x - y for x, y in zip(a, b)) if a else None
-    if len(a) < 2:
-        return SeedTest(len(a), difference, None, None, "1 seed" if a else "no seed")
+    if not (a and b):
+        difference = None
+    else:
+        difference = (
+            statistics.fmean(x - y for x, y in zip(a, b)) if paired else statistics.fmean(a) - statistics.fmean(b)
+        )
+    if min(len(a), len(b)) < 2:
+        return SeedTest(len(a), difference, None, None, "1 seed" if a and b else "no seed")
     forward, reverse = _aso(tuple(map(float, a)), tuple(map(float, b)))
     verdict = "better" if forward < ASO_THRESHOLD else "worse" if reverse < ASO_THRESHOLD else "undecided"
     return SeedTest(len(a), difference, forward, reverse, verdict)

@@ -17,7 +17,8 @@ reached, seconds per training epoch, dev and test F1 (mean ± sample std over se
 so); then the headline, the test over training runs (`tagger.significance.seed_level_test`: Almost
 Stochastic Order on the runs' test F1, both ways, with the mean per-seed difference as the effect
 size and the paired t-test of `nas.common.stats` beside it) of each cell against the LSTM, and
-against the random cells' mean F1 of each seed (`random_cells`), over the seeds both finished;
+against the random cells' mean F1 of each seed (`random_cells`), over the seeds both finished,
+and, with several random cells, against every run of theirs, unpaired (a run of a cell drawn at random);
 then, as per-seed detail, the paired bootstrap over test sentences (`tagger.significance`, from
 each run's test.conll) of each seed's pair of trained models (transfer.json also keeps it with
 the seeds pooled); as Markdown, JSON, and a plot of dev F1 by epoch (mean over seeds).
@@ -352,16 +353,22 @@ class Benchmark:
             mine = [r for r in runs if r["corpus"] == corpus.name]
             lstm = {r["seed"]: r["test_f1"] for r in mine if r["cell"] == LSTM}
             random = self._random_mean(mine)
+            # every run of the random cells, when there are several of them: a draw of "a random cell, a seed"
+            random_runs = (
+                [r["test_f1"] for r in mine if r["cell"] in self.random_cells] if len(self.random_cells) > 1 else None
+            )
             counts = self._sentence_counts(corpus)
             for cell in self.cells:
                 seeds = [r for r in mine if r["cell"] == cell.name]
                 if seeds:
+                    compared = cell.name not in (LSTM, *self.random_cells)
                     row = _row(
                         cell.name,
                         corpus.name,
                         seeds,
                         lstm if cell.name != LSTM else None,
-                        random if cell.name not in (LSTM, *self.random_cells) else None,
+                        random if compared else None,
+                        random_runs if compared else None,
                     )
                     row["bootstrap"] = self._bootstrap(corpus.name, cell.name, counts)
                     rows.append(row)
@@ -478,10 +485,16 @@ def _run_figures(path: Path) -> dict:
 
 
 def _row(
-    cell: str, corpus: str, runs: list[dict], lstm: dict[int, float] | None, random: dict[int, float] | None = None
+    cell: str,
+    corpus: str,
+    runs: list[dict],
+    lstm: dict[int, float] | None,
+    random: dict[int, float] | None = None,
+    random_runs: list[float] | None = None,
 ) -> dict:
     """The summary of one cell on one corpus; `lstm` and `random` (seed → test F1: the LSTM's, the
-    random cells' mean) pair it with a reference over the seeds both have."""
+    random cells' mean) pair it with a reference over the seeds both have; `random_runs` (the test F1
+    of every run of the random cells) is compared with its runs unpaired."""
     dev = [r["dev_f1"] for r in runs if r["dev_f1"] is not None]
     speeds = [r["seconds_per_epoch"] for r in runs if r["seconds_per_epoch"] is not None]
     return {
@@ -496,6 +509,7 @@ def _row(
         "test_f1": mean_std([r["test_f1"] for r in runs]),
         "vs_lstm": _paired(runs, lstm),
         "vs_random": _paired(runs, random),
+        "vs_random_runs": _unpaired(runs, random_runs),
     }
 
 
@@ -516,6 +530,28 @@ def _paired(runs: list[dict], reference: dict[int, float] | None) -> dict | None
         "t": test.t if spread and math.isfinite(test.t) else None,  # JSON has no infinity
         "df": test.df if test else None,
         "p": test.p if spread else None,
+        "aso": asdict(aso),
+    }
+
+
+def _unpaired(runs: list[dict], reference: list[float] | None) -> dict | None:
+    """The test over training runs of the runs' test F1 against every run in `reference`, unpaired:
+    ASO both ways and Welch's t-test (scipy's), with the mean difference of the two sets of runs."""
+    if reference is None:
+        return None
+    from scipy.stats import ttest_ind
+
+    mine = [r["test_f1"] for r in runs]
+    aso = significance.seed_level_test(mine, reference, paired=False)
+    p = None
+    if min(len(mine), len(reference)) >= 2:
+        with np.errstate(all="ignore"):  # no spread on either side: p is NaN, reported as none
+            p = float(ttest_ind(mine, reference, equal_var=False).pvalue)
+    return {
+        "seeds": len(mine),
+        "runs": [len(mine), len(reference)],
+        "mean_difference": aso.mean_difference,
+        "p": p if p is not None and math.isfinite(p) else None,
         "aso": asdict(aso),
     }
 
@@ -555,11 +591,16 @@ def markdown(rows: list[dict], sizes: str, hidden_size: int, time_budget: float 
 
 
 def seed_test_markdown(rows: list[dict]) -> list[str]:
-    """The headline: each cell against the LSTM (and the random cells' mean) over training runs."""
+    """The headline: each cell against the LSTM (and the random cells: their mean per seed, and all their
+    runs) over training runs."""
     tests = [
         (r, against, vs)
         for r in rows
-        for against, vs in (("lstm", r.get("vs_lstm")), ("random cells' mean", r.get("vs_random")))
+        for against, vs in (
+            ("lstm", r.get("vs_lstm")),
+            ("random cells' mean", r.get("vs_random")),
+            ("random cells' runs", r.get("vs_random_runs")),
+        )
         if vs is not None
     ]
     if not tests:
@@ -570,7 +611,10 @@ def seed_test_markdown(rows: list[dict]) -> list[str]:
         f"(deepsig, confidence {significance.ASO_CONFIDENCE:g}, {significance.ASO_ITERATIONS:,} bootstrap "
         f"iterations, seed {significance.ASO_SEED}) on each seed's test F1, both ways: ε_min 0 is dominance, "
         f"1 none; the verdict takes ε_min < {significance.ASO_THRESHOLD:g}. Δ test: the mean over the seeds "
-        "both finished of the cell's F1 minus the other's; t-test p: paired, two-sided. One seed gives no test.",
+        "both finished of the cell's F1 minus the other's; t-test p: paired, two-sided. One seed gives no test. "
+        "Against the random cells' runs (when there are several random cells): the cell's runs against every run "
+        "of every random cell, unpaired, so the spread between random cells counts too (seeds: the cell's / "
+        "theirs; Δ: the difference of the means; t-test p: Welch's, two-sided).",
         "",
         "| corpus | cell | against | seeds | Δ test F1 | ε_min cell > other | ε_min other > cell | verdict | "
         "t-test p |",
@@ -579,14 +623,17 @@ def seed_test_markdown(rows: list[dict]) -> list[str]:
     for r, against, vs in tests:
         aso = vs.get("aso") or {}
         delta = "n/a" if vs["mean_difference"] is None else _signed(vs["mean_difference"])
-        if vs["seeds"] < 2:
-            say = "1 seed: no test over training runs" if vs["seeds"] == 1 else "no seed both finished"
-            lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | — | — | {say} | — |")
+        counts = vs.get("runs", [vs["seeds"]])
+        seeds = " / ".join(map(str, counts))
+        if min(counts) < 2:
+            say = "1 seed: no test over training runs" if min(counts) == 1 else "no seed both finished"
+            lines.append(f"| {r['corpus']} | {r['cell']} | {against} | {seeds} | {delta} | — | — | {say} | — |")
             continue
         verdict = {"better": f"{r['cell']} better", "worse": f"{against} better"}.get(aso["verdict"], "undecided")
-        p = "n/a (the same Δ each seed)" if vs["p"] is None else f"{vs['p']:.3g}"
+        no_p = "n/a (no spread)" if "runs" in vs else "n/a (the same Δ each seed)"
+        p = no_p if vs["p"] is None else f"{vs['p']:.3g}"
         lines.append(
-            f"| {r['corpus']} | {r['cell']} | {against} | {vs['seeds']} | {delta} | "
+            f"| {r['corpus']} | {r['cell']} | {against} | {seeds} | {delta} | "
             f"{aso['epsilon_min']:.2f} | {aso['epsilon_min_reverse']:.2f} | {verdict} | {p} |"
         )
     return lines

@@ -184,6 +184,39 @@ def test_each_cell_gets_a_paired_t_test_against_the_random_cells_mean_of_each_se
     assert "random cells' mean" not in transfer.markdown([{**row, "vs_random": None}], "params", 8, None)
 
 
+def test_with_several_random_cells_each_cell_is_also_tested_against_all_their_runs_unpaired(tmp_path):
+    """Against every run of every random cell (3 here: seeds 1-2, one seed missing): ASO of
+    the two sets unpaired, Welch's t-test, and the difference of the means, by hand."""
+    from scipy.stats import ttest_ind
+
+    names = ["found", "rand_a", "rand_b"]
+    bench = transfer.Benchmark(
+        tmp_path,
+        transfer.parse_cells(",".join(names)),
+        transfer.parse_corpora(f"conll03:{tmp_path}"),
+        2,
+        8,
+        random_cells=("rand_a", "rand_b"),
+    )
+    f1 = {"found": [0.80, 0.84], "rand_a": [0.78, 0.80], "rand_b": [0.76]}
+    (tmp_path / "conll03").mkdir()
+    for cell, values in f1.items():
+        for seed, value in enumerate(values, 1):
+            run = tmp_path / "conll03" / cell / f"seed-{seed}"
+            run.mkdir(parents=True)
+            figures = {"hidden_size": 8, "rnn_parameters": 1, "epochs": 1, "seconds_per_epoch": {"train": 1.0}}
+            (run / "metrics.json").write_text(json.dumps({**figures, "test": {"f1": value}}))
+    rows = {r["cell"]: r for r in bench.results()["rows"]}
+    vs = rows["found"]["vs_random_runs"]
+    random_runs = [0.78, 0.80, 0.76]
+    assert vs["runs"] == [2, 3] and vs["mean_difference"] == pytest.approx(0.82 - 0.78)
+    assert vs["p"] == pytest.approx(ttest_ind([0.80, 0.84], random_runs, equal_var=False).pvalue)
+    assert vs["aso"] == asdict(significance.seed_level_test([0.80, 0.84], random_runs, paired=False))
+    assert rows["rand_a"]["vs_random_runs"] is None  # a random cell is not compared with them
+    table = transfer.markdown(list(rows.values()), "params", 8, None)
+    assert f"| conll03 | found | random cells' runs | 2 / 3 | +4.00 | {vs['aso']['epsilon_min']:.2f} |" in table
+
+
 def test_one_seed_says_so_instead_of_a_spread_or_a_test():
     runs = [
         {
