@@ -19,6 +19,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
+def pytest_xdist_auto_num_workers(config) -> int | None:
+    """`-n auto` (setup.cfg): a worker per CPU this process may run on (taskset, a container's cpuset), where xdist
+    would count the machine's physical cores: each test runs one thread, and a 2-vCPU machine may be one core's two
+    hyperthreads. $PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides as xdist documents (None: xdist's own count)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or not hasattr(os, "sched_getaffinity"):
+        return None
+    return len(os.sched_getaffinity(0))
+
+
 def write_lm_corpus(root: Path, seed: int = 0, train_lines: int = 300, other_lines: int = 60, vocab: int = 40) -> Path:
     """A tiny PTB-style corpus with some structure (repeated bigrams) so perplexity can fall."""
     rng = random.Random(seed)
