@@ -245,6 +245,43 @@ def test_early_stop_derives_from_alpha_of_the_window_start(lm_corpus, tmp_path, 
     assert "early stop (DARTS-ES)" in result.output
 
 
+def test_early_stop_converged_stops_at_the_first_epoch_the_rule_holds_and_derives_from_alpha_then(lm_corpus, tmp_path):
+    """The rule (mocked here: it holds from the third epoch on; the rule itself is tested above) ends the search at
+    that epoch of 6, with the cell of the last epoch's α, and every record of the stop says so."""
+    seen = []
+
+    def rule(log, *args, **kwargs):
+        seen.append(len(log))
+        return {"converged": len(log) >= 3, "rule": "the test's"}
+
+    with mock.patch("nas.runs.bilevel.convergence", rule):
+        result = _search(
+            [
+                "--data",
+                str(lm_corpus),
+                "--early-stop",
+                "converged",
+                "--run-dir",
+                str(tmp_path / "run"),
+                "--out",
+                str(tmp_path / "cell.json"),
+                *EPOCHS["darts"],
+            ]
+        )
+    assert result.exit_code == 0, result.output
+    assert seen[:3] == [1, 2, 3]  # each epoch's record judged with the epochs logged before it
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert len(log) == 3 and log[-1]["early_stop"] == {"stopped_at": 3, "rule": "converged"}
+    assert all("early_stop" not in r for r in log[:2])
+    cell = json.loads((tmp_path / "cell.json").read_text())
+    assert cell["nodes"] == log[-1]["genotype"]
+    assert cell["provenance"]["search_valid_ppl"] == pytest.approx(log[-1]["valid_ppl"])
+    assert cell["provenance"]["health"]["early_stop"] == {"stopped_at": 3, "rule": "converged"}
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert metrics["health"]["early_stop"] == {"stopped_at": 3, "rule": "converged"}
+    assert "stopped at epoch 3: the convergence rule held" in result.output
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -284,7 +284,9 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
     default=None,
     help="hessian: DARTS-ES (Zela et al. 2020): stop when the eigenvalue's mean over the last --early-stop-window "
     "epochs exceeds that of the window before by more than 1/--early-stop-ratio, and derive the cell from α of "
-    "the window's start [default: none].",
+    "the window's start; converged: stop at the first epoch the convergence rule holds (the cell unchanged, α's "
+    "MAD and the validation perplexity settled over 5 epochs; docs: Search health) and derive the cell from α as "
+    "it stands [default: none].",
 )
 @click.option(
     "--early-stop-window",

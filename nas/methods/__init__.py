@@ -100,7 +100,10 @@ def _drnas() -> type:
 
 
 NO_ALPHA_STEP = "this method has no α step to take in first or second order (it draws its architectures)"
-NO_ALPHA = "this method has no α, so no Hessian to stop on (the convergence rule follows its best candidate)"
+NO_ALPHA = (
+    "this method has no α, so no Hessian to stop on (the convergence rule, which follows its best candidate, is "
+    "reported at the end; --early-stop converged is for the methods with α)"
+)
 
 METHODS: dict[str, Entry] = {
     "darts": Entry(_darts, "softmax per edge"),

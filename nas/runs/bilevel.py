@@ -86,6 +86,8 @@ class BilevelSearch:
         # every α of the method, by name, and DARTS-ES's rule when --early-stop hessian
         self.arch: dict[str, nn.Parameter] = {n: p for a in task.method.architects.values() for n, p in a.arch.items()}
         self.early_stop = EarlyStop(c.early_stop_window, c.early_stop_ratio) if c.early_stop == "hessian" else None
+        self.stop_when_converged = c.early_stop == "converged"
+        self.converged_at: int | None = None  # the epoch the convergence rule first held (--early-stop converged)
 
     # -- epochs ------------------------------------------------------------------------------
 
@@ -108,6 +110,9 @@ class BilevelSearch:
         record.update(self.health(geno["nodes"]))
         if self.early_stop is not None and t.ranks.any(self.early_stop.update(record["eigenvalue"], self.arch)):
             record["early_stop"] = {"stopped_at": t.epoch, "derive_epoch": self.early_stop.derive_epoch}
+        if self.stop_when_converged and t.ranks.any(convergence([*t.run_dir.read_log(), record])["converged"]):
+            self.converged_at = t.epoch
+            record["early_stop"] = {"stopped_at": t.epoch, "rule": "converged"}
         return record
 
     # -- health ------------------------------------------------------------------------------
@@ -138,16 +143,24 @@ class BilevelSearch:
             record.update({"eigenvalue": eigenvalue, "eigen_iterations": iterations})
         return record
 
-    def stopped_early(self) -> bool:
+    def stopped_by_es(self) -> bool:
+        """DARTS-ES's rule fired (the cell then comes from an earlier α)."""
         return self.early_stop is not None and self.early_stop.stopped_at is not None
 
+    def stopped_early(self) -> bool:
+        return self.stopped_by_es() or self.converged_at is not None
+
     def state(self) -> dict:
-        """DARTS-ES's part of the checkpoint."""
-        return {"early_stop": None if self.early_stop is None else self.early_stop.state()}
+        """The early stops' part of the checkpoint."""
+        return {
+            "early_stop": None if self.early_stop is None else self.early_stop.state(),
+            "converged_at": self.converged_at,
+        }
 
     def load_state(self, state: dict) -> None:
         if self.early_stop is not None:
             self.early_stop.load_state(state["early_stop"])
+        self.converged_at = state.get("converged_at")  # checkpoints written before the option lack it
 
     def health_summary(self, log: list[dict]) -> dict:
         """What provenance and metrics.json say of the search's health: the convergence verdict, whether
@@ -161,7 +174,9 @@ class BilevelSearch:
             "eigenvalue_first": eigen[0] if eigen else None,
             "eigenvalue_last": eigen[-1] if eigen else None,
         }
-        if self.stopped_early():
+        if self.converged_at is not None:
+            summary["early_stop"] = {"stopped_at": self.converged_at, "rule": "converged"}
+        if self.stopped_by_es():
             summary["early_stop"] = {
                 "stopped_at": self.early_stop.stopped_at,
                 "derive_epoch": self.early_stop.derive_epoch,
@@ -179,7 +194,7 @@ class BilevelSearch:
         log = t.run_dir.read_log()
         c = t.config
         last = log[-1] if log else None
-        if self.stopped_early():  # DARTS-ES: the cell of α as it stood at the window's start
+        if self.stopped_by_es():  # DARTS-ES: the cell of α as it stood at the window's start
             with torch.no_grad():
                 for name, alpha in self.early_stop.window_start_alpha().items():
                     self.arch[name].copy_(alpha)

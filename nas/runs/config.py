@@ -33,7 +33,7 @@ from nas.common.ranges import (
 from nas.methods import flat_fields, flat_ranges
 from nas.methods.settings import GATE_SIZE_MATCHES, GATE_SQUASHES, SEARCH_SPACES  # noqa: F401  (the flags' choices)
 
-EARLY_STOPS = ("none", "hessian")  # nas.runs.health.EarlyStop
+EARLY_STOPS = ("none", "hessian", "converged")  # nas.runs.health: EarlyStop (DARTS-ES), convergence (the rule)
 ATTENTION_CHOICES = (
     "search",
     "dot",
@@ -173,7 +173,7 @@ class SearchConfig(flat_fields("FlatMethodSettings"), LMConfig):
     attention_heads: int = 4
     # search health (nas.runs.health): the Hessian eigenvalue each epoch, DARTS-ES, a time budget
     hessian_iterations: int = 20  # power iterations for the dominant eigenvalue of ∇²α L_val (0: not computed)
-    early_stop: str = "none"  # "hessian": DARTS-ES (Zela et al. 2020)
+    early_stop: str = "none"  # "hessian": DARTS-ES (Zela et al. 2020); "converged": the convergence rule
     early_stop_window: int = 5  # DARTS-ES: k, the epochs of each window
     early_stop_ratio: float = 0.75  # DARTS-ES: stop when λ̄(e − k) / λ̄(e) falls below this
     time_budget: float | None = None  # minutes of training and validation, over resumes

@@ -243,7 +243,12 @@ def summary_lines(health: dict, nodes: Sequence[Sequence[Sequence]], has_alpha: 
     """What a search command says of its health at the end (`health`: metrics.json's, `nodes`: the found
     cell's, `unit`: what an epoch is called): DARTS-ES's stop, the convergence verdict, the warnings."""
     lines = []
-    if "early_stop" in health:
+    if "early_stop" in health and health["early_stop"].get("rule") == "converged":
+        lines.append(
+            f"stopped at {unit} {health['early_stop']['stopped_at']}: "
+            "the convergence rule held (--early-stop converged)"
+        )
+    elif "early_stop" in health:
         stop = health["early_stop"]
         lines.append(
             f"early stop (DARTS-ES): the Hessian eigenvalue grew past the rule at {unit} {stop['stopped_at']}; "

@@ -150,7 +150,8 @@ def main(out, run_dir, resume, epochs, time_budget, order, **options) -> None:
     learns on. Each epoch logs the train loss, the dev F1, the held-apart perplexity and the search's
     health: the dominant eigenvalue of the Hessian in α of the held-apart CRF loss per token
     (--hessian-iterations); --early-stop hessian stops by DARTS-ES and derives the cell from α of the
-    window's start (docs/concepts/search-health.md).
+    window's start, --early-stop converged stops once the convergence rule holds
+    (docs/concepts/search-health.md).
 
     Example, a short first-order I-DARTS search on CoNLL-2000 chunking, then a tagger on the found cell:
 
