@@ -167,7 +167,11 @@ def portable(text: str, run: Path) -> str:
         r'[^\s"]*/(data/[^/\s"]+)/', r"\1/", text
     )  # ../shared/data/ptb/x, /abs/shared/data/ptb/x → data/ptb/x
     text = re.sub(r'--data [^\s"]*/(data/[^/\s"]+)', r"--data \1", text)
-    return text.replace(str(run.resolve().parent), "runs").replace(str(run.parent), "runs")
+    # Only whole folder prefixes: a run named relative to the working directory has parent ".", which must not
+    # turn every "." of the text (decimals included) into "runs".
+    for parent in sorted({str(run.resolve().parent), str(run.parent)} - {"."}, key=len, reverse=True):
+        text = re.sub(rf'(?<![^\s"=]){re.escape(parent)}/', "runs/", text)
+    return text
 
 
 def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
