@@ -11,4 +11,4 @@ retrain random_1267_5 --cell $T/random_1267_5.json
 retrain lstm --cell lstm --match-cell darts_v2
 retrain sdarts_rs_s1 --cell /work/runs/cells/sdarts_rs_s1.json
 transfer conll2000 $C
-search sdarts-rs-s2 /work/study-code-2 --seed 2 --method sdarts-rs --epochs 50 --early-stop converged
+: search sdarts-rs-s2 /work/study-code-2 --seed 2 --method sdarts-rs --epochs 50 --early-stop converged # stopped 2026-11-29 02:24 after epoch 3: training diverged (train ppl 3.3e12); not to be resumed
