@@ -174,6 +174,23 @@ def portable(text: str, run: Path) -> str:
     return text
 
 
+def replay_command(command: str, settings: dict, epochs_run: int, run_name: str) -> str:
+    """The command that reproduces a run: its start, and for a run resumed with a larger budget the resume
+    that ran the rest (it ends as if run at once). A run that stopped before its budget (`--early-stop`, a
+    time budget) is reproduced by its start alone."""
+    started = re.search(r"--(epochs|rounds) (\d+)", command)
+    if not started or int(started.group(2)) >= epochs_run:
+        return command
+    flags = f"--{started.group(1)} {epochs_run}"
+    rollbacks_added = bool(settings.get("max_rollbacks")) and "--max-rollbacks" not in command
+    if rollbacks_added:
+        flags += f" --max-rollbacks {settings['max_rollbacks']}"
+    if settings.get("lr_decay", 1) != 1 and "--lr-decay" not in command:  # a decay a resume set
+        flags += f" --lr-decay {settings['lr_decay']:g} --lr-decay-start {settings['lr_decay_start']}"
+    joiner = ";" if rollbacks_added else " &&"  # rollbacks added on resume: the start gave up on a non-finite step
+    return f"{command}{joiner} bin/search-lm --resume runs/{run_name} {flags}"
+
+
 def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
     """Write run's genotype as cells/NAME.json with portable provenance and its budget in words; says what it did."""
     cell = json.loads((run / "genotype.json").read_text())
@@ -204,19 +221,7 @@ def ship(run: Path, name: str, cells: Path, summary: dict) -> str:
             for split, path in files.items()
         },
     }
-    prov["command"] = portable(prov["command"], run)
-    started = re.search(r"--(epochs|rounds) (\d+)", prov["command"])
-    if (
-        started and int(started.group(2)) != prov["epochs_run"]
-    ):  # resumed with a larger budget (the run ends as if run at once)
-        flags = f"--{started.group(1)} {prov['epochs_run']}"
-        rollbacks_added = bool(c.get("max_rollbacks")) and "--max-rollbacks" not in prov["command"]
-        if rollbacks_added:
-            flags += f" --max-rollbacks {c['max_rollbacks']}"
-        if c.get("lr_decay", 1) != 1 and "--lr-decay" not in prov["command"]:  # a decay a resume set
-            flags += f" --lr-decay {c['lr_decay']:g} --lr-decay-start {c['lr_decay_start']}"
-        joiner = ";" if rollbacks_added else " &&"  # rollbacks added on resume: the start gave up on a non-finite step
-        prov["command"] += f"{joiner} bin/search-lm --resume runs/{run.name} {flags}"
+    prov["command"] = replay_command(portable(prov["command"], run), c, prov["epochs_run"], run.name)
     prov.pop("run_dir", None)
     cell["name"] = name
     (cells / f"{name}.json").write_text(json.dumps(cell, indent=2) + "\n")
