@@ -45,7 +45,7 @@ from nas.methods.architect import Batches, bilevel_step, is_arch, split_paramete
 from nas.methods.base import Conclusion
 from nas.runs.bilevel import BilevelSearch
 from nas.methods.settings import SearchSettings
-from nas.runs.loop import NonFinite, TrainingLoop
+from nas.runs.loop import Diverged, TrainingLoop
 from nas.methods import method_class
 from nas.cells.recurrence import reverse_padded
 from tagger.charlm_states import reuse_states
@@ -275,16 +275,16 @@ class TaggingSearch(TrainingLoop):
 
     def take_weight_step(self, train: list) -> None:
         """One SGD step on the summed CRF loss, as flair's trainer; a non-finite loss or gradient raises
-        `NonFinite` before the weights change."""
+        `Diverged` before the weights change."""
         loss, count = self.model.forward_loss(train)
         where = f"in epoch {self.epoch + 1}, batch {self.batch + 1}"
         if not torch.isfinite(loss):
-            raise NonFinite(f"loss became {loss.item()} {where}")
+            raise Diverged(f"loss became {loss.item()} {where}")
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward(inputs=self.weights)
         norm = torch.nn.utils.clip_grad_norm_(self.weights, self.config.clip)
         if not torch.isfinite(norm):
-            raise NonFinite(f"gradient norm became {norm.item()} {where}")
+            raise Diverged(f"gradient norm became {norm.item()} {where}")
         self.optimizer.step()
         self.totals["loss"] += loss.item()
         self.totals["loss_tokens"] += count

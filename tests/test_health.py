@@ -335,7 +335,7 @@ def test_a_time_budget_ends_the_search_and_it_still_writes_its_genotype(lm_corpu
 
 
 def test_max_rollbacks_lets_a_search_go_on_after_a_non_finite_batch(lm_corpus, tmp_path):
-    from nas.runs.loop import NonFinite
+    from nas.runs.loop import Diverged
     from nas.runs.search import Searcher
 
     step, failed = Searcher.weight_step, []
@@ -343,7 +343,7 @@ def test_max_rollbacks_lets_a_search_go_on_after_a_non_finite_batch(lm_corpus, t
     def fails_once_in_epoch_two(self, *args):
         if self.epoch == 1 and not failed:
             failed.append(self.batch)
-            raise NonFinite("gradient norm became inf in epoch 2, batch 1")
+            raise Diverged("gradient norm became inf in epoch 2, batch 1")
         return step(self, *args)
 
     with mock.patch.object(Searcher, "weight_step", fails_once_in_epoch_two):

@@ -122,6 +122,18 @@ def test_discard_removes_the_folders_start_made_and_only_what_it_added_to_an_exi
     assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]
 
 
+def test_a_search_whose_training_blows_up_stops_with_one_line(corpus, tmp_path):
+    """A search at a huge lr: its NLL passes 2 ln V with every number finite, and it stops there."""
+    run_dir = tmp_path / "run"
+    args = ["--data", str(corpus), "--run-dir", str(run_dir), *TINY_SEARCH, "--lr", "1e9"]
+    failed = CliRunner().invoke(search_lm, args)
+    assert failed.exit_code == 2 and "Traceback" not in failed.stderr, failed.stderr
+    error = failed.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: the training diverged in epoch 1, batch "), error
+    assert error.endswith(f"nothing was kept: no epoch had finished, and {run_dir} is removed (try a lower --lr)")
+    assert not run_dir.exists()
+
+
 def test_a_search_that_fails_before_its_first_checkpoint_leaves_no_directory(corpus, tmp_path, monkeypatch):
     real = nas.runs.loop.regularised_loss
     monkeypatch.setattr(nas.runs.loop, "regularised_loss", lambda *a: tuple(x * float("nan") for x in real(*a)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -259,6 +260,23 @@ def test_nan_in_the_loss_rolls_back_to_the_last_checkpoint(corpus_dir, tmp_path,
     log = log_of(tmp_path / "run")
     assert [r["rollbacks"] for r in log] == [0, 1] and metrics["rollbacks"] == 1
     assert all(torch.isfinite(p).all() for p in t.model.parameters())
+
+
+def test_a_training_that_blows_up_with_finite_numbers_stops_as_diverged(corpus_dir, tmp_path):
+    """At a huge lr the weights blow up while log-softmax keeps every loss finite; the run stops once a
+    batch's NLL passes 2 ln V (a model worse than guessing each word out of V² uniformly) instead of
+    training on for its epochs, and keeps no model of the diverged weights."""
+    run = tmp_path / "run"
+    args = ["--cell", "darts_v2", "--data", str(corpus_dir), "--run-dir", str(run), "--epochs", "3"]
+    huge = ["--max-batches-per-epoch", "5", "--lr", "1e6", "--clip", "1e6"]
+    result = CliRunner().invoke(train_lm, [*args, *huge, *SMALL])
+    line = one_error_line(result, only=False)
+    vocab = len(Corpus.load(find_splits(corpus_dir)).vocab)
+    match = re.search(r"the training diverged in epoch 1, batch \d: NLL ([\d.e+]+) nats a word", line)
+    assert match and float(match[1]) > 2 * math.log(vocab), line  # a finite NLL, not a NaN
+    assert f"beyond {2 * math.log(vocab):.2f} (twice a uniform guess's over the {vocab} words)" in line, line
+    assert line.endswith("is removed (lower --lr or --clip)"), line
+    assert not run.exists()  # no epoch had finished: nothing kept
 
 
 def test_nan_that_persists_gives_up_and_leaves_the_checkpoint_intact(corpus_dir, tmp_path, monkeypatch):

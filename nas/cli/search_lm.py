@@ -312,8 +312,9 @@ CONFIG_KEYS = {"train": "train_file", "valid": "valid_file", "test": "test_file"
     "--max-rollbacks",
     type=T["max_rollbacks"],
     default=None,
-    help="Rollbacks to the last checkpoint after a non-finite loss or gradient (fresh dropout masks and sequence "
-    f"lengths; a weight-sharing search draws the same cells) before giving up [default: {D.max_rollbacks}].",
+    help="Rollbacks to the last checkpoint after a non-finite loss or gradient, or a training NLL beyond twice a "
+    "uniform guess's (fresh dropout masks and sequence lengths; a weight-sharing search draws the same cells) before "
+    f"giving up [default: {D.max_rollbacks}].",
 )
 @click.option(
     "--max-batches-per-epoch",
@@ -545,7 +546,7 @@ def _report(searcher, genotype, out: str | None, unit: str) -> None:
     if valid_ppl is None:
         click.echo(
             "warning: the search's last validation perplexity is not finite (the model diverged on the "
-            "validation split); the genotype is derived from α all the same (a lower --lr or --clip "
+            "validation split); the genotype is derived from α all the same (a lower --lr "
             "avoids it)",
             err=True,
         )

@@ -119,7 +119,8 @@ T = flag_types(RetrainConfig.RANGES)
     "--max-rollbacks",
     type=T["max_rollbacks"],
     default=D.max_rollbacks,
-    help="Rollbacks to the last checkpoint after a NaN before giving up.",
+    help="Rollbacks to the last checkpoint after a non-finite loss or a training NLL beyond twice a uniform "
+    "guess's, before giving up.",
 )
 @click.option(
     "--max-batches-per-epoch",

@@ -3,8 +3,8 @@ the search on a tagging task (`tagger.tagging_search`).
 
 `TrainingLoop` owns what every run shares: epochs of batches, the stop flag (Ctrl-C writes a
 checkpoint at the next batch boundary and raises `Interrupted`), the checkpoint, `--resume`, a
-time budget, rollback to the last checkpoint after a non-finite loss, the ranks' agreement on
-every decision that ends a loop and their checksum at each epoch end (`nas.common.distributed`), and
+time budget, rollback to the last checkpoint after a diverged batch (`Diverged`), the ranks' agreement
+on every decision that ends a loop and their checksum at each epoch end (`nas.common.distributed`), and
 progress, reported to a `Progress` (it prints nothing). `LMLoop` adds a language model's data and
 weight step: batches of the training split at a sampled sequence length with the hidden state
 carried on, and SGD (lr scaled by seq_len / bptt, NLL + AR + TAR, gradients averaged over ranks
@@ -42,8 +42,10 @@ from nas.runs.config import LMConfig
 L = TypeVar("L", bound="LMLoop")
 
 
-class NonFinite(Exception):
-    """The loss or the gradient norm of a batch, or a validation loss, is NaN or infinite."""
+class Diverged(Exception):
+    """The loss or the gradient norm of a batch, or a validation loss, is NaN or infinite; or a language
+    model's training NLL on a batch is beyond twice a uniform guess's, which a training that still learns
+    never reaches (at a high lr the weights can blow up while every number stays finite)."""
 
 
 class Progress:
@@ -102,7 +104,8 @@ class TrainingLoop:
 
     def train_batch(self) -> int | None:
         """Train on the next batch; returns the tokens it held (over all ranks), or None when the data
-        ran out before `epoch_limit`. Raise `NonFinite` before a bad step touches the weights."""
+        ran out before `epoch_limit`. Raise `Diverged` on a bad batch (a non-finite one before its step
+        touches the weights: a rollback restores them anyway)."""
         raise NotImplementedError
 
     def end_epoch(self) -> None:
@@ -230,7 +233,7 @@ class TrainingLoop:
                     try:
                         self._train_epoch(on_batch)
                         self._end_epoch()
-                    except NonFinite as bad:
+                    except Diverged as bad:
                         self._roll_back(str(bad))
             return self.finish()
         except WriteRefused as refused:
@@ -313,6 +316,8 @@ class LMLoop(TrainingLoop):
         self.corpus = corpus
         train = batchify(corpus.train, config.batch_size, config.bptt, corpus.paths["train"])
         self.train_data = self.ranks.columns(train).to(self.device)
+        self.corpus_words = len(corpus.vocab)
+        self.diverged_nll = 2 * math.log(self.corpus_words)  # nats: the vocabulary size squared as perplexity
         self.pos = 0
         self.hidden = None
 
@@ -339,7 +344,7 @@ class LMLoop(TrainingLoop):
         raise NotImplementedError
 
     def step(self, words: torch.Tensor, targets: torch.Tensor, seq_len: int) -> None:
-        """Train on one batch (at least `weight_step`); raise `NonFinite` before a bad step touches the weights."""
+        """Train on one batch (at least `weight_step`); raise `Diverged` on a bad batch."""
         raise NotImplementedError
 
     def reset_hidden(self) -> None:
@@ -394,7 +399,7 @@ class LMLoop(TrainingLoop):
 
         The lr is scaled by seq_len / bptt (the DARTS/AWD code); the loss is NLL + AR + TAR,
         averaged over ranks with the gradients; the gradient norm is clipped. A non-finite
-        loss or gradient norm raises `NonFinite` before the weights change.
+        loss or gradient norm raises `Diverged` before the weights change.
         """
         self.set_lr(seq_len)
         loss, loss_value, nll, hidden = self.weight_loss(words, targets, self.hidden)
@@ -435,12 +440,19 @@ class LMLoop(TrainingLoop):
         return loss_value, nll, norm, detach_hidden(hidden)
 
     def check_finite(self, value: torch.Tensor, what: str) -> None:
-        """`NonFinite` naming the batch when `value` is not finite."""
+        """`Diverged` naming the batch when `value` is not finite."""
         if not torch.isfinite(value):
-            raise NonFinite(f"{what} became {value.item()} in epoch {self.epoch + 1}, batch {self.batch + 1}")
+            raise Diverged(f"{what} became {value.item()} in epoch {self.epoch + 1}, batch {self.batch + 1}")
 
     def count_nll(self, nll: torch.Tensor, targets: torch.Tensor) -> None:
-        self.totals["nll"] += nll.item() * targets.numel() * self.ranks.world
+        """Add the batch's NLL to the epoch's; `Diverged` when it is beyond `diverged_nll`."""
+        value = nll.item()
+        if value > self.diverged_nll:
+            raise Diverged(
+                f"the training diverged in epoch {self.epoch + 1}, batch {self.batch + 1}: NLL {value:.4g} nats a "
+                f"word, beyond {self.diverged_nll:.2f} (twice a uniform guess's over the {self.corpus_words} words)"
+            )
+        self.totals["nll"] += value * targets.numel() * self.ranks.world
 
 
 def _check_splits(config: LMConfig, run_dir: RunDir) -> None:

@@ -13,7 +13,8 @@ written after every epoch and on
 Ctrl-C at a batch boundary, so `--resume` ends exactly where an uninterrupted run would) and
 `best.pt` (the best validated model). Both are self-contained model files (`nas.lm.model_file`).
 
-A non-finite loss or gradient norm is caught before the step touches the weights. The run rolls
+A non-finite loss or gradient norm is caught before the step touches the weights, a training NLL
+beyond twice a uniform guess's (`Diverged`) after it. The run rolls
 back to `checkpoint.pt`, the last good state (the reference code rolls back to its only file, the
 best model; keeping a last checkpoint loses at most one epoch), reseeds so the retried batches
 differ, and gives up after `max_rollbacks` rollbacks with a one-line error, leaving the
@@ -41,7 +42,7 @@ from nas.lm.lstm import matching_nhid
 from nas.lm.model import RNNModel
 from nas.lm.model_file import LMSpec, build_lm, load_model_file, model_file, rnn_parameters
 from nas.runs.config import RetrainConfig
-from nas.runs.loop import LMLoop, NonFinite
+from nas.runs.loop import LMLoop, Diverged
 from nas import speed
 
 MIN_SEQ_LEN = 5  # AWD/DARTS floor on the sampled sequence length
@@ -214,7 +215,7 @@ class Trainer(LMLoop):
         with averaged_weights(self.model, self.optimizer):
             valid_nll = evaluate(self.model, self.valid_data, c.bptt, c.eval_batches, graphs=self.eval_graphs)
             if not math.isfinite(valid_nll):
-                raise NonFinite(f"validation loss became {valid_nll} after epoch {self.epoch + 1}")
+                raise Diverged(f"validation loss became {valid_nll} after epoch {self.epoch + 1}")
             if valid_nll < self.best_valid:
                 self.best_valid, self.best_epoch = valid_nll, self.epoch + 1
                 self.run_dir.save_checkpoint(
