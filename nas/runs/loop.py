@@ -316,8 +316,7 @@ class LMLoop(TrainingLoop):
         self.corpus = corpus
         train = batchify(corpus.train, config.batch_size, config.bptt, corpus.paths["train"])
         self.train_data = self.ranks.columns(train).to(self.device)
-        self.corpus_words = len(corpus.vocab)
-        self.diverged_nll = 2 * math.log(self.corpus_words)  # nats: the vocabulary size squared as perplexity
+        self.diverged_nll = 2 * math.log(len(corpus.vocab))  # nats: the vocabulary size squared as perplexity
         self.pos = 0
         self.hidden = None
 
@@ -449,8 +448,9 @@ class LMLoop(TrainingLoop):
         value = nll.item()
         if value > self.diverged_nll:
             raise Diverged(
-                f"the training diverged in epoch {self.epoch + 1}, batch {self.batch + 1}: NLL {value:.4g} nats a "
-                f"word, beyond {self.diverged_nll:.2f} (twice a uniform guess's over the {self.corpus_words} words)"
+                f"the training diverged in epoch {self.epoch + 1}, batch {self.batch + 1}: NLL {value:.4g} nats "
+                f"a word, beyond {self.diverged_nll:.2f} (twice a uniform guess's over the {len(self.corpus.vocab)} "
+                "words)"
             )
         self.totals["nll"] += value * targets.numel() * self.ranks.world
 
